@@ -1,0 +1,245 @@
+#include "atoll/codec.h"
+
+#include <algorithm>
+#include <bit>
+#include <cassert>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+namespace atl {
+
+static_assert(std::endian::native == std::endian::little,
+              "payloads are little-endian; a big-endian host needs byte swaps here");
+
+namespace {
+
+int bits_of(Codec c) {
+  switch (c) {
+    case Codec::kFp32: return 32;
+    case Codec::kBf16: return 16;
+    case Codec::kInt8: return 8;
+    case Codec::kInt4: return 4;
+    case Codec::kInt2: return 2;
+  }
+  return 0;
+}
+bool is_quantized(Codec c) { return c == Codec::kInt8 || c == Codec::kInt4 || c == Codec::kInt2; }
+int qmax_of(Codec c) { return (1 << (bits_of(c) - 1)) - 1; }  // 127, 7, 1
+size_t block_count(size_t n, uint32_t block) { return (n + block - 1) / block; }
+
+uint16_t to_bf16(float x) {
+  uint32_t u = std::bit_cast<uint32_t>(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);                      // round to nearest even
+  return static_cast<uint16_t>(u >> 16);
+}
+float from_bf16(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+// True when every value is finite (written as a comparison so it vectorizes).
+bool all_finite(std::span<const float> x) {
+  bool ok = true;
+  for (float v : x) ok &= (std::fabs(v) <= FLT_MAX);
+  return ok;
+}
+
+// Codes are written in two simple passes that the compiler vectorizes:
+// quantize block by block into one byte per value, then pack the bytes.
+template <int kBits>
+void quantize(uint32_t block, std::span<const float> x, float* steps, uint8_t* codes) {
+  constexpr int kQmax = (1 << (kBits - 1)) - 1;
+  const size_t n = x.size();
+  std::vector<uint8_t> q(n);
+  for (size_t b = 0, begin = 0; begin < n; ++b, begin += block) {
+    const size_t len = std::min<size_t>(block, n - begin);
+    const float* xb = x.data() + begin;
+    float absmax = 0.0f;
+    bool finite = true;
+    for (size_t i = 0; i < len; ++i) {
+      absmax = std::max(absmax, std::fabs(xb[i]));
+      finite &= std::fabs(xb[i]) <= FLT_MAX;  // false for NaN and infinity
+    }
+    if (!finite) {
+      // A NaN or infinity has no code: mark the block with a NaN step, which
+      // every decoder refuses, rather than casting NaN to an integer.
+      steps[b] = std::numeric_limits<float>::quiet_NaN();
+      std::fill(q.begin() + static_cast<ptrdiff_t>(begin), q.begin() + static_cast<ptrdiff_t>(begin + len),
+                uint8_t{kQmax});
+      continue;
+    }
+    const float step = absmax / kQmax;
+    steps[b] = step;
+    const float inv = step > 0.0f ? 1.0f / step : 0.0f;
+    uint8_t* qb = q.data() + begin;
+    for (size_t i = 0; i < len; ++i) {
+      const float r = std::min(std::max(xb[i] * inv, -float(kQmax)), float(kQmax));
+      qb[i] = static_cast<uint8_t>(static_cast<int>(std::nearbyint(r)) + kQmax);
+    }
+  }
+  if constexpr (kBits == 8) {
+    std::memcpy(codes, q.data(), n);
+  } else {
+    constexpr size_t kPerByte = 8 / kBits;
+    const size_t full = n / kPerByte;
+    for (size_t j = 0; j < full; ++j) {
+      unsigned byte = 0;
+      for (size_t k = 0; k < kPerByte; ++k) byte |= unsigned{q[j * kPerByte + k]} << (k * kBits);
+      codes[j] = static_cast<uint8_t>(byte);
+    }
+    if (full * kPerByte < n) {
+      unsigned byte = 0;
+      for (size_t k = 0; full * kPerByte + k < n; ++k) byte |= unsigned{q[full * kPerByte + k]} << (k * kBits);
+      codes[full] = static_cast<uint8_t>(byte);
+    }
+  }
+}
+
+template <int kBits>
+Status dequantize(uint32_t block, const float* steps, const uint8_t* codes, std::span<float> out) {
+  constexpr int kQmax = (1 << (kBits - 1)) - 1;
+  const size_t n = out.size();
+  std::vector<uint8_t> unpacked;
+  const uint8_t* q = codes;  // int8 codes are already one byte per value
+  if constexpr (kBits < 8) {
+    constexpr size_t kPerByte = 8 / kBits;
+    constexpr unsigned kMask = (1u << kBits) - 1;
+    unpacked.resize(n);
+    for (size_t k = 0; k < n; ++k)
+      unpacked[k] = static_cast<uint8_t>((codes[k / kPerByte] >> ((k % kPerByte) * kBits)) & kMask);
+    q = unpacked.data();
+  }
+  uint8_t worst = 0;
+  for (size_t k = 0; k < n; ++k) worst = std::max(worst, q[k]);
+  if (worst > 2 * kQmax)
+    return Status::corruption("a code is above " + std::to_string(2 * kQmax) + " (" +
+                              std::to_string(worst) + ")");
+  for (size_t b = 0, begin = 0; begin < n; ++b, begin += block) {
+    const float step = steps[b];
+    if (!(step >= 0.0f && step <= FLT_MAX))
+      return Status::corruption("block " + std::to_string(b) + " has step " + std::to_string(step) +
+                                " (must be finite and >= 0)");
+    const size_t len = std::min<size_t>(block, n - begin);
+    for (size_t i = 0; i < len; ++i)
+      out[begin + i] = static_cast<float>(static_cast<int>(q[begin + i]) - kQmax) * step;
+  }
+  if (!all_finite(out)) return Status::corruption("a decoded value is not finite");
+  return {};
+}
+
+}  // namespace
+
+const char* codec_name(Codec c) {
+  switch (c) {
+    case Codec::kFp32: return "fp32";
+    case Codec::kBf16: return "bf16";
+    case Codec::kInt8: return "int8";
+    case Codec::kInt4: return "int4";
+    case Codec::kInt2: return "int2";
+  }
+  return "unknown";
+}
+
+Result<Codec> parse_codec(std::string_view name) {
+  for (Codec c : {Codec::kFp32, Codec::kBf16, Codec::kInt8, Codec::kInt4, Codec::kInt2})
+    if (name == codec_name(c)) return c;
+  return Status::invalid_argument("unknown codec '" + std::string(name) +
+                                  "' (expected fp32, bf16, int8, int4 or int2)");
+}
+
+Status check_block(Codec codec, uint32_t block) {
+  if (!is_quantized(codec)) return {};
+  if (block < kMinBlock || block > kMaxBlock)
+    return Status::invalid_argument("block size " + std::to_string(block) + " for " +
+                                    codec_name(codec) + " is outside [" + std::to_string(kMinBlock) +
+                                    ", " + std::to_string(kMaxBlock) + "]");
+  return {};
+}
+
+size_t encoded_size(Codec codec, size_t count, uint32_t block) {
+  if (!is_quantized(codec)) return count * static_cast<size_t>(bits_of(codec) / 8);
+  return block_count(count, block) * sizeof(float) + (count * static_cast<size_t>(bits_of(codec)) + 7) / 8;
+}
+
+double error_bound(Codec codec, float x, float absmax) {
+  const double round_off = 4.0 * FLT_EPSILON * absmax;
+  switch (codec) {
+    case Codec::kFp32: return 0.0;
+    case Codec::kBf16: return std::ldexp(std::fabs(static_cast<double>(x)), -8);
+    default: return absmax / (2.0 * qmax_of(codec)) + round_off;
+  }
+}
+
+void encode(Codec codec, uint32_t block, std::span<const float> x, std::span<uint8_t> out) {
+  assert(out.size() == encoded_size(codec, x.size(), block));
+  switch (codec) {
+    case Codec::kFp32:
+      std::memcpy(out.data(), x.data(), x.size_bytes());
+      return;
+    case Codec::kBf16:
+      for (size_t i = 0; i < x.size(); ++i) {
+        const uint16_t b = to_bf16(x[i]);
+        std::memcpy(out.data() + 2 * i, &b, 2);
+      }
+      return;
+    default: break;
+  }
+  // Steps are written through a float buffer because `out` has no alignment.
+  std::vector<float> steps(block_count(x.size(), block));
+  uint8_t* codes = out.data() + steps.size() * sizeof(float);
+  if (codec == Codec::kInt8) quantize<8>(block, x, steps.data(), codes);
+  if (codec == Codec::kInt4) quantize<4>(block, x, steps.data(), codes);
+  if (codec == Codec::kInt2) quantize<2>(block, x, steps.data(), codes);
+  std::memcpy(out.data(), steps.data(), steps.size() * sizeof(float));
+}
+
+Status decode(Codec codec, uint32_t block, std::span<const uint8_t> in, std::span<float> out) {
+  if (bits_of(codec) == 0)
+    return Status::corruption("unknown codec id " + std::to_string(static_cast<int>(codec)));
+  ATOLL_RETURN_IF_ERROR(check_block(codec, block));
+  const size_t expected = encoded_size(codec, out.size(), block);
+  if (in.size() != expected)
+    return Status::corruption(std::string(codec_name(codec)) + " payload of " +
+                              std::to_string(in.size()) + " bytes for " + std::to_string(out.size()) +
+                              " values, expected " + std::to_string(expected) + " bytes");
+  switch (codec) {
+    case Codec::kFp32:
+      std::memcpy(out.data(), in.data(), in.size());
+      break;
+    case Codec::kBf16:
+      for (size_t i = 0; i < out.size(); ++i) {
+        uint16_t b;
+        std::memcpy(&b, in.data() + 2 * i, 2);
+        out[i] = from_bf16(b);
+      }
+      break;
+    default: {
+      std::vector<float> steps(block_count(out.size(), block));
+      std::memcpy(steps.data(), in.data(), steps.size() * sizeof(float));
+      const uint8_t* codes = in.data() + steps.size() * sizeof(float);
+      if (codec == Codec::kInt8) return dequantize<8>(block, steps.data(), codes, out);
+      if (codec == Codec::kInt4) return dequantize<4>(block, steps.data(), codes, out);
+      return dequantize<2>(block, steps.data(), codes, out);
+    }
+  }
+  if (!all_finite(out)) return Status::corruption("a decoded value is not finite");
+  return {};
+}
+
+Payload encode_payload(Codec codec, uint32_t block, std::span<const float> x) {
+  Payload p{codec, is_quantized(codec) ? block : 0, static_cast<uint32_t>(x.size()), {}};
+  p.bytes.resize(encoded_size(codec, x.size(), p.block));
+  encode(codec, p.block, x, p.bytes);
+  return p;
+}
+
+Status decode_payload(const Payload& p, std::span<float> out) {
+  if (p.count != out.size())
+    return Status::corruption("payload holds " + std::to_string(p.count) + " values, expected " +
+                              std::to_string(out.size()));
+  return decode(p.codec, p.block, p.bytes, out);
+}
+
+}  // namespace atl
+

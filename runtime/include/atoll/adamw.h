@@ -1,0 +1,66 @@
+// AdamW: the inner optimizer every learner runs on its own replica.
+//
+// Decoupled weight decay (Loshchilov & Hutter) as in PyTorch's AdamW:
+//   p <- p - lr*wd*p                      (only tensors with decay = true)
+//   m <- b1*m + (1-b1)*g ;  v <- b2*v + (1-b2)*g^2
+//   p <- p - lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)      t = step + 1
+// with lr from the schedule below. The moments are kept across broadcasts and
+// can be copied to a restarted peer (a fresh one makes its first update huge).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "atoll/param_layout.h"
+#include "atoll/status.h"
+
+namespace atl {
+
+struct AdamWConfig {
+  float lr = 1e-3f;          // peak learning rate
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  // Schedule: linear warmup from lr/warmup_steps up to lr over warmup_steps,
+  // then cosine decay to min_lr_ratio*lr at total_steps, constant after.
+  // total_steps = 0 means no decay (constant lr after warmup).
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 0;
+  float min_lr_ratio = 0.1f;
+
+  friend bool operator==(const AdamWConfig&, const AdamWConfig&) = default;
+};
+
+// The learning rate of 0-based step `step`.
+float scheduled_lr(const AdamWConfig& config, int64_t step);
+
+class AdamW {
+ public:
+  AdamW(const ParamLayout& layout, AdamWConfig config);
+
+  // One update of `params` with `grads` at the scheduled rate of step(); then step()++.
+  // REQUIRES: both spans have layout.size() floats.
+  void update(std::span<float> params, std::span<const float> grads);
+
+  int64_t step() const { return step_; }
+  const AdamWConfig& config() const { return config_; }
+  std::span<const float> first_moment() const { return m_; }
+  std::span<const float> second_moment() const { return v_; }
+  // Adopts another replica's state (same layout). Fails on a size mismatch or
+  // non-finite moments, leaving this optimizer unchanged.
+  Status load_state(int64_t step, std::span<const float> m, std::span<const float> v);
+
+ private:
+  struct Range {
+    size_t begin, end;
+    bool decay;
+  };
+  AdamWConfig config_;
+  std::vector<Range> ranges_;  // consecutive tensors merged when they share `decay`
+  std::vector<float> m_, v_;
+  int64_t step_ = 0;
+};
+
+}  // namespace atl

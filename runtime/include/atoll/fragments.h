@@ -1,0 +1,52 @@
+// Fragments: the units of synchronization.
+//
+// The P fragments partition a layout's tensors: every tensor is in exactly one
+// fragment. Assignment is greedy balanced bin-packing (largest tensor first,
+// ties by name, into the currently lightest fragment, ties by lowest id), so it
+// is deterministic and every replica computes the same plan from the same
+// layout. On the wire and at the syncer a fragment is one contiguous float
+// vector: its tensors back to back, in layout order (the pieces below).
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "atoll/param_layout.h"
+#include "atoll/status.h"
+
+namespace atl {
+
+// How the syncer merges a fragment's outer gradients (merge.h).
+enum class MergeRule : uint8_t {
+  kAvg = 0,  // token-weighted mean; fragments with an embedding or output head
+  kRda = 1,  // per tensor: weighted mean norm along the weighted mean direction
+};
+
+const char* merge_rule_name(MergeRule rule);
+
+struct Fragment {
+  // One tensor inside the fragment vector.
+  struct Piece {
+    int tensor;              // index in the layout
+    size_t param_offset;     // where it lives in the full parameter buffer
+    size_t fragment_offset;  // where it lives in the fragment vector
+    size_t size;             // floats
+  };
+
+  int id = 0;
+  MergeRule rule = MergeRule::kRda;
+  std::vector<Piece> pieces;  // ascending layout index
+  size_t size = 0;            // floats in the fragment vector
+};
+
+// Splits `layout` into `count` fragments. Fails if count < 1 or if there are
+// fewer tensors than fragments (a fragment would be empty).
+Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, int count);
+
+// Copies the fragment's tensors out of a full buffer into `out` (fragment.size floats).
+void gather(const Fragment& fragment, std::span<const float> params, std::span<float> out);
+// Copies `values` (fragment.size floats) into the fragment's tensors of a full buffer.
+void scatter(const Fragment& fragment, std::span<const float> values, std::span<float> params);
+
+}  // namespace atl

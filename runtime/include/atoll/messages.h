@@ -1,0 +1,133 @@
+// The protocol messages between learners and the syncer (DESIGN section 4) as
+// plain structs, and their Cap'n Proto encoding (schema/wire.capnp).
+//
+// Actors never touch Cap'n Proto: they build these structs and call
+// encode_message(); a receiver calls decode_message(), which checks every
+// field it reads and turns a malformed, truncated or oversized message into
+// an error instead of an exception or undefined behaviour.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "atoll/codec.h"
+#include "atoll/status.h"
+#include "atoll/topology.h"
+
+namespace atl {
+
+struct Register {
+  uint32_t learner = 0;
+  uint64_t incarnation = 0;
+  uint64_t fingerprint = 0;
+  std::string token;
+  friend bool operator==(const Register&, const Register&) = default;
+};
+
+struct FragmentValues {
+  uint32_t fragment = 0;
+  uint64_t version = 0;
+  Payload values;
+  friend bool operator==(const FragmentValues&, const FragmentValues&) = default;
+};
+
+struct OptimizerState {
+  int64_t step = 0;
+  Payload m, v;
+  friend bool operator==(const OptimizerState&, const OptimizerState&) = default;
+};
+
+struct Welcome {
+  uint32_t learner = 0;
+  uint64_t incarnation = 0;
+  Topology topology;
+  std::vector<FragmentValues> fragments;
+  std::optional<OptimizerState> moments;  // from a healthy peer, when there is one
+  friend bool operator==(const Welcome&, const Welcome&) = default;
+};
+
+struct Pull {
+  uint32_t fragment = 0;
+  uint64_t round = 0;
+  friend bool operator==(const Pull&, const Pull&) = default;
+};
+
+struct Push {
+  uint32_t learner = 0;
+  uint64_t incarnation = 0;
+  uint32_t fragment = 0;
+  uint64_t round = 0;          // the Pull answered; 0 when sent unasked
+  uint64_t base_version = 0;
+  uint64_t steps = 0;          // since adopting base_version
+  uint64_t tokens = 0;         // trained in those steps
+  Payload delta;               // theta - base
+  friend bool operator==(const Push&, const Push&) = default;
+};
+
+struct Broadcast {
+  uint32_t fragment = 0;
+  uint64_t version = 0;
+  Payload values;
+  friend bool operator==(const Broadcast&, const Broadcast&) = default;
+};
+
+struct FragmentProgress {
+  uint64_t version = 0;  // adopted
+  uint64_t steps = 0;    // since adopting it
+  friend bool operator==(const FragmentProgress&, const FragmentProgress&) = default;
+};
+
+struct Progress {
+  uint32_t learner = 0;
+  uint64_t incarnation = 0;
+  uint64_t step = 0;
+  uint64_t tokens = 0;
+  double step_seconds = 0.0;                // moving average
+  std::vector<FragmentProgress> fragments;  // indexed by fragment id
+  friend bool operator==(const Progress&, const Progress&) = default;
+};
+
+// Values are part of the wire format: never renumber.
+enum class RejectReason : uint8_t {
+  kMalformed = 0,
+  kStale = 1,
+  kBadShape = 2,
+  kNonFinite = 3,
+  kBadToken = 4,
+  kUnknownLearner = 5,
+  kUnknownFragment = 6,
+  kTooLarge = 7,
+  kFingerprintMismatch = 8,
+  kDuplicateLearner = 9,
+};
+const char* reject_reason_name(RejectReason reason);
+
+struct Reject {
+  RejectReason reason = RejectReason::kMalformed;
+  uint32_t fragment = 0;
+  std::string detail;
+  friend bool operator==(const Reject&, const Reject&) = default;
+};
+
+using Message = std::variant<Register, Welcome, Pull, Push, Broadcast, Progress, Reject>;
+
+// "register", "welcome", ...
+const char* message_name(const Message& message);
+
+// The serialized Cap'n Proto Envelope (a flat array of 8-byte words).
+std::vector<uint8_t> encode_message(const Message& message);
+
+// Messages larger than this are refused before parsing (256 MiB).
+inline constexpr size_t kDefaultMaxMessageBytes = size_t{256} << 20;
+
+// Parses an Envelope. Fails with OutOfRange above max_bytes and with
+// Corruption on anything malformed: bad framing, pointers out of bounds, an
+// unknown enum value or union member, a topology that does not validate.
+Result<Message> decode_message(std::span<const uint8_t> bytes,
+                               size_t max_bytes = kDefaultMaxMessageBytes);
+
+}  // namespace atl

@@ -1,0 +1,64 @@
+// Model: what the runtime needs from a trainable model.
+//
+// A model owns its layout and its scratch memory (activations), never its
+// parameters: those are flat buffers owned by a learner or the syncer and
+// passed in as spans. A Model object is used by one thread at a time; each
+// learner builds its own. A service embedding atoll can bring its own model by
+// implementing this interface.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <numbers>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "atoll/batch.h"
+#include "atoll/param_layout.h"
+
+namespace atl {
+
+// Sums over evaluated examples; add them up across batches, divide at the end.
+struct EvalSums {
+  double loss_sum = 0.0;   // natural-log cross-entropy summed over predictions
+  int64_t correct = 0;     // argmax hits
+  int64_t count = 0;       // predictions: examples (classifier) or bytes (LM)
+
+  EvalSums& operator+=(const EvalSums& o) {
+    loss_sum += o.loss_sum;
+    correct += o.correct;
+    count += o.count;
+    return *this;
+  }
+  double loss() const { return count ? loss_sum / static_cast<double>(count) : 0.0; }
+  double accuracy() const { return count ? static_cast<double>(correct) / static_cast<double>(count) : 0.0; }
+  double bits_per_byte() const { return loss() / std::numbers::ln2; }
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // Human-readable description, e.g. "mlp 784-256-10".
+  virtual std::string describe() const = 0;
+  virtual const ParamLayout& layout() const = 0;
+
+  // Writes a fresh initialization into params (layout().size() floats);
+  // the same seed gives the same values.
+  virtual void init(std::span<float> params, uint64_t seed) const = 0;
+
+  // Forward and backward pass on `batch`. Overwrites `grads` with the gradient
+  // of the mean loss over the batch and returns that mean loss.
+  virtual float forward_backward(std::span<const float> params, const Batch& batch,
+                                 std::span<float> grads) = 0;
+
+  // Forward pass only, for evaluation.
+  virtual EvalSums evaluate(std::span<const float> params, const Batch& batch) = 0;
+};
+
+// Evaluates `params` on every batch.
+EvalSums evaluate_all(Model& model, std::span<const float> params, const std::vector<Batch>& batches);
+
+}  // namespace atl

@@ -1,0 +1,25 @@
+// Nesterov SGD: the outer optimizer the syncer runs on each fragment.
+//
+//   v <- mu*v + g ;  theta <- theta - lr*(g + mu*v)
+//
+// g is the merged outer gradient (base - learner, see merge.h), so a positive
+// lr moves the global copy towards where the learners went. Keep lr < 1 with
+// mu = 0.9 (lr >= 1 gives loss spikes); lr 0.3-0.7 with mu 0.8-0.9 behave alike.
+#pragma once
+
+#include <span>
+
+namespace atl {
+
+struct NesterovConfig {
+  float lr = 0.7f;
+  float momentum = 0.8f;
+
+  friend bool operator==(const NesterovConfig&, const NesterovConfig&) = default;
+};
+
+// REQUIRES: theta, velocity and g have the same size.
+void nesterov_step(const NesterovConfig& config, std::span<float> theta,
+                   std::span<float> velocity, std::span<const float> g);
+
+}  // namespace atl

@@ -1,0 +1,107 @@
+// Topology: every knob of a run, with its default.
+//
+// The field groups match the tables of a topology file ([model], [data],
+// [inner], [outer], [[learners]]) and validate() names problems by those keys
+// ("outer.quorum"). The same struct travels to learners inside a Welcome
+// (schema/topology.capnp mirrors it field by field).
+//
+// Units: tokens are training examples for a classifier and predicted bytes for
+// a language model; seconds are wall-clock; *_steps are a learner's inner steps.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "atoll/adamw.h"
+#include "atoll/codec.h"
+#include "atoll/nesterov.h"
+#include "atoll/status.h"
+
+namespace atl {
+
+// Values are part of the wire format: never renumber.
+enum class Mode : uint8_t {
+  kDecoupled = 0,  // Decoupled DiLoCo: learners never wait for each other
+  kDp = 1,         // synchronous data-parallel: all learners every step
+  kElasticDp = 2,  // data-parallel that shrinks to the live learners after a failure
+};
+enum class ModelKind : uint8_t { kMlp = 0, kTransformer = 1 };
+enum class DataKind : uint8_t { kMnist = 0, kText = 1 };
+
+const char* mode_name(Mode mode);            // "decoupled", "dp", "elastic_dp"
+const char* model_kind_name(ModelKind kind); // "mlp", "transformer"
+const char* data_kind_name(DataKind kind);   // "mnist", "text"
+Result<Mode> parse_mode(std::string_view name);
+Result<ModelKind> parse_model_kind(std::string_view name);
+Result<DataKind> parse_data_kind(std::string_view name);
+
+struct LearnerSpec {
+  // Relative compute speed: 0.5 takes twice as long per inner step as 1.0.
+  double speed = 1.0;
+  // Examples (classifier) or windows (language model) per inner step.
+  int batch_size = 64;
+
+  friend bool operator==(const LearnerSpec&, const LearnerSpec&) = default;
+};
+
+struct ModelSpec {
+  ModelKind kind = ModelKind::kMlp;
+  std::vector<int> hidden = {256};  // mlp: hidden layer widths
+  int layers = 4;                   // transformer: blocks
+  int width = 128;                  // transformer: model width
+  int heads = 4;                    // transformer: attention heads (divides width)
+  int context = 128;                // transformer: bytes of context
+
+  friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
+};
+
+struct DataSpec {
+  DataKind kind = DataKind::kMnist;
+  std::string dir;         // empty: <data dir>/mnist or <data dir>/sotu
+  int holdout_every = 10;  // text: every n-th document is held out
+  int eval_examples = 0;   // examples (or windows) evaluated; 0: the whole held-out set
+
+  friend bool operator==(const DataSpec&, const DataSpec&) = default;
+};
+
+// The outer loop: fragments, rounds and the syncer's optimizer (DESIGN section 5).
+struct OuterSpec {
+  int fragments = 2;              // P
+  int sync_every = 32;            // H: a learner pushes a fragment every H of its inner steps
+  int overlap = 2;                // tau: a broadcast may arrive up to tau steps after a push
+  int quorum = 1;                 // K: distinct learners a round waits for
+  double grace_gamma = 1.0;       // grace = clamp(gamma*(tau*step - to_quorum - sync), 0, cap)
+  double grace_cap_steps = 2.0;   // cap, in step times of the slowest live learner
+  int max_staleness = 1;          // pushes based on a version older than current - this are refused
+  NesterovConfig nesterov;        // outer lr and momentum
+  Codec push_codec = Codec::kInt4;
+  uint32_t push_block = 64;       // values per quantization step
+  Codec broadcast_codec = Codec::kFp32;  // fp32 or bf16
+  float blend_alpha = 0.0f;       // on a broadcast: theta <- alpha*theta + (1-alpha)*global
+  bool barrier = false;           // a learner waits for the broadcast of what it pushed
+
+  friend bool operator==(const OuterSpec&, const OuterSpec&) = default;
+};
+
+struct Topology {
+  Mode mode = Mode::kDecoupled;
+  uint64_t seed = 1;
+  uint64_t tokens = 2'000'000;  // training budget over all learners
+  double seconds = 0.0;         // wall-clock limit; 0: none
+  std::vector<LearnerSpec> learners = {{1.0, 64}, {1.0, 64}, {0.7, 64}, {0.5, 64}};
+  ModelSpec model;
+  DataSpec data;
+  AdamWConfig inner;
+  OuterSpec outer;
+
+  friend bool operator==(const Topology&, const Topology&) = default;
+};
+
+// Checks every value against its range and the others ("outer.quorum = 5
+// exceeds the 4 learners"). Model-dependent checks (fragments vs tensors)
+// happen when the model is built.
+Status validate(const Topology& topology);
+
+}  // namespace atl

@@ -1,0 +1,346 @@
+#include "atoll/messages.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+#include <kj/io.h>
+
+#include <cstring>
+
+#include "atoll/wire.capnp.h"
+
+namespace atl {
+namespace {
+
+namespace s = ::atl::schema;
+
+// Thrown inside decoding, caught at the top with kj::Exception: one error path.
+struct DecodeError {
+  std::string what;
+};
+
+template <class E>
+E checked_enum(uint16_t raw, uint16_t max, const char* what) {
+  if (raw > max) throw DecodeError{std::string("unknown ") + what + " " + std::to_string(raw)};
+  return static_cast<E>(raw);
+}
+
+kj::ArrayPtr<const kj::byte> bytes_of(const std::vector<uint8_t>& v) { return {v.data(), v.size()}; }
+kj::ArrayPtr<const kj::byte> bytes_of(const std::string& v) {
+  return {reinterpret_cast<const kj::byte*>(v.data()), v.size()};
+}
+
+// ---- payload
+
+void put(const Payload& p, s::Payload::Builder b) {
+  b.setCodec(static_cast<s::Codec>(p.codec));
+  b.setBlock(p.block);
+  b.setCount(p.count);
+  b.setBytes(bytes_of(p.bytes));
+}
+
+Payload get(s::Payload::Reader r) {
+  Payload p;
+  p.codec = checked_enum<Codec>(static_cast<uint16_t>(r.getCodec()), 4, "codec");
+  p.block = r.getBlock();
+  p.count = r.getCount();
+  const auto bytes = r.getBytes();
+  p.bytes.assign(bytes.begin(), bytes.end());
+  return p;
+}
+
+// ---- topology
+
+void put(const Topology& t, s::Topology::Builder b) {
+  b.setMode(static_cast<s::Mode>(t.mode));
+  b.setSeed(t.seed);
+  b.setTokens(t.tokens);
+  b.setSeconds(t.seconds);
+  auto ls = b.initLearners(static_cast<unsigned>(t.learners.size()));
+  for (unsigned i = 0; i < ls.size(); ++i) {
+    ls[i].setSpeed(t.learners[i].speed);
+    ls[i].setBatchSize(static_cast<uint32_t>(t.learners[i].batch_size));
+  }
+  auto m = b.initModel();
+  m.setKind(static_cast<s::ModelKind>(t.model.kind));
+  auto hidden = m.initHidden(static_cast<unsigned>(t.model.hidden.size()));
+  for (unsigned i = 0; i < hidden.size(); ++i) hidden.set(i, static_cast<uint32_t>(t.model.hidden[i]));
+  m.setLayers(static_cast<uint32_t>(t.model.layers));
+  m.setWidth(static_cast<uint32_t>(t.model.width));
+  m.setHeads(static_cast<uint32_t>(t.model.heads));
+  m.setContext(static_cast<uint32_t>(t.model.context));
+  auto d = b.initData();
+  d.setKind(static_cast<s::DataKind>(t.data.kind));
+  d.setDir(t.data.dir);
+  d.setHoldoutEvery(static_cast<uint32_t>(t.data.holdout_every));
+  d.setEvalExamples(static_cast<uint32_t>(t.data.eval_examples));
+  auto in = b.initInner();
+  in.setLr(t.inner.lr);
+  in.setBeta1(t.inner.beta1);
+  in.setBeta2(t.inner.beta2);
+  in.setEps(t.inner.eps);
+  in.setWeightDecay(t.inner.weight_decay);
+  in.setWarmupSteps(t.inner.warmup_steps);
+  in.setTotalSteps(t.inner.total_steps);
+  in.setMinLrRatio(t.inner.min_lr_ratio);
+  auto o = b.initOuter();
+  o.setFragments(static_cast<uint32_t>(t.outer.fragments));
+  o.setSyncEvery(static_cast<uint32_t>(t.outer.sync_every));
+  o.setOverlap(static_cast<uint32_t>(t.outer.overlap));
+  o.setQuorum(static_cast<uint32_t>(t.outer.quorum));
+  o.setGraceGamma(t.outer.grace_gamma);
+  o.setGraceCapSteps(t.outer.grace_cap_steps);
+  o.setMaxStaleness(static_cast<uint32_t>(t.outer.max_staleness));
+  o.setLr(t.outer.nesterov.lr);
+  o.setMomentum(t.outer.nesterov.momentum);
+  o.setPushCodec(static_cast<s::Codec>(t.outer.push_codec));
+  o.setPushBlock(t.outer.push_block);
+  o.setBroadcastCodec(static_cast<s::Codec>(t.outer.broadcast_codec));
+  o.setBlendAlpha(t.outer.blend_alpha);
+  o.setBarrier(t.outer.barrier);
+}
+
+// Unsigned wire fields become int knobs; anything above INT32_MAX is out of
+// every range validate() accepts, so clamp to make it fail there, by name.
+int as_int(uint32_t v) { return v > 0x7fffffffu ? 0x7fffffff : static_cast<int>(v); }
+
+Topology get(s::Topology::Reader r) {
+  Topology t;
+  t.mode = checked_enum<Mode>(static_cast<uint16_t>(r.getMode()), 2, "mode");
+  t.seed = r.getSeed();
+  t.tokens = r.getTokens();
+  t.seconds = r.getSeconds();
+  t.learners.clear();
+  for (auto l : r.getLearners()) t.learners.push_back({l.getSpeed(), as_int(l.getBatchSize())});
+  auto m = r.getModel();
+  t.model.kind = checked_enum<ModelKind>(static_cast<uint16_t>(m.getKind()), 1, "model kind");
+  t.model.hidden.clear();
+  for (uint32_t h : m.getHidden()) t.model.hidden.push_back(as_int(h));
+  t.model.layers = as_int(m.getLayers());
+  t.model.width = as_int(m.getWidth());
+  t.model.heads = as_int(m.getHeads());
+  t.model.context = as_int(m.getContext());
+  auto d = r.getData();
+  t.data.kind = checked_enum<DataKind>(static_cast<uint16_t>(d.getKind()), 1, "data kind");
+  t.data.dir = d.getDir().cStr();
+  t.data.holdout_every = as_int(d.getHoldoutEvery());
+  t.data.eval_examples = as_int(d.getEvalExamples());
+  auto in = r.getInner();
+  t.inner.lr = in.getLr();
+  t.inner.beta1 = in.getBeta1();
+  t.inner.beta2 = in.getBeta2();
+  t.inner.eps = in.getEps();
+  t.inner.weight_decay = in.getWeightDecay();
+  t.inner.warmup_steps = in.getWarmupSteps();
+  t.inner.total_steps = in.getTotalSteps();
+  t.inner.min_lr_ratio = in.getMinLrRatio();
+  auto o = r.getOuter();
+  t.outer.fragments = as_int(o.getFragments());
+  t.outer.sync_every = as_int(o.getSyncEvery());
+  t.outer.overlap = as_int(o.getOverlap());
+  t.outer.quorum = as_int(o.getQuorum());
+  t.outer.grace_gamma = o.getGraceGamma();
+  t.outer.grace_cap_steps = o.getGraceCapSteps();
+  t.outer.max_staleness = as_int(o.getMaxStaleness());
+  t.outer.nesterov.lr = o.getLr();
+  t.outer.nesterov.momentum = o.getMomentum();
+  t.outer.push_codec = checked_enum<Codec>(static_cast<uint16_t>(o.getPushCodec()), 4, "codec");
+  t.outer.push_block = o.getPushBlock();
+  t.outer.broadcast_codec = checked_enum<Codec>(static_cast<uint16_t>(o.getBroadcastCodec()), 4, "codec");
+  t.outer.blend_alpha = o.getBlendAlpha();
+  t.outer.barrier = o.getBarrier();
+  if (Status st = validate(t); !st.ok()) throw DecodeError{"topology: " + std::string(st.message())};
+  return t;
+}
+
+// ---- one builder per message
+
+struct Encoder {
+  s::Envelope::Builder env;
+
+  void operator()(const Register& m) {
+    auto b = env.initRegister();
+    b.setLearner(m.learner);
+    b.setIncarnation(m.incarnation);
+    b.setFingerprint(m.fingerprint);
+    b.setToken(bytes_of(m.token));
+  }
+  void operator()(const Welcome& m) {
+    auto b = env.initWelcome();
+    b.setLearner(m.learner);
+    b.setIncarnation(m.incarnation);
+    put(m.topology, b.initTopology());
+    auto fs = b.initFragments(static_cast<unsigned>(m.fragments.size()));
+    for (unsigned i = 0; i < fs.size(); ++i) {
+      fs[i].setFragment(m.fragments[i].fragment);
+      fs[i].setVersion(m.fragments[i].version);
+      put(m.fragments[i].values, fs[i].initValues());
+    }
+    b.setHasMoments(m.moments.has_value());
+    if (m.moments) {
+      auto mo = b.initMoments();
+      mo.setStep(m.moments->step);
+      put(m.moments->m, mo.initM());
+      put(m.moments->v, mo.initV());
+    }
+  }
+  void operator()(const Pull& m) {
+    auto b = env.initPull();
+    b.setFragment(m.fragment);
+    b.setRound(m.round);
+  }
+  void operator()(const Push& m) {
+    auto b = env.initPush();
+    b.setLearner(m.learner);
+    b.setIncarnation(m.incarnation);
+    b.setFragment(m.fragment);
+    b.setRound(m.round);
+    b.setBaseVersion(m.base_version);
+    b.setSteps(m.steps);
+    b.setTokens(m.tokens);
+    put(m.delta, b.initDelta());
+  }
+  void operator()(const Broadcast& m) {
+    auto b = env.initBroadcast();
+    b.setFragment(m.fragment);
+    b.setVersion(m.version);
+    put(m.values, b.initValues());
+  }
+  void operator()(const Progress& m) {
+    auto b = env.initProgress();
+    b.setLearner(m.learner);
+    b.setIncarnation(m.incarnation);
+    b.setStep(m.step);
+    b.setTokens(m.tokens);
+    b.setStepSeconds(m.step_seconds);
+    auto fs = b.initFragments(static_cast<unsigned>(m.fragments.size()));
+    for (unsigned i = 0; i < fs.size(); ++i) {
+      fs[i].setVersion(m.fragments[i].version);
+      fs[i].setSteps(m.fragments[i].steps);
+    }
+  }
+  void operator()(const Reject& m) {
+    auto b = env.initReject();
+    b.setReason(static_cast<s::RejectReason>(m.reason));
+    b.setFragment(m.fragment);
+    b.setDetail(m.detail);
+  }
+};
+
+Message decode_envelope(s::Envelope::Reader env) {
+  switch (env.which()) {
+    case s::Envelope::REGISTER: {
+      auto r = env.getRegister();
+      const auto token = r.getToken();
+      return Register{r.getLearner(), r.getIncarnation(), r.getFingerprint(),
+                      std::string(token.begin(), token.end())};
+    }
+    case s::Envelope::WELCOME: {
+      auto r = env.getWelcome();
+      Welcome w;
+      w.learner = r.getLearner();
+      w.incarnation = r.getIncarnation();
+      w.topology = get(r.getTopology());
+      for (auto f : r.getFragments()) w.fragments.push_back({f.getFragment(), f.getVersion(), get(f.getValues())});
+      if (r.getHasMoments()) {
+        auto mo = r.getMoments();
+        w.moments = OptimizerState{mo.getStep(), get(mo.getM()), get(mo.getV())};
+      }
+      return w;
+    }
+    case s::Envelope::PULL: {
+      auto r = env.getPull();
+      return Pull{r.getFragment(), r.getRound()};
+    }
+    case s::Envelope::PUSH: {
+      auto r = env.getPush();
+      return Push{r.getLearner(), r.getIncarnation(), r.getFragment(), r.getRound(),
+                  r.getBaseVersion(), r.getSteps(), r.getTokens(), get(r.getDelta())};
+    }
+    case s::Envelope::BROADCAST: {
+      auto r = env.getBroadcast();
+      return Broadcast{r.getFragment(), r.getVersion(), get(r.getValues())};
+    }
+    case s::Envelope::PROGRESS: {
+      auto r = env.getProgress();
+      Progress p{r.getLearner(), r.getIncarnation(), r.getStep(), r.getTokens(), r.getStepSeconds(), {}};
+      for (auto f : r.getFragments()) p.fragments.push_back({f.getVersion(), f.getSteps()});
+      return p;
+    }
+    case s::Envelope::REJECT: {
+      auto r = env.getReject();
+      return Reject{checked_enum<RejectReason>(static_cast<uint16_t>(r.getReason()), 9, "reject reason"),
+                    r.getFragment(), r.getDetail().cStr()};
+    }
+  }
+  throw DecodeError{"unknown message kind " + std::to_string(static_cast<int>(env.which()))};
+}
+
+}  // namespace
+
+const char* reject_reason_name(RejectReason r) {
+  switch (r) {
+    case RejectReason::kMalformed: return "malformed";
+    case RejectReason::kStale: return "stale";
+    case RejectReason::kBadShape: return "bad_shape";
+    case RejectReason::kNonFinite: return "non_finite";
+    case RejectReason::kBadToken: return "bad_token";
+    case RejectReason::kUnknownLearner: return "unknown_learner";
+    case RejectReason::kUnknownFragment: return "unknown_fragment";
+    case RejectReason::kTooLarge: return "too_large";
+    case RejectReason::kFingerprintMismatch: return "fingerprint_mismatch";
+    case RejectReason::kDuplicateLearner: return "duplicate_learner";
+  }
+  return "unknown";
+}
+
+const char* message_name(const Message& m) {
+  static constexpr const char* kNames[] = {"register", "welcome", "pull", "push",
+                                           "broadcast", "progress", "reject"};
+  return kNames[m.index()];
+}
+
+std::vector<uint8_t> encode_message(const Message& message) {
+  capnp::MallocMessageBuilder builder;
+  std::visit(Encoder{builder.initRoot<s::Envelope>()}, message);
+  std::vector<uint8_t> out(capnp::computeSerializedSizeInWords(builder) * sizeof(capnp::word));
+  kj::ArrayOutputStream stream(kj::arrayPtr(out.data(), out.size()));
+  capnp::writeMessage(stream, builder);
+  return out;
+}
+
+Result<Message> decode_message(std::span<const uint8_t> bytes, size_t max_bytes) {
+  if (bytes.size() > max_bytes)
+    return Status::out_of_range("message of " + std::to_string(bytes.size()) +
+                                " bytes exceeds the limit of " + std::to_string(max_bytes));
+  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0)
+    return Status::corruption("message of " + std::to_string(bytes.size()) +
+                              " bytes is not a whole number of 8-byte words");
+  // Cap'n Proto reads words in place; copy only when the buffer is misaligned.
+  std::vector<capnp::word> aligned;
+  const capnp::word* words = reinterpret_cast<const capnp::word*>(bytes.data());
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(capnp::word) != 0) {
+    aligned.resize(bytes.size() / sizeof(capnp::word));
+    std::memcpy(aligned.data(), bytes.data(), bytes.size());
+    words = aligned.data();
+  }
+  const kj::ArrayPtr<const capnp::word> array(words, bytes.size() / sizeof(capnp::word));
+  capnp::ReaderOptions options;
+  // Each word is read about once; the limit stops pointer loops from
+  // amplifying a small message into a huge amount of work.
+  options.traversalLimitInWords = 2 * array.size() + 1024;
+  try {
+    capnp::FlatArrayMessageReader reader(array, options);
+    if (reader.getEnd() != array.end())
+      return Status::corruption("message has " +
+                                std::to_string((array.end() - reader.getEnd()) * sizeof(capnp::word)) +
+                                " trailing bytes");
+    return decode_envelope(reader.getRoot<s::Envelope>());
+  } catch (const DecodeError& e) {
+    return Status::corruption("malformed message: " + e.what);
+  } catch (const kj::Exception& e) {
+    return Status::corruption("malformed message: " + std::string(e.getDescription().cStr()));
+  }
+}
+
+}  // namespace atl

@@ -1,0 +1,47 @@
+#include "atoll/param_layout.h"
+
+#include <cassert>
+
+namespace atl {
+namespace {
+
+struct Fnv1a {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  void bytes(const void* p, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ULL;
+  }
+  template <class T>
+  void value(T x) { bytes(&x, sizeof x); }
+};
+
+}  // namespace
+
+int ParamLayout::add(std::string name, int rows, int cols, TensorRole role, bool decay) {
+  assert(rows > 0 && cols > 0 && find(name) < 0);
+  TensorSpec t{std::move(name), rows, cols, role, decay, size_};
+  size_ += t.size();
+  tensors_.push_back(std::move(t));
+  return count() - 1;
+}
+
+int ParamLayout::find(std::string_view name) const {
+  for (int i = 0; i < count(); ++i)
+    if (tensors_[static_cast<size_t>(i)].name == name) return i;
+  return -1;
+}
+
+uint64_t ParamLayout::fingerprint() const {
+  Fnv1a f;
+  for (const auto& t : tensors_) {
+    f.bytes(t.name.data(), t.name.size());
+    f.value<uint8_t>(0);  // terminator: "ab"+"c" differs from "a"+"bc"
+    f.value<int32_t>(t.rows);
+    f.value<int32_t>(t.cols);
+    f.value<uint8_t>(static_cast<uint8_t>(t.role));
+    f.value<uint8_t>(t.decay ? 1 : 0);
+  }
+  return f.h;
+}
+
+}  // namespace atl

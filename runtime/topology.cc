@@ -1,0 +1,130 @@
+#include "atoll/topology.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace atl {
+namespace {
+
+template <class E, size_t N>
+Result<E> parse_enum(std::string_view what, std::string_view name, const E (&values)[N],
+                     const char* (*to_name)(E)) {
+  std::string expected;
+  for (E v : values) {
+    if (name == to_name(v)) return v;
+    expected += std::string(expected.empty() ? "" : ", ") + to_name(v);
+  }
+  return Status::invalid_argument("unknown " + std::string(what) + " '" + std::string(name) +
+                                  "' (expected " + expected + ")");
+}
+
+// Collects the first problem; each check names its key.
+class Checker {
+ public:
+  template <class T>
+  void range(const std::string& key, T value, T lo, T hi) {
+    if (!status_.ok() || (value >= lo && value <= hi)) return;
+    std::ostringstream os;
+    os << key << " = " << value << " is outside [" << lo << ", " << hi << "]";
+    status_ = Status::invalid_argument(os.str());
+  }
+  void require(bool ok, const std::string& message) {
+    if (status_.ok() && !ok) status_ = Status::invalid_argument(message);
+  }
+  void check(const std::string& key, const Status& s) {
+    if (status_.ok() && !s.ok()) status_ = Status::invalid_argument(key + ": " + std::string(s.message()));
+  }
+  Status status() const { return status_; }
+
+ private:
+  Status status_;
+};
+
+}  // namespace
+
+const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::kDecoupled: return "decoupled";
+    case Mode::kDp: return "dp";
+    case Mode::kElasticDp: return "elastic_dp";
+  }
+  return "unknown";
+}
+const char* model_kind_name(ModelKind k) { return k == ModelKind::kMlp ? "mlp" : "transformer"; }
+const char* data_kind_name(DataKind k) { return k == DataKind::kMnist ? "mnist" : "text"; }
+
+Result<Mode> parse_mode(std::string_view name) {
+  static constexpr Mode kAll[] = {Mode::kDecoupled, Mode::kDp, Mode::kElasticDp};
+  return parse_enum("mode", name, kAll, mode_name);
+}
+Result<ModelKind> parse_model_kind(std::string_view name) {
+  static constexpr ModelKind kAll[] = {ModelKind::kMlp, ModelKind::kTransformer};
+  return parse_enum("model kind", name, kAll, model_kind_name);
+}
+Result<DataKind> parse_data_kind(std::string_view name) {
+  static constexpr DataKind kAll[] = {DataKind::kMnist, DataKind::kText};
+  return parse_enum("data kind", name, kAll, data_kind_name);
+}
+
+Status validate(const Topology& t) {
+  Checker c;
+  const int m = static_cast<int>(t.learners.size());
+  c.range("learners (count)", m, 1, 1024);
+  c.require(t.tokens > 0 || t.seconds > 0, "tokens and seconds are both 0: the run would never end");
+  c.range("seconds", t.seconds, 0.0, 1e7);
+  for (int i = 0; i < m; ++i) {
+    const auto& l = t.learners[static_cast<size_t>(i)];
+    const std::string key = "learners[" + std::to_string(i) + "]";
+    c.range(key + ".speed", l.speed, 0.01, 100.0);
+    c.range(key + ".batch_size", l.batch_size, 1, 1 << 16);
+  }
+
+  const auto& md = t.model;
+  if (md.kind == ModelKind::kMlp) {
+    c.require(!md.hidden.empty(), "model.hidden must list at least one layer width");
+    for (size_t i = 0; i < md.hidden.size(); ++i)
+      c.range("model.hidden[" + std::to_string(i) + "]", md.hidden[i], 1, 1 << 16);
+    c.require(t.data.kind == DataKind::kMnist, "model.kind = \"mlp\" needs data.kind = \"mnist\"");
+  } else {
+    c.range("model.layers", md.layers, 1, 64);
+    c.range("model.width", md.width, 8, 4096);
+    c.range("model.heads", md.heads, 1, 64);
+    c.range("model.context", md.context, 2, 4096);
+    c.require(md.width % md.heads == 0, "model.width = " + std::to_string(md.width) +
+                                            " is not divisible by model.heads = " + std::to_string(md.heads));
+    c.require(t.data.kind == DataKind::kText, "model.kind = \"transformer\" needs data.kind = \"text\"");
+  }
+  c.range("data.holdout_every", t.data.holdout_every, 2, 1 << 20);
+  c.range("data.eval_examples", t.data.eval_examples, 0, 1 << 30);
+
+  const auto& in = t.inner;
+  c.range("inner.lr", in.lr, 0.0f, 10.0f);
+  c.range("inner.beta1", in.beta1, 0.0f, 0.9999f);
+  c.range("inner.beta2", in.beta2, 0.0f, 0.99999f);
+  c.range("inner.eps", in.eps, 1e-12f, 1.0f);
+  c.range("inner.weight_decay", in.weight_decay, 0.0f, 10.0f);
+  c.range<int64_t>("inner.warmup_steps", in.warmup_steps, 0, int64_t{1} << 40);
+  c.range<int64_t>("inner.total_steps", in.total_steps, 0, int64_t{1} << 40);
+  c.range("inner.min_lr_ratio", in.min_lr_ratio, 0.0f, 1.0f);
+
+  const auto& o = t.outer;
+  c.range("outer.fragments", o.fragments, 1, 4096);
+  c.range("outer.sync_every", o.sync_every, 1, 1 << 20);
+  c.range("outer.overlap", o.overlap, 0, 1 << 20);
+  c.range("outer.quorum", o.quorum, 1, 1024);
+  c.require(o.quorum <= m, "outer.quorum = " + std::to_string(o.quorum) + " exceeds the " +
+                               std::to_string(m) + " learners");
+  c.range("outer.grace_gamma", o.grace_gamma, 0.0, 100.0);
+  c.range("outer.grace_cap_steps", o.grace_cap_steps, 0.0, 1000.0);
+  c.range("outer.max_staleness", o.max_staleness, 0, 1 << 20);
+  c.range("outer.lr", o.nesterov.lr, 0.0f, 10.0f);
+  c.range("outer.momentum", o.nesterov.momentum, 0.0f, 0.999f);
+  c.check("outer.push_block", check_block(o.push_codec, o.push_block));
+  c.require(o.broadcast_codec == Codec::kFp32 || o.broadcast_codec == Codec::kBf16,
+            std::string("outer.broadcast_codec = \"") + codec_name(o.broadcast_codec) +
+                "\": broadcasts carry fp32 or bf16");
+  c.range("outer.blend_alpha", o.blend_alpha, 0.0f, 1.0f);
+  return c.status();
+}
+
+}  // namespace atl

@@ -1,0 +1,27 @@
+@0xa95490c1ac97a332;
+# A durable snapshot of the syncer's state, written by the checkpointer. On
+# disk it sits inside a checksummed frame (see runtime/include/atoll/checkpoint.h);
+# this is the record inside. Field numbers are the format: never renumber.
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("atl::schema");
+
+struct FragmentRecord {
+  fragment @0 :UInt32;
+  version @1 :UInt64;
+  values @2 :Data;      # global parameters, fp32 little-endian
+  momentum @3 :Data;    # outer Nesterov velocity, fp32 little-endian
+}
+
+struct LearnerRecord {
+  learner @0 :UInt32;
+  incarnation @1 :UInt64;
+}
+
+struct Checkpoint {
+  formatVersion @0 :UInt32;   # 1
+  fingerprint @1 :UInt64;     # layout of the model the values belong to
+  createdUnixMs @2 :Int64;
+  rounds @3 :UInt64;          # rounds completed over all fragments
+  fragments @4 :List(FragmentRecord);
+  learners @5 :List(LearnerRecord);
+}

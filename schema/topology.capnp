@@ -1,0 +1,86 @@
+@0xbefa690a62dfb269;
+# Topology: every knob of a run, as it travels to a learner in a Welcome and is
+# stored in checkpoints. It mirrors atl::Topology
+# (runtime/include/atoll/topology.h), which owns the defaults and their
+# documentation; a Topology on the wire always has every field written.
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("atl::schema");
+
+using import "payload.capnp".Codec;
+
+enum Mode {
+  decoupled @0;   # Decoupled DiLoCo
+  dp @1;          # synchronous data-parallel
+  elasticDp @2;   # data-parallel that shrinks to the live learners
+}
+
+enum ModelKind {
+  mlp @0;
+  transformer @1;
+}
+
+enum DataKind {
+  mnist @0;
+  text @1;
+}
+
+struct LearnerSpec {
+  speed @0 :Float64;
+  batchSize @1 :UInt32;
+}
+
+struct ModelSpec {
+  kind @0 :ModelKind;
+  hidden @1 :List(UInt32);
+  layers @2 :UInt32;
+  width @3 :UInt32;
+  heads @4 :UInt32;
+  context @5 :UInt32;
+}
+
+struct DataSpec {
+  kind @0 :DataKind;
+  dir @1 :Text;
+  holdoutEvery @2 :UInt32;
+  evalExamples @3 :UInt32;
+}
+
+struct InnerSpec {
+  lr @0 :Float32;
+  beta1 @1 :Float32;
+  beta2 @2 :Float32;
+  eps @3 :Float32;
+  weightDecay @4 :Float32;
+  warmupSteps @5 :Int64;
+  totalSteps @6 :Int64;
+  minLrRatio @7 :Float32;
+}
+
+struct OuterSpec {
+  fragments @0 :UInt32;
+  syncEvery @1 :UInt32;
+  overlap @2 :UInt32;
+  quorum @3 :UInt32;
+  graceGamma @4 :Float64;
+  graceCapSteps @5 :Float64;
+  maxStaleness @6 :UInt32;
+  lr @7 :Float32;
+  momentum @8 :Float32;
+  pushCodec @9 :Codec;
+  pushBlock @10 :UInt32;
+  broadcastCodec @11 :Codec;
+  blendAlpha @12 :Float32;
+  barrier @13 :Bool;
+}
+
+struct Topology {
+  mode @0 :Mode;
+  seed @1 :UInt64;
+  tokens @2 :UInt64;
+  seconds @3 :Float64;
+  learners @4 :List(LearnerSpec);
+  model @5 :ModelSpec;
+  data @6 :DataSpec;
+  inner @7 :InnerSpec;
+  outer @8 :OuterSpec;
+}

@@ -1,0 +1,113 @@
+@0x8c99f928d6e968f3;
+# The messages between learners and the syncer (DESIGN section 4). Every CAF
+# message between them carries exactly one serialized Envelope, so the same
+# bytes cross a process boundary unchanged. Field numbers are the wire
+# contract: add fields at the end, never renumber.
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("atl::schema");
+
+using import "payload.capnp".Payload;
+using import "topology.capnp".Topology;
+
+# learner -> syncer: join, or join again after a restart.
+struct Register {
+  learner @0 :UInt32;       # id in [0, number of learners)
+  incarnation @1 :UInt64;   # grows with each restart of this learner id
+  fingerprint @2 :UInt64;   # ParamLayout::fingerprint() of the learner's model
+  token @3 :Data;           # cluster token (joins from another process)
+}
+
+struct FragmentValues {
+  fragment @0 :UInt32;
+  version @1 :UInt64;
+  values @2 :Payload;
+}
+
+# AdamW state of a healthy peer, handed to a restarted learner.
+struct OptimizerState {
+  step @0 :Int64;
+  m @1 :Payload;
+  v @2 :Payload;
+}
+
+# syncer -> learner: accepted; everything needed to start training.
+struct Welcome {
+  learner @0 :UInt32;
+  incarnation @1 :UInt64;
+  topology @2 :Topology;
+  fragments @3 :List(FragmentValues);   # every fragment's current version and values
+  hasMoments @4 :Bool;
+  moments @5 :OptimizerState;
+}
+
+# syncer -> learners: "send me your progress on this fragment".
+struct Pull {
+  fragment @0 :UInt32;
+  round @1 :UInt64;
+}
+
+# learner -> syncer: progress on one fragment since the version it adopted.
+struct Push {
+  learner @0 :UInt32;
+  incarnation @1 :UInt64;
+  fragment @2 :UInt32;
+  round @3 :UInt64;         # the Pull this answers; 0 when sent unasked
+  baseVersion @4 :UInt64;   # the adopted version the progress is measured from
+  steps @5 :UInt64;         # inner steps since adopting baseVersion
+  tokens @6 :UInt64;        # tokens trained in those steps
+  delta @7 :Payload;        # encode(theta - base): minus the outer gradient
+}
+
+# syncer -> learners: a fragment's new global version.
+struct Broadcast {
+  fragment @0 :UInt32;
+  version @1 :UInt64;
+  values @2 :Payload;
+}
+
+struct FragmentProgress {
+  version @0 :UInt64;       # version adopted
+  steps @1 :UInt64;         # inner steps since adopting it
+}
+
+# learner -> syncer, after every inner step: cheap, feeds "due" and the grace window.
+struct Progress {
+  learner @0 :UInt32;
+  incarnation @1 :UInt64;
+  step @2 :UInt64;          # local inner steps since this incarnation started
+  tokens @3 :UInt64;        # tokens trained by this incarnation
+  stepSeconds @4 :Float64;  # moving average of the time of one inner step
+  fragments @5 :List(FragmentProgress);   # indexed by fragment id
+}
+
+enum RejectReason {
+  malformed @0;
+  stale @1;
+  badShape @2;
+  nonFinite @3;
+  badToken @4;
+  unknownLearner @5;
+  unknownFragment @6;
+  tooLarge @7;
+  fingerprintMismatch @8;
+  duplicateLearner @9;
+}
+
+# syncer -> learner: a push or registration was refused.
+struct Reject {
+  reason @0 :RejectReason;
+  fragment @1 :UInt32;
+  detail @2 :Text;
+}
+
+struct Envelope {
+  union {
+    register @0 :Register;
+    welcome @1 :Welcome;
+    pull @2 :Pull;
+    push @3 :Push;
+    broadcast @4 :Broadcast;
+    progress @5 :Progress;
+    reject @6 :Reject;
+  }
+}

@@ -1,0 +1,200 @@
+// Protocol messages: each one survives encode/decode unchanged, and nothing a
+// peer can send (truncated, padded, garbled, oversized, out-of-range enums,
+// an invalid topology) gets past decode_message() as anything but an error.
+#include <boost/test/unit_test.hpp>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+
+#include "atoll/messages.h"
+#include "atoll/wire.capnp.h"
+#include "test_support.h"
+
+namespace atl {
+namespace {
+
+Payload some_payload(Codec codec, size_t n, uint64_t seed) {
+  return encode_payload(codec, 32, testing::random_vector(n, seed));
+}
+
+Topology unusual_topology() {
+  Topology t;
+  t.mode = Mode::kElasticDp;
+  t.seed = 0xdeadbeefcafeULL;
+  t.tokens = 123456789;
+  t.seconds = 42.5;
+  t.learners = {{1.0, 32}, {0.25, 128}, {2.0, 7}};
+  t.model.kind = ModelKind::kTransformer;
+  t.model.layers = 3;
+  t.model.width = 96;
+  t.model.heads = 3;
+  t.model.context = 64;
+  t.data.kind = DataKind::kText;
+  t.data.dir = "/srv/corpus";
+  t.data.holdout_every = 7;
+  t.data.eval_examples = 999;
+  t.inner.lr = 3e-4f;
+  t.inner.beta2 = 0.95f;
+  t.inner.weight_decay = 0.1f;
+  t.inner.warmup_steps = 17;
+  t.inner.total_steps = 1700;
+  t.outer.fragments = 12;
+  t.outer.sync_every = 24;
+  t.outer.quorum = 2;
+  t.outer.grace_gamma = 0.5;
+  t.outer.nesterov = {0.5f, 0.9f};
+  t.outer.push_codec = Codec::kInt8;
+  t.outer.push_block = 128;
+  t.outer.broadcast_codec = Codec::kBf16;
+  t.outer.blend_alpha = 0.25f;
+  t.outer.barrier = true;
+  return t;
+}
+
+std::vector<Message> one_of_each() {
+  Welcome w;
+  w.learner = 2;
+  w.incarnation = 5;
+  w.topology = unusual_topology();
+  w.fragments = {{0, 10, some_payload(Codec::kFp32, 100, 1)}, {1, 11, some_payload(Codec::kBf16, 50, 2)}};
+  w.moments = OptimizerState{77, some_payload(Codec::kFp32, 150, 3), some_payload(Codec::kFp32, 150, 4)};
+  Welcome bare = w;
+  bare.moments.reset();
+  return {
+      Register{3, 9, 0x1234567890abcdefULL, std::string("s3cret\0token", 12)},
+      w,
+      bare,
+      Pull{4, 1000},
+      Push{1, 2, 3, 4, 5, 6, 7, some_payload(Codec::kInt4, 333, 5)},
+      Broadcast{3, 44, some_payload(Codec::kFp32, 20, 6)},
+      Progress{1, 2, 300, 19200, 0.0125, {{4, 10}, {5, 3}}},
+      Reject{RejectReason::kStale, 3, "base version 2 < 4 - 1"},
+  };
+}
+
+bool mentions(const Status& s, std::string_view text) { return s.message().find(text) != std::string_view::npos; }
+
+// Builds an Envelope by hand, to write values the typed encoder never would.
+template <class Fill>
+std::vector<uint8_t> raw_envelope(Fill fill) {
+  capnp::MallocMessageBuilder b;
+  fill(b.initRoot<schema::Envelope>());
+  const auto words = capnp::messageToFlatArray(b);
+  const auto bytes = words.asBytes();
+  return {bytes.begin(), bytes.end()};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(messages_test)
+
+BOOST_AUTO_TEST_CASE(every_message_round_trips) {
+  for (const Message& m : one_of_each()) {
+    const auto bytes = encode_message(m);
+    BOOST_CHECK_EQUAL(bytes.size() % 8, 0u);
+    auto back = decode_message(bytes);
+    BOOST_REQUIRE_MESSAGE(back.ok(), message_name(m) << ": " << back.status().to_string());
+    BOOST_CHECK_MESSAGE(*back == m, message_name(m) << " changed on the way");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_default_topology_is_valid_and_round_trips) {
+  BOOST_REQUIRE(validate(Topology{}).ok());
+  Welcome w;
+  auto back = decode_message(encode_message(w));
+  BOOST_REQUIRE(back.ok());
+  BOOST_CHECK(std::get<Welcome>(*back).topology == Topology{});
+}
+
+BOOST_AUTO_TEST_CASE(every_truncation_of_a_message_is_refused) {
+  const auto bytes = encode_message(Push{1, 2, 3, 4, 5, 6, 7, some_payload(Codec::kInt4, 64, 8)});
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    auto r = decode_message(std::span(bytes.data(), n));
+    BOOST_CHECK_MESSAGE(!r.ok(), "a prefix of " << n << " bytes was accepted");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(trailing_bytes_and_oversized_messages_are_refused) {
+  auto bytes = encode_message(Pull{1, 2});
+  auto padded = bytes;
+  padded.resize(bytes.size() + 8, 0);
+  BOOST_CHECK(mentions(decode_message(padded).status(), "trailing"));
+  auto big = decode_message(bytes, bytes.size() - 1);
+  BOOST_CHECK(big.status().code() == Status::Code::kOutOfRange);
+}
+
+BOOST_AUTO_TEST_CASE(random_bytes_never_crash_the_decoder) {
+  Rng rng(2024);
+  int refused = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<uint8_t> junk(8 * (1 + rng.below(64)));
+    for (auto& b : junk) b = static_cast<uint8_t>(rng.below(256));
+    if (trial % 2) std::memset(junk.data(), 0, 4);  // a plausible one-segment header
+    refused += !decode_message(junk).ok();
+  }
+  BOOST_TEST_MESSAGE(refused << " of 2000 random buffers refused");
+  BOOST_CHECK_GT(refused, 1900);
+}
+
+BOOST_AUTO_TEST_CASE(flipped_bits_never_crash_the_decoder) {
+  Welcome w;
+  w.fragments = {{0, 1, some_payload(Codec::kInt4, 64, 9)}};
+  const auto bytes = encode_message(w);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    auto copy = bytes;
+    copy[i] ^= 0x5a;
+    auto r = decode_message(copy);  // may be ok (a flipped value), must not crash
+    if (r.ok()) BOOST_CHECK(r->index() == 1);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(out_of_range_enums_are_refused_by_name) {
+  auto bad_codec = raw_envelope([](schema::Envelope::Builder e) {
+    e.initPush().initDelta().setCodec(static_cast<schema::Codec>(77));
+  });
+  BOOST_CHECK(mentions(decode_message(bad_codec).status(), "unknown codec 77"));
+  auto bad_reason = raw_envelope([](schema::Envelope::Builder e) {
+    e.initReject().setReason(static_cast<schema::RejectReason>(40));
+  });
+  BOOST_CHECK(mentions(decode_message(bad_reason).status(), "unknown reject reason 40"));
+}
+
+BOOST_AUTO_TEST_CASE(a_welcome_with_an_invalid_topology_is_refused) {
+  Welcome w;
+  w.topology.outer.quorum = 9;  // more than the 4 learners
+  const auto r = decode_message(encode_message(w));
+  BOOST_CHECK(!r.ok());
+  BOOST_CHECK_MESSAGE(mentions(r.status(), "outer.quorum = 9 exceeds the 4 learners"), r.status().to_string());
+}
+
+BOOST_AUTO_TEST_CASE(validate_names_the_offending_key) {
+  const auto expect = [](Topology t, std::string_view text) {
+    const Status s = validate(t);
+    BOOST_CHECK_MESSAGE(mentions(s, text), "wanted '" << text << "', got " << s.to_string());
+  };
+  Topology t;
+  t.learners[2].speed = 0;
+  expect(t, "learners[2].speed = 0 is outside");
+  t = {};
+  t.outer.push_block = 3;
+  expect(t, "outer.push_block: block size 3 for int4");
+  t = {};
+  t.outer.broadcast_codec = Codec::kInt4;
+  expect(t, "outer.broadcast_codec");
+  t = {};
+  t.model.kind = ModelKind::kTransformer;
+  t.data.kind = DataKind::kText;
+  t.model.width = 100;
+  t.model.heads = 3;
+  expect(t, "model.width = 100 is not divisible by model.heads = 3");
+  t = {};
+  t.inner.beta1 = std::numeric_limits<float>::quiet_NaN();
+  expect(t, "inner.beta1");
+  t = {};
+  t.tokens = 0;
+  expect(t, "would never end");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace atl

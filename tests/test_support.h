@@ -1,0 +1,60 @@
+// Small helpers shared by the test suites.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "atoll/rng.h"
+
+namespace atl::testing {
+
+// Where scripts/setup put the data sets: $ATOLL_DATA_DIR, else the build's default.
+inline std::string data_dir() {
+  const char* env = std::getenv("ATOLL_DATA_DIR");
+  return env && *env ? env : ATOLL_DATA_DIR;
+}
+
+// Ends the test executable with CTest's "skipped" code (77) and the reason.
+// Only for a missing prerequisite, never for a failed expectation.
+[[noreturn]] inline void skip(const std::string& reason) {
+  std::cout << "SKIPPED: " << reason << std::endl;
+  std::fflush(nullptr);
+  std::_Exit(77);
+}
+
+// A fresh temporary folder, removed when the object goes away.
+class TempDir {
+ public:
+  TempDir() {
+    static int counter = 0;
+    path_ = std::filesystem::temp_directory_path() /
+            ("atoll-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string path() const { return path_.string(); }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline std::vector<float> random_vector(size_t n, uint64_t seed, double scale = 1.0) {
+  Rng rng(seed);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(scale * rng.normal());
+  return v;
+}
+
+}  // namespace atl::testing
