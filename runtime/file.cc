@@ -49,4 +49,43 @@ Result<std::vector<uint8_t>> read_file(const std::string& path) {
   return bytes;
 }
 
+Status write_file_atomic(const std::string& path, std::span<const uint8_t> bytes) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return errno_status("cannot create", tmp);
+  const auto fail = [&](const char* what) {
+    Status s = errno_status(what, tmp);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return s;
+  };
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail("write failed");
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) return fail("fsync failed");
+  if (::close(fd) != 0) {
+    Status s = errno_status("close failed", tmp);
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    Status s = errno_status("cannot rename over " + path, tmp);
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  // The rename is durable only once the folder's entry is on disk.
+  const auto slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return errno_status("cannot open folder", dir);
+  const int rc = ::fsync(dfd);
+  Status s = rc != 0 ? errno_status("fsync of folder failed", dir) : Status{};
+  ::close(dfd);
+  return s;
+}
+
 }  // namespace atl

@@ -52,6 +52,13 @@ Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, int coun
   return fragments;
 }
 
+uint64_t steps_until_due(int fragment, int fragments, int sync_every, uint64_t version) {
+  if (version > 0) return static_cast<uint64_t>(sync_every);
+  const auto due = static_cast<uint64_t>(fragment + 1) * static_cast<uint64_t>(sync_every) /
+                   static_cast<uint64_t>(fragments);
+  return due > 0 ? due : 1;
+}
+
 void gather(const Fragment& fragment, std::span<const float> params, std::span<float> out) {
   assert(out.size() == fragment.size);
   for (const auto& piece : fragment.pieces)

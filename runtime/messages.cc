@@ -74,6 +74,9 @@ void put(const Topology& t, s::Topology::Builder b) {
   d.setDir(t.data.dir);
   d.setHoldoutEvery(static_cast<uint32_t>(t.data.holdout_every));
   d.setEvalExamples(static_cast<uint32_t>(t.data.eval_examples));
+  d.setFeatures(static_cast<uint32_t>(t.data.features));
+  d.setClasses(static_cast<uint32_t>(t.data.classes));
+  d.setExamples(static_cast<uint32_t>(t.data.examples));
   auto in = b.initInner();
   in.setLr(t.inner.lr);
   in.setBeta1(t.inner.beta1);
@@ -98,6 +101,14 @@ void put(const Topology& t, s::Topology::Builder b) {
   o.setBroadcastCodec(static_cast<s::Codec>(t.outer.broadcast_codec));
   o.setBlendAlpha(t.outer.blend_alpha);
   o.setBarrier(t.outer.barrier);
+  o.setWeighting(static_cast<s::Weighting>(t.outer.weighting));
+  o.setForceAvg(t.outer.force_avg);
+  o.setReconfigureSeconds(t.outer.reconfigure_seconds);
+  auto c = b.initCheckpoint();
+  c.setDir(t.checkpoint.dir);
+  c.setEveryRounds(static_cast<uint32_t>(t.checkpoint.every_rounds));
+  c.setEverySeconds(t.checkpoint.every_seconds);
+  c.setKeep(static_cast<uint32_t>(t.checkpoint.keep));
 }
 
 // Unsigned wire fields become int knobs; anything above INT32_MAX is out of
@@ -121,10 +132,13 @@ Topology get(s::Topology::Reader r) {
   t.model.heads = as_int(m.getHeads());
   t.model.context = as_int(m.getContext());
   auto d = r.getData();
-  t.data.kind = checked_enum<DataKind>(static_cast<uint16_t>(d.getKind()), 1, "data kind");
+  t.data.kind = checked_enum<DataKind>(static_cast<uint16_t>(d.getKind()), 2, "data kind");
   t.data.dir = d.getDir().cStr();
   t.data.holdout_every = as_int(d.getHoldoutEvery());
   t.data.eval_examples = as_int(d.getEvalExamples());
+  t.data.features = as_int(d.getFeatures());
+  t.data.classes = as_int(d.getClasses());
+  t.data.examples = as_int(d.getExamples());
   auto in = r.getInner();
   t.inner.lr = in.getLr();
   t.inner.beta1 = in.getBeta1();
@@ -149,6 +163,14 @@ Topology get(s::Topology::Reader r) {
   t.outer.broadcast_codec = checked_enum<Codec>(static_cast<uint16_t>(o.getBroadcastCodec()), 4, "codec");
   t.outer.blend_alpha = o.getBlendAlpha();
   t.outer.barrier = o.getBarrier();
+  t.outer.weighting = checked_enum<Weighting>(static_cast<uint16_t>(o.getWeighting()), 1, "weighting");
+  t.outer.force_avg = o.getForceAvg();
+  t.outer.reconfigure_seconds = o.getReconfigureSeconds();
+  auto c = r.getCheckpoint();
+  t.checkpoint.dir = c.getDir().cStr();
+  t.checkpoint.every_rounds = as_int(c.getEveryRounds());
+  t.checkpoint.every_seconds = c.getEverySeconds();
+  t.checkpoint.keep = as_int(c.getKeep());
   if (Status st = validate(t); !st.ok()) throw DecodeError{"topology: " + std::string(st.message())};
   return t;
 }
@@ -198,6 +220,7 @@ struct Encoder {
     b.setBaseVersion(m.base_version);
     b.setSteps(m.steps);
     b.setTokens(m.tokens);
+    b.setSeconds(m.seconds);
     put(m.delta, b.initDelta());
   }
   void operator()(const Broadcast& m) {
@@ -213,6 +236,7 @@ struct Encoder {
     b.setStep(m.step);
     b.setTokens(m.tokens);
     b.setStepSeconds(m.step_seconds);
+    b.setLoss(m.loss);
     auto fs = b.initFragments(static_cast<unsigned>(m.fragments.size()));
     for (unsigned i = 0; i < fs.size(); ++i) {
       fs[i].setVersion(m.fragments[i].version);
@@ -255,7 +279,7 @@ Message decode_envelope(s::Envelope::Reader env) {
     case s::Envelope::PUSH: {
       auto r = env.getPush();
       return Push{r.getLearner(), r.getIncarnation(), r.getFragment(), r.getRound(),
-                  r.getBaseVersion(), r.getSteps(), r.getTokens(), get(r.getDelta())};
+                  r.getBaseVersion(), r.getSteps(), r.getTokens(), r.getSeconds(), get(r.getDelta())};
     }
     case s::Envelope::BROADCAST: {
       auto r = env.getBroadcast();
@@ -265,6 +289,7 @@ Message decode_envelope(s::Envelope::Reader env) {
       auto r = env.getProgress();
       Progress p{r.getLearner(), r.getIncarnation(), r.getStep(), r.getTokens(), r.getStepSeconds(), {}};
       for (auto f : r.getFragments()) p.fragments.push_back({f.getVersion(), f.getSteps()});
+      p.loss = r.getLoss();
       return p;
     }
     case s::Envelope::REJECT: {

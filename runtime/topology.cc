@@ -51,7 +51,15 @@ const char* mode_name(Mode m) {
   return "unknown";
 }
 const char* model_kind_name(ModelKind k) { return k == ModelKind::kMlp ? "mlp" : "transformer"; }
-const char* data_kind_name(DataKind k) { return k == DataKind::kMnist ? "mnist" : "text"; }
+const char* data_kind_name(DataKind k) {
+  switch (k) {
+    case DataKind::kMnist: return "mnist";
+    case DataKind::kText: return "text";
+    case DataKind::kSynthetic: return "synthetic";
+  }
+  return "unknown";
+}
+const char* weighting_name(Weighting w) { return w == Weighting::kTokens ? "tokens" : "uniform"; }
 
 Result<Mode> parse_mode(std::string_view name) {
   static constexpr Mode kAll[] = {Mode::kDecoupled, Mode::kDp, Mode::kElasticDp};
@@ -62,8 +70,12 @@ Result<ModelKind> parse_model_kind(std::string_view name) {
   return parse_enum("model kind", name, kAll, model_kind_name);
 }
 Result<DataKind> parse_data_kind(std::string_view name) {
-  static constexpr DataKind kAll[] = {DataKind::kMnist, DataKind::kText};
+  static constexpr DataKind kAll[] = {DataKind::kMnist, DataKind::kText, DataKind::kSynthetic};
   return parse_enum("data kind", name, kAll, data_kind_name);
+}
+Result<Weighting> parse_weighting(std::string_view name) {
+  static constexpr Weighting kAll[] = {Weighting::kTokens, Weighting::kUniform};
+  return parse_enum("weighting", name, kAll, weighting_name);
 }
 
 Status validate(const Topology& t) {
@@ -84,7 +96,8 @@ Status validate(const Topology& t) {
     c.require(!md.hidden.empty(), "model.hidden must list at least one layer width");
     for (size_t i = 0; i < md.hidden.size(); ++i)
       c.range("model.hidden[" + std::to_string(i) + "]", md.hidden[i], 1, 1 << 16);
-    c.require(t.data.kind == DataKind::kMnist, "model.kind = \"mlp\" needs data.kind = \"mnist\"");
+    c.require(t.data.kind != DataKind::kText,
+              "model.kind = \"mlp\" needs data.kind = \"mnist\" or \"synthetic\"");
   } else {
     c.range("model.layers", md.layers, 1, 64);
     c.range("model.width", md.width, 8, 4096);
@@ -96,6 +109,9 @@ Status validate(const Topology& t) {
   }
   c.range("data.holdout_every", t.data.holdout_every, 2, 1 << 20);
   c.range("data.eval_examples", t.data.eval_examples, 0, 1 << 30);
+  c.range("data.features", t.data.features, 1, 1 << 16);
+  c.range("data.classes", t.data.classes, 2, 1 << 16);
+  c.range("data.examples", t.data.examples, 16, 1 << 26);
 
   const auto& in = t.inner;
   c.range("inner.lr", in.lr, 0.0f, 10.0f);
@@ -124,6 +140,10 @@ Status validate(const Topology& t) {
             std::string("outer.broadcast_codec = \"") + codec_name(o.broadcast_codec) +
                 "\": broadcasts carry fp32 or bf16");
   c.range("outer.blend_alpha", o.blend_alpha, 0.0f, 1.0f);
+  c.range("outer.reconfigure_seconds", o.reconfigure_seconds, 0.0, 3600.0);
+  c.range("checkpoint.every_rounds", t.checkpoint.every_rounds, 0, 1 << 30);
+  c.range("checkpoint.every_seconds", t.checkpoint.every_seconds, 0.0, 1e7);
+  c.range("checkpoint.keep", t.checkpoint.keep, 2, 1000);
   return c.status();
 }
 

@@ -22,6 +22,12 @@ enum ModelKind {
 enum DataKind {
   mnist @0;
   text @1;
+  synthetic @2;
+}
+
+enum Weighting {
+  tokens @0;
+  uniform @1;
 }
 
 struct LearnerSpec {
@@ -43,6 +49,9 @@ struct DataSpec {
   dir @1 :Text;
   holdoutEvery @2 :UInt32;
   evalExamples @3 :UInt32;
+  features @4 :UInt32;
+  classes @5 :UInt32;
+  examples @6 :UInt32;
 }
 
 struct InnerSpec {
@@ -71,6 +80,16 @@ struct OuterSpec {
   broadcastCodec @11 :Codec;
   blendAlpha @12 :Float32;
   barrier @13 :Bool;
+  weighting @14 :Weighting;
+  forceAvg @15 :Bool;
+  reconfigureSeconds @16 :Float64;
+}
+
+struct CheckpointSpec {
+  dir @0 :Text;
+  everyRounds @1 :UInt32;
+  everySeconds @2 :Float64;
+  keep @3 :UInt32;
 }
 
 struct Topology {
@@ -83,4 +102,5 @@ struct Topology {
   data @6 :DataSpec;
   inner @7 :InnerSpec;
   outer @8 :OuterSpec;
+  checkpoint @9 :CheckpointSpec;
 }

@@ -56,6 +56,7 @@ struct Push {
   steps @5 :UInt64;         # inner steps since adopting baseVersion
   tokens @6 :UInt64;        # tokens trained in those steps
   delta @7 :Payload;        # encode(theta - base): minus the outer gradient
+  seconds @8 :Float64;      # device time of those steps (for goodput)
 }
 
 # syncer -> learners: a fragment's new global version.
@@ -78,6 +79,7 @@ struct Progress {
   tokens @3 :UInt64;        # tokens trained by this incarnation
   stepSeconds @4 :Float64;  # moving average of the time of one inner step
   fragments @5 :List(FragmentProgress);   # indexed by fragment id
+  loss @6 :Float32;         # moving average of the training loss
 }
 
 enum RejectReason {

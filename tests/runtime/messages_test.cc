@@ -65,9 +65,9 @@ std::vector<Message> one_of_each() {
       w,
       bare,
       Pull{4, 1000},
-      Push{1, 2, 3, 4, 5, 6, 7, some_payload(Codec::kInt4, 333, 5)},
+      Push{1, 2, 3, 4, 5, 6, 7, 0.25, some_payload(Codec::kInt4, 333, 5)},
       Broadcast{3, 44, some_payload(Codec::kFp32, 20, 6)},
-      Progress{1, 2, 300, 19200, 0.0125, {{4, 10}, {5, 3}}},
+      Progress{1, 2, 300, 19200, 0.0125, {{4, 10}, {5, 3}}, 1.75f},
       Reject{RejectReason::kStale, 3, "base version 2 < 4 - 1"},
   };
 }
@@ -107,7 +107,7 @@ BOOST_AUTO_TEST_CASE(the_default_topology_is_valid_and_round_trips) {
 }
 
 BOOST_AUTO_TEST_CASE(every_truncation_of_a_message_is_refused) {
-  const auto bytes = encode_message(Push{1, 2, 3, 4, 5, 6, 7, some_payload(Codec::kInt4, 64, 8)});
+  const auto bytes = encode_message(Push{1, 2, 3, 4, 5, 6, 7, 0.5, some_payload(Codec::kInt4, 64, 8)});
   for (size_t n = 0; n < bytes.size(); ++n) {
     auto r = decode_message(std::span(bytes.data(), n));
     BOOST_CHECK_MESSAGE(!r.ok(), "a prefix of " << n << " bytes was accepted");

@@ -3,10 +3,10 @@
 // Between learners and the syncer there is exactly one message type, Packet:
 // the bytes of one Cap'n Proto Envelope (atoll/messages.h), so the same bytes
 // cross a process boundary unchanged. CAF 0.17 silently drops a message whose
-// type was not registered when it goes over the network; build with
-// CAF_ENABLE_TYPE_ID_CHECKS (the top-level CMakeLists does) so sending an
-// unregistered type fails to compile, and call register_types() on every
-// actor_system_config.
+// type was not registered when it goes over the network; the build defines
+// CAF_ENABLE_TYPE_ID_CHECKS so that sending an unregistered type fails to
+// compile, and register_types() must be called on every actor_system_config.
+// Atom texts have at most 10 characters (CAF 0.17).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +33,24 @@ typename Inspector::result_type inspect(Inspector& f, Packet& x) {
 
 CAF_BEGIN_TYPE_ID_BLOCK(atoll, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(atoll, (atl::Packet))
+  // compute thread -> learner: (step_done, loss, tokens, compute seconds)
+  CAF_ADD_ATOM(atoll, atl, step_done_atom, "stepdone")
+  // learner -> itself: start the next step (after a slow learner's delay)
+  CAF_ADD_ATOM(atoll, atl, next_step_atom, "nextstep")
+  // learner -> itself: look for the syncer again
+  CAF_ADD_ATOM(atoll, atl, lookup_atom, "lookup")
+  // syncer -> itself: (grace, fragment, round) and (reconfig, learner) timers
+  CAF_ADD_ATOM(atoll, atl, grace_atom, "grace")
+  CAF_ADD_ATOM(atoll, atl, reconfig_atom, "reconfig")
+  // periodic housekeeping (metrics, checkpoints)
+  CAF_ADD_ATOM(atoll, atl, tick_atom, "tick")
+  // syncer -> checkpointer: (save, Packet file) ; (load, fingerprint) -> Packet file or empty
+  CAF_ADD_ATOM(atoll, atl, save_atom, "save")
+  CAF_ADD_ATOM(atoll, atl, load_atom, "load")
+  // -> syncer: the global model, as a Welcome -> Packet
+  CAF_ADD_ATOM(atoll, atl, snapshot_atom, "snapshot")
+  // supervisor -> itself: (restart, child)
+  CAF_ADD_ATOM(atoll, atl, restart_atom, "restart")
 CAF_END_TYPE_ID_BLOCK(atoll)
 
 namespace atl {

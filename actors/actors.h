@@ -1,0 +1,79 @@
+// The actors of a run and how to spawn them (internal to actors/).
+//
+//   root supervisor (one_for_one)
+//   ├── syncer supervisor (rest_for_one): checkpointer, syncer
+//   └── learner supervisor (one_for_one): learner 0 ... learner M-1
+//
+// Each actor's state and behavior live in their own file; this header only
+// says what each needs to start. Actors find each other through the
+// Directory, because a restart changes a handle.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+
+#include "atoll/checkpoint.h"
+#include "atoll/compute_pool.h"
+#include "atoll/job.h"
+#include "atoll/run_board.h"
+#include "atoll/topology.h"
+#include "directory.h"
+
+namespace atl {
+
+struct SyncerArgs {
+  Topology topology;
+  std::shared_ptr<Directory> directory;
+  std::shared_ptr<RunBoard> board;
+  // Restore from the directory's checkpointer at start, and send it checkpoints.
+  bool use_checkpointer = true;
+  // Housekeeping period (live metrics, time-based checkpoints); 0: none, for
+  // deterministic tests, whose scheduler would otherwise never run dry.
+  double tick_seconds = 0.1;
+};
+caf::actor spawn_syncer(caf::actor_system& sys, SyncerArgs args);
+
+struct LearnerArgs {
+  uint32_t id = 0;
+  uint64_t incarnation = 1;
+  std::shared_ptr<const Job> job;
+  std::shared_ptr<Directory> directory;
+  ComputePool* pool = nullptr;  // outlives every learner; slot = id
+};
+caf::actor spawn_learner(caf::actor_system& sys, LearnerArgs args);
+
+// Runs on its own thread: fsync must not stall the scheduler.
+caf::actor spawn_checkpointer(caf::actor_system& sys, std::shared_ptr<CheckpointStore> store,
+                              std::shared_ptr<Directory> directory, std::shared_ptr<RunBoard> board);
+
+struct ChildSpec {
+  std::string name;  // "learner 3", "syncer": also the key of its restart count
+  std::function<caf::actor(caf::actor_system&, uint64_t incarnation)> start;
+};
+
+// Supervision like OTP's: monitors (never links: exit_reason::kill cannot be
+// trapped), restart with exponential backoff, and a restart intensity: a
+// child that fails more than max_restarts times within window_seconds is
+// given up on and reported, not restarted forever.
+struct SupervisorSpec {
+  enum class Strategy {
+    kOneForOne,  // restart the failed child only
+    kRestForOne, // restart the failed child and every child started after it
+  };
+  std::string name;
+  Strategy strategy = Strategy::kOneForOne;
+  int max_restarts = 10;
+  double window_seconds = 10.0;
+  double backoff_initial = 0.05;  // seconds; doubles with each restart inside the window
+  double backoff_max = 2.0;
+  std::vector<ChildSpec> children;
+  std::shared_ptr<RunBoard> board;
+};
+caf::actor spawn_supervisor(caf::actor_system& sys, SupervisorSpec spec);
+
+}  // namespace atl

@@ -1,0 +1,44 @@
+// Directory: the current handle of every actor of a run in this process.
+//
+// Restarts give actors new handles; whoever needs to reach the syncer, the
+// checkpointer or a learner asks here instead of holding a handle that may be
+// dead. An actor enters itself when it starts and leaves when it stops (only
+// if the entry is still its own). Thread-safe.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include <caf/actor.hpp>
+
+namespace atl {
+
+class Directory {
+ public:
+  void put(const std::string& name, caf::actor handle) {
+    std::lock_guard lock(mu_);
+    entries_[name] = std::move(handle);
+  }
+  // Removes `name` only if it still names `handle`.
+  void erase(const std::string& name, const caf::actor_addr& handle) {
+    std::lock_guard lock(mu_);
+    const auto it = entries_.find(name);
+    if (it != entries_.end() && it->second.address() == handle) entries_.erase(it);
+  }
+  caf::actor get(const std::string& name) const {
+    std::lock_guard lock(mu_);
+    const auto it = entries_.find(name);
+    return it == entries_.end() ? caf::actor{} : it->second;
+  }
+
+  static std::string learner(uint32_t id) { return "learner " + std::to_string(id); }
+  static constexpr const char* kSyncer = "syncer";
+  static constexpr const char* kCheckpointer = "checkpointer";
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, caf::actor> entries_;
+};
+
+}  // namespace atl

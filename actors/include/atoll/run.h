@@ -1,0 +1,80 @@
+// Run: a running topology in this process. The embedding API.
+//
+//   atl::Topology t;                       // or atl::load_topology("file.toml")
+//   t.learners.resize(2);
+//   auto run = atl::Run::start(t);         // learners, syncer, checkpointer, supervisors
+//   if (!run.ok()) { ... run.status() ... }
+//   ... (*run)->metrics() from any thread, while it runs ...
+//   auto report = (*run)->wait();          // until the token budget or time limit
+//
+// Everything the `atoll` command does goes through this class. It needs no
+// CAF headers: the actors live behind it. Thread-safety: metrics(), stop()
+// and kill_learner() may be called from any thread; wait() from one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "atoll/report.h"
+#include "atoll/run_board.h"
+#include "atoll/status.h"
+#include "atoll/topology.h"
+
+namespace atl {
+
+struct RunOptions {
+  // Where scripts/setup unpacked the data sets. Empty: $ATOLL_DATA_DIR, else ./data.
+  std::string data_root;
+  // Threads that run learners' inner steps; 0: one per core.
+  int compute_threads = 0;
+  // CAF scheduler threads (messages, timers, supervision); they are mostly idle.
+  int control_threads = 2;
+  // > 0: stop after this many seconds, overriding the topology's `seconds`.
+  double seconds = 0.0;
+  // This run's checkpoint folder inside topology.checkpoint.dir; empty:
+  // "run-<yyyymmdd-hhmmss>-<pid>", so a fresh run never restores another's.
+  std::string run_name;
+  // Restart intensity of every supervisor: more than max_restarts failures of
+  // one child within restart_window_seconds and it is given up on.
+  int max_restarts = 10;
+  double restart_window_seconds = 10.0;
+};
+
+class Run {
+ public:
+  // Loads the data, checks the topology against the model, and starts every
+  // actor. Fails with a message naming the problem (a missing data set, a
+  // fragment count the model cannot fill, ...).
+  static Result<std::unique_ptr<Run>> start(const Topology& topology, RunOptions options = {});
+
+  ~Run();  // stops the run if wait() was not called
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+
+  const Topology& topology() const;
+  // Where this run writes checkpoints (empty when disabled).
+  const std::string& checkpoint_dir() const;
+  // A snapshot of the live metrics (published a few times per second).
+  LiveMetrics metrics() const;
+  // True once the token budget is reached or stop() was called.
+  bool finished() const;
+  // Ends the run early; wait() then returns the report.
+  void stop();
+
+  // Blocks until the token budget is reached, the time limit passes or stop()
+  // is called; then stops every actor, evaluates the syncer's global
+  // parameters on the held-out data and returns the report. Call once.
+  Result<Report> wait();
+
+  // Kills learner `id` (exit_reason::kill, untrappable) as a failure would;
+  // its supervisor restarts it. False if it is not running.
+  bool kill_learner(uint32_t id);
+
+ private:
+  struct Impl;
+  explicit Run(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace atl

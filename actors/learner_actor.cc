@@ -1,0 +1,170 @@
+// The learner actor: drives a LearnerCore, never waits for the syncer.
+//
+//   lookup ──(syncer found: Register)──> joining ──(Welcome)──> training
+//     ^                                                           │
+//     └─────────────(syncer down: keep training, look again)──────┘
+//
+// While training, each inner step runs on the learner's TBB arena; the actor
+// stays responsive and queues what the syncer sends until the step is done.
+// At each step boundary it applies the queue in arrival order (answering
+// pulls, adopting broadcasts), pushes what fell due, reports progress, and
+// starts the next step (after a slow learner's extra device time).
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <deque>
+
+#include "actors.h"
+#include "atoll/atoms.h"
+#include "atoll/learner_core.h"
+#include "atoll/log.h"
+
+namespace atl {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr auto kLookupRetry = 50ms;
+
+struct LearnerState {
+  static inline const char* name = "learner";
+  LearnerArgs args;
+  std::shared_ptr<LearnerCore> core;  // shared with the running step
+  caf::actor syncer;
+  bool computing = false;   // a step runs on the arena
+  bool delaying = false;    // a slow learner's extra time after a step
+  caf::actor_clock::time_point step_started;
+  std::deque<Message> inbox;  // from the syncer, held while a step runs
+};
+using LearnerActor = caf::stateful_actor<LearnerState>;
+
+std::string who(const LearnerActor* self) {
+  return "learner " + std::to_string(self->state.args.id) + "." + std::to_string(self->state.args.incarnation);
+}
+
+void send_to_syncer(LearnerActor* self, const Message& m) {
+  if (self->state.syncer) self->send(self->state.syncer, Packet{encode_message(m)});
+}
+
+void try_step(LearnerActor* self) {
+  auto& st = self->state;
+  if (st.computing || st.delaying || !st.core->welcomed() || st.core->blocked()) return;
+  st.computing = true;
+  st.step_started = self->clock().now();
+  st.args.pool->submit(static_cast<int>(st.args.id), [core = st.core, me = caf::actor_cast<caf::actor>(self)] {
+    const auto r = core->step();
+    caf::anon_send(me, step_done_atom_v, static_cast<double>(r.loss), r.tokens, r.compute_seconds);
+  });
+}
+
+void handle(LearnerActor* self, Message m) {
+  auto& st = self->state;
+  if (auto* w = std::get_if<Welcome>(&m)) {
+    if (Status s = st.core->welcome(*w); !s.ok()) {
+      log_error(who(self) + ": cannot adopt the global model: " + s.to_string());
+      self->quit(caf::make_error(caf::sec::invalid_argument, s.to_string()));
+    }
+  } else if (auto* p = std::get_if<Pull>(&m)) {
+    if (auto push = st.core->answer(*p); push.ok()) send_to_syncer(self, *push);
+    else log_warn(who(self) + ": " + push.status().to_string());
+  } else if (auto* b = std::get_if<Broadcast>(&m)) {
+    if (Status s = st.core->apply(*b); !s.ok()) log_warn(who(self) + ": broadcast dropped: " + s.to_string());
+  } else if (auto* r = std::get_if<Reject>(&m)) {
+    log_warn(who(self) + ": the syncer refused (" + reject_reason_name(r->reason) + "): " + r->detail);
+  } else {
+    log_warn(who(self) + ": unexpected " + message_name(m) + " from the syncer");
+  }
+}
+
+void lookup(LearnerActor* self) {
+  auto& st = self->state;
+  caf::actor s = st.args.directory->get(Directory::kSyncer);
+  if (!s) {
+    self->delayed_send(self, kLookupRetry, lookup_atom_v);
+    return;
+  }
+  st.syncer = s;
+  self->monitor(s);
+  send_to_syncer(self, st.core->make_register(""));
+}
+
+caf::behavior learner(LearnerActor* self, LearnerArgs args) {
+  auto& state = self->state;
+  state.args = std::move(args);
+  auto core = LearnerCore::create(state.args.id, state.args.incarnation, state.args.job);
+  if (!core.ok()) {
+    log_error(who(self) + ": " + core.status().to_string());
+    self->quit(caf::make_error(caf::sec::invalid_argument, core.status().to_string()));
+    return {};
+  }
+  state.core = std::move(*core);
+  state.args.directory->put(Directory::learner(state.args.id), caf::actor_cast<caf::actor>(self));
+  self->attach_functor([dir = state.args.directory, name = Directory::learner(state.args.id), addr = self->address()] {
+    dir->erase(name, addr);
+  });
+  self->set_down_handler([self](const caf::down_msg& dm) {
+    auto& st = self->state;
+    if (dm.source != st.syncer.address()) return;
+    log_warn(who(self) + ": lost the syncer (" + to_string(dm.reason) + "); training on");
+    st.syncer = nullptr;
+    self->delayed_send(self, kLookupRetry, lookup_atom_v);
+  });
+  lookup(self);
+  return {
+      [self](Packet& p) {
+        auto& st = self->state;
+        if (caf::actor_cast<caf::actor_addr>(self->current_sender()) != st.syncer.address())
+          return;  // only the syncer talks to learners
+        auto msg = decode_message(p.bytes);
+        if (!msg.ok()) {
+          log_warn(who(self) + ": dropped a malformed message: " + msg.status().to_string());
+          return;
+        }
+        if (st.computing) {
+          st.inbox.push_back(std::move(*msg));
+          return;
+        }
+        handle(self, std::move(*msg));
+        try_step(self);
+      },
+      [self](step_done_atom, double loss, int64_t tokens, double compute) {
+        auto& st = self->state;
+        st.computing = false;
+        // A learner of speed s takes 1/s times as long per step as a speed-1
+        // learner on the same machine: its wall time (queueing for a core
+        // included), stretched by the extra delay before its next step.
+        const double speed = st.core->spec().speed;
+        const double wall = std::chrono::duration<double>(self->clock().now() - st.step_started).count();
+        const double extra = speed < 1.0 ? wall * (1.0 / speed - 1.0) : 0.0;
+        st.core->finish_step({static_cast<float>(loss), tokens, compute}, wall + extra);
+        while (!st.inbox.empty()) {
+          Message m = std::move(st.inbox.front());
+          st.inbox.pop_front();
+          handle(self, std::move(m));
+        }
+        if (st.syncer) {
+          for (const auto& push : st.core->due_pushes()) send_to_syncer(self, push);
+          send_to_syncer(self, st.core->progress());
+        }
+        if (extra > 1e-6) {
+          st.delaying = true;
+          self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(extra)),
+                             next_step_atom_v);
+          return;
+        }
+        try_step(self);
+      },
+      [self](next_step_atom) {
+        self->state.delaying = false;
+        try_step(self);
+      },
+      [self](lookup_atom) {
+        if (!self->state.syncer) lookup(self);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_learner(caf::actor_system& sys, LearnerArgs args) { return sys.spawn(learner, std::move(args)); }
+
+}  // namespace atl

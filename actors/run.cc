@@ -1,0 +1,247 @@
+#include "atoll/run.h"
+
+#include <caf/all.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+
+#include "actors.h"
+#include "atoll/atoms.h"
+#include "atoll/log.h"
+#include "atoll/syncer_core.h"
+
+namespace atl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kSnapshotTimeout = std::chrono::seconds(30);
+
+struct Config : caf::actor_system_config {
+  explicit Config(int threads) {
+    register_types(*this);
+    set("scheduler.max-threads", threads);
+  }
+};
+
+std::string default_run_name() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "run-%Y%m%d-%H%M%S", &tm);
+  return std::string(buf) + "-" + std::to_string(::getpid());
+}
+
+std::string default_data_root() {
+  const char* env = std::getenv("ATOLL_DATA_DIR");
+  return env && *env ? env : "data";
+}
+
+}  // namespace
+
+struct Run::Impl {
+  Topology topology;
+  RunOptions options;
+  std::string checkpoint_dir;
+  std::shared_ptr<const Job> job;
+  std::unique_ptr<ComputePool> pool;
+  std::shared_ptr<Directory> directory = std::make_shared<Directory>();
+  std::shared_ptr<RunBoard> board = std::make_shared<RunBoard>();
+  std::unique_ptr<Config> config;
+  std::unique_ptr<caf::actor_system> system;
+  caf::actor root;
+  Clock::time_point started;
+  bool waited = false;
+
+  void shut_down() {
+    if (!system) return;
+    caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
+    system->await_all_actors_done();
+    pool->wait_idle();
+  }
+};
+
+Run::Run(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Run::~Run() {
+  if (impl_ && !impl_->waited) impl_->shut_down();
+}
+
+Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions options) {
+  ATOLL_RETURN_IF_ERROR(validate(topology));
+  // Build the syncer's core once here, so that a topology the model cannot
+  // satisfy fails now, with its reason, rather than in a restart loop.
+  if (auto probe = SyncerCore::create(topology, Clock::now()); !probe.ok()) return probe.status();
+  auto impl = std::make_unique<Impl>();
+  impl->topology = topology;
+  impl->options = options;
+  if (impl->options.data_root.empty()) impl->options.data_root = default_data_root();
+  auto job = Job::load(topology, impl->options.data_root);
+  if (!job.ok()) return job.status();
+  impl->job = std::move(*job);
+  const int m = static_cast<int>(topology.learners.size());
+  impl->pool = std::make_unique<ComputePool>(options.compute_threads, m);
+  impl->config = std::make_unique<Config>(std::max(1, options.control_threads));
+  impl->system = std::make_unique<caf::actor_system>(*impl->config);
+  auto& sys = *impl->system;
+
+  std::shared_ptr<CheckpointStore> store;
+  if (!topology.checkpoint.dir.empty()) {
+    impl->checkpoint_dir =
+        topology.checkpoint.dir + "/" + (options.run_name.empty() ? default_run_name() : options.run_name);
+    store = std::make_shared<CheckpointStore>(impl->checkpoint_dir, topology.checkpoint.keep);
+  }
+
+  const auto supervisor_spec = [&](const char* name, SupervisorSpec::Strategy strategy) {
+    SupervisorSpec spec;
+    spec.name = name;
+    spec.strategy = strategy;
+    spec.max_restarts = options.max_restarts;
+    spec.window_seconds = options.restart_window_seconds;
+    spec.board = impl->board;
+    return spec;
+  };
+  SupervisorSpec syncers = supervisor_spec("syncer supervisor", SupervisorSpec::Strategy::kRestForOne);
+  if (store)
+    syncers.children.push_back({"checkpointer", [store, dir = impl->directory, board = impl->board](
+                                                    caf::actor_system& s, uint64_t) {
+                                  return spawn_checkpointer(s, store, dir, board);
+                                }});
+  syncers.children.push_back({"syncer", [t = topology, dir = impl->directory, board = impl->board](
+                                            caf::actor_system& s, uint64_t) {
+                                return spawn_syncer(s, SyncerArgs{t, dir, board});
+                              }});
+
+  SupervisorSpec learners = supervisor_spec("learner supervisor", SupervisorSpec::Strategy::kOneForOne);
+  for (uint32_t id = 0; id < static_cast<uint32_t>(m); ++id)
+    learners.children.push_back({Directory::learner(id), [id, job = impl->job, dir = impl->directory,
+                                                          pool = impl->pool.get()](caf::actor_system& s, uint64_t inc) {
+                                   return spawn_learner(s, LearnerArgs{id, inc, job, dir, pool});
+                                 }});
+
+  SupervisorSpec root = supervisor_spec("root supervisor", SupervisorSpec::Strategy::kOneForOne);
+  root.children.push_back({"syncer supervisor", [syncers](caf::actor_system& s, uint64_t) {
+                             return spawn_supervisor(s, syncers);
+                           }});
+  root.children.push_back({"learner supervisor", [learners](caf::actor_system& s, uint64_t) {
+                             return spawn_supervisor(s, learners);
+                           }});
+  impl->started = Clock::now();
+  impl->root = spawn_supervisor(sys, std::move(root));
+  log_info("run started: " + std::to_string(m) + " learners, " + mode_name(topology.mode) + ", " +
+           impl->job->description() + (store ? ", checkpoints in " + impl->checkpoint_dir : ""));
+  return std::unique_ptr<Run>(new Run(std::move(impl)));
+}
+
+const Topology& Run::topology() const { return impl_->topology; }
+const std::string& Run::checkpoint_dir() const { return impl_->checkpoint_dir; }
+LiveMetrics Run::metrics() const { return impl_->board->live(); }
+bool Run::finished() const { return impl_->board->finished(); }
+void Run::stop() { impl_->board->finish(); }
+
+bool Run::kill_learner(uint32_t id) {
+  caf::actor learner = impl_->directory->get(Directory::learner(id));
+  if (!learner) return false;
+  caf::anon_send_exit(learner, caf::exit_reason::kill);
+  return true;
+}
+
+Result<Report> Run::wait() {
+  Impl& s = *impl_;
+  if (s.waited) return Status::invalid_argument("Run::wait() was already called");
+  s.waited = true;
+  const double limit = s.options.seconds > 0 ? s.options.seconds : s.topology.seconds;
+  const auto deadline = limit > 0 ? s.started + std::chrono::duration_cast<Clock::duration>(
+                                                    std::chrono::duration<double>(limit))
+                                  : Clock::time_point::max();
+  s.board->wait_finished_until(deadline);
+  const double wall = std::chrono::duration<double>(Clock::now() - s.started).count();
+
+  // The global model, straight from the syncer.
+  std::vector<float> theta;
+  std::vector<uint64_t> versions;
+  if (caf::actor syncer = s.directory->get(Directory::kSyncer)) {
+    caf::scoped_actor self{*s.system};
+    self->request(syncer, kSnapshotTimeout, snapshot_atom_v)
+        .receive(
+            [&](Packet& p) {
+              auto msg = decode_message(p.bytes);
+              if (!msg.ok() || !std::holds_alternative<Welcome>(*msg)) return;
+              auto model = make_model(s.topology);
+              auto fragments = plan_fragments((*model)->layout(), static_cast<int>(std::get<Welcome>(*msg).fragments.size()));
+              theta.assign((*model)->layout().size(), 0.0f);
+              for (const auto& fv : std::get<Welcome>(*msg).fragments) {
+                std::vector<float> values((*fragments)[fv.fragment].size);
+                if (decode_payload(fv.values, values).ok()) scatter((*fragments)[fv.fragment], values, theta);
+              }
+            },
+            [&](caf::error& e) { log_error("no snapshot from the syncer: " + to_string(e)); });
+  } else {
+    log_error("the syncer is not running at the end of the run");
+  }
+  s.shut_down();
+
+  Report r;
+  const auto final_state = s.board->final_state();
+  const auto& stats = final_state.stats;
+  const int m = static_cast<int>(s.topology.learners.size());
+  r.mode = mode_name(s.topology.mode);
+  r.data = s.job->description();
+  r.learners = m;
+  r.wall_seconds = wall;
+  for (const auto& l : final_state.learners) r.tokens += l.past_tokens + l.tokens;
+  r.tokens_per_second = wall > 0 ? double(r.tokens) / wall : 0.0;
+  r.goodput = wall > 0 ? stats.good_seconds / (m * wall) : 0.0;
+  r.uptime = uptime_of(stats.round_ends, final_state.seconds);
+  r.bytes.learner_to_syncer = s.board->bytes_up.load();
+  r.bytes.syncer_to_learners = s.board->bytes_down.load();
+  r.bytes_per_token = r.tokens ? double(r.bytes.learner_to_syncer + r.bytes.syncer_to_learners) / double(r.tokens) : 0.0;
+  r.rounds = stats.rounds;
+  r.quorum_mean = stats.quorum_mean();
+  r.grace_wait_mean_ms = 1000.0 * stats.grace_wait_mean();
+  r.late = stats.late;
+  r.stale_refused = stats.stale_refused;
+  r.rejected = stats.rejected;
+  r.cancelled_rounds = stats.cancelled_rounds;
+  r.restarts = s.board->restarts();
+  r.checkpoints = s.board->checkpoints.load();
+  r.reintegration_seconds = stats.reintegration_seconds;
+  if (!final_state.versions.empty()) {
+    r.versions_min = *std::min_element(final_state.versions.begin(), final_state.versions.end());
+    r.versions_max = *std::max_element(final_state.versions.begin(), final_state.versions.end());
+  }
+  r.gave_up = s.board->gave_up();
+  for (uint32_t id = 0; id < static_cast<uint32_t>(m); ++id) {
+    LearnerReport l;
+    l.id = id;
+    l.speed = s.topology.learners[id].speed;
+    l.batch_size = s.topology.learners[id].batch_size;
+    if (id < final_state.learners.size()) {
+      const auto& rec = final_state.learners[id];
+      l.steps = rec.past_steps + rec.steps;
+      l.tokens = rec.past_tokens + rec.tokens;
+      l.merged = rec.merged;
+      l.step_seconds = rec.step_seconds;
+    }
+    l.restarts = s.board->restarts_of(Directory::learner(id));
+    l.gave_up = std::find(r.gave_up.begin(), r.gave_up.end(), Directory::learner(id)) != r.gave_up.end();
+    r.per_learner.push_back(l);
+  }
+  auto model = make_model(s.topology);
+  r.model = (*model)->describe();
+  if (!theta.empty()) {
+    const EvalSums e = evaluate_all(**model, theta, s.job->eval_batches());
+    r.eval.loss = e.loss();
+    r.eval.accuracy = e.accuracy();
+    r.eval.count = e.count;
+    if (s.topology.data.kind == DataKind::kText) r.eval.bits_per_byte = e.bits_per_byte();
+  } else {
+    r.eval.loss = r.eval.accuracy = std::numeric_limits<double>::quiet_NaN();
+  }
+  return r;
+}
+
+}  // namespace atl

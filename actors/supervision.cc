@@ -1,0 +1,149 @@
+// Supervisors and the checkpointer.
+//
+// A supervisor monitors its children (a link would not do: exit_reason::kill
+// cannot be trapped), restarts a failed child after a backoff that doubles
+// with each restart inside the intensity window, and gives up on a child that
+// failed more than max_restarts times within window_seconds: it is reported
+// (log, RunBoard) and left stopped; the process goes on. If the supervisor
+// itself stops, so do its children, even when it is killed.
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <set>
+
+#include "actors.h"
+#include "atoll/atoms.h"
+#include "atoll/log.h"
+
+namespace atl {
+namespace {
+
+struct SupervisorState {
+  static inline const char* name = "supervisor";
+  SupervisorSpec spec;
+  std::vector<caf::actor> children;
+  std::vector<uint64_t> incarnations;
+  std::vector<std::deque<caf::actor_clock::time_point>> failures;
+  std::vector<bool> gave_up;
+  std::set<caf::actor_addr> stopped_on_purpose;  // rest_for_one: siblings we stopped
+  // Shared with the attach functor, which must not touch the state.
+  std::shared_ptr<std::vector<caf::weak_actor_ptr>> weak_children;
+};
+using SupervisorActor = caf::stateful_actor<SupervisorState>;
+
+void start_child(SupervisorActor* self, size_t i) {
+  auto& st = self->state;
+  ++st.incarnations[i];
+  caf::actor child = st.spec.children[i].start(self->system(), st.incarnations[i]);
+  st.children[i] = child;
+  (*st.weak_children)[i] = caf::actor_cast<caf::weak_actor_ptr>(child);
+  self->monitor(child);
+}
+
+caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
+  auto& state = self->state;
+  state.spec = std::move(spec);
+  const size_t n = state.spec.children.size();
+  state.children.resize(n);
+  state.incarnations.assign(n, 0);
+  state.failures.resize(n);
+  state.gave_up.assign(n, false);
+  state.weak_children = std::make_shared<std::vector<caf::weak_actor_ptr>>(n);
+  self->attach_functor([weak = state.weak_children](const caf::error& reason) {
+    for (auto& w : *weak)
+      if (w) caf::anon_send_exit(w, reason == caf::exit_reason::kill ? caf::exit_reason::kill
+                                                                       : caf::exit_reason::user_shutdown);
+  });
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    for (auto& c : self->state.children)
+      if (c) self->send_exit(c, msg.reason);
+    self->quit(msg.reason);
+  });
+  self->set_down_handler([self](const caf::down_msg& dm) {
+    auto& st = self->state;
+    size_t i = 0;
+    while (i < st.children.size() && st.children[i].address() != dm.source) ++i;
+    if (i == st.children.size()) return;
+    st.children[i] = nullptr;
+    if (st.stopped_on_purpose.erase(dm.source) > 0) return;
+    const std::string& name = st.spec.children[i].name;
+    log_warn(st.spec.name + ": " + name + " failed: " + to_string(dm.reason));
+    const auto now = self->clock().now();
+    auto& recent = st.failures[i];
+    recent.push_back(now);
+    const auto window = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(st.spec.window_seconds));
+    while (!recent.empty() && now - recent.front() > window) recent.pop_front();
+    if (static_cast<int>(recent.size()) > st.spec.max_restarts) {
+      st.gave_up[i] = true;
+      log_error(st.spec.name + ": gave up on " + name + " after " + std::to_string(recent.size()) +
+                " failures within " + std::to_string(st.spec.window_seconds) + " s");
+      if (st.spec.board) st.spec.board->note_gave_up(name);
+      return;
+    }
+    if (st.spec.strategy == SupervisorSpec::Strategy::kRestForOne)
+      for (size_t j = i + 1; j < st.children.size(); ++j)
+        if (st.children[j]) {
+          st.stopped_on_purpose.insert(st.children[j].address());
+          self->send_exit(st.children[j], caf::exit_reason::kill);
+        }
+    const double backoff = std::min(st.spec.backoff_max,
+                                    st.spec.backoff_initial * std::pow(2.0, static_cast<double>(recent.size() - 1)));
+    self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(backoff)),
+                       restart_atom_v, static_cast<uint64_t>(i));
+  });
+  for (size_t i = 0; i < n; ++i) start_child(self, i);
+  return {
+      [self](restart_atom, uint64_t index) {
+        auto& st = self->state;
+        const auto i = static_cast<size_t>(index);
+        if (i >= st.children.size() || st.gave_up[i] || st.children[i]) return;
+        start_child(self, i);
+        if (st.spec.board) st.spec.board->note_restart(st.spec.children[i].name);
+        log_info(st.spec.name + ": restarted " + st.spec.children[i].name + " (incarnation " +
+                 std::to_string(st.incarnations[i]) + ")");
+        if (st.spec.strategy == SupervisorSpec::Strategy::kRestForOne)
+          for (size_t j = i + 1; j < st.children.size(); ++j)
+            if (!st.children[j] && !st.gave_up[j]) start_child(self, j);
+      },
+  };
+}
+
+caf::behavior checkpointer(caf::event_based_actor* self, std::shared_ptr<CheckpointStore> store,
+                           std::shared_ptr<Directory> directory, std::shared_ptr<RunBoard> board) {
+  directory->put(Directory::kCheckpointer, caf::actor_cast<caf::actor>(self));
+  self->attach_functor([directory, addr = self->address()] { directory->erase(Directory::kCheckpointer, addr); });
+  return {
+      [store, board](save_atom, Packet& file) {
+        auto written = store->write_encoded(file.bytes);
+        if (!written.ok()) {
+          log_error("checkpointer: " + written.status().to_string());
+          return;
+        }
+        ++board->checkpoints;
+        log_info("checkpointer: wrote " + *written);
+      },
+      [store](load_atom, uint64_t fingerprint) -> Packet {
+        auto latest = store->load_latest(fingerprint, [](const std::string& w) { log_warn("checkpointer: " + w); });
+        if (!latest.ok()) {
+          log_warn("checkpointer: " + latest.status().to_string());
+          return {};
+        }
+        return *latest ? Packet{encode_checkpoint(**latest)} : Packet{};
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_supervisor(caf::actor_system& sys, SupervisorSpec spec) {
+  return sys.spawn(supervisor, std::move(spec));
+}
+
+caf::actor spawn_checkpointer(caf::actor_system& sys, std::shared_ptr<CheckpointStore> store,
+                              std::shared_ptr<Directory> directory, std::shared_ptr<RunBoard> board) {
+  return sys.spawn<caf::detached>(checkpointer, std::move(store), std::move(directory), std::move(board));
+}
+
+}  // namespace atl

@@ -1,0 +1,272 @@
+// The syncer actor: a thin shell over SyncerCore.
+//
+// It decodes each Packet, checks that a learner id is used only by the actor
+// that registered it, feeds the core with the actor clock's time, and carries
+// out the effects: packets to learners (each encoded once), timers, log lines.
+// It counts every byte in both directions, sends checkpoints to the
+// checkpointer every N rounds or T seconds, and on start restores the latest
+// good checkpoint (holding other messages until the checkpointer answered).
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <map>
+
+#include "actors.h"
+#include "atoll/atoms.h"
+#include "atoll/log.h"
+#include "atoll/syncer_core.h"
+
+namespace atl {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr auto kLoadTimeout = 30s;
+
+struct SyncerState {
+  static inline const char* name = "syncer";
+  SyncerArgs args;
+  std::unique_ptr<SyncerCore> core;
+  std::vector<caf::actor> learners;              // by id: the registered actor
+  std::map<caf::actor_addr, uint32_t> ids;       // registered actor -> id
+  uint64_t rounds_at_checkpoint = 0;
+  caf::actor_clock::time_point checkpoint_at;
+  bool finished = false;
+};
+using SyncerActor = caf::stateful_actor<SyncerState>;
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+caf::timespan seconds(double s) {
+  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s));
+}
+
+void send_packet(SyncerActor* self, const caf::actor& to, const Packet& p) {
+  if (!to) return;
+  self->state.args.board->bytes_down += p.bytes.size();
+  self->send(to, p);
+}
+
+// `sender` receives what the core addresses to `sender_id` (a registering
+// actor that is not, or not yet, the learner's registered handle).
+void carry_out(SyncerActor* self, SyncerEffects& fx, const caf::actor* sender = nullptr,
+               uint32_t sender_id = 0xffffffffu) {
+  auto& st = self->state;
+  for (auto& s : fx.sends) {
+    caf::actor to;
+    if (sender && s.learner == sender_id) to = *sender;
+    else if (s.learner < st.learners.size()) to = st.learners[s.learner];
+    send_packet(self, to, Packet{encode_message(s.message)});
+  }
+  for (auto& m : fx.to_all) {
+    const Packet p{encode_message(m)};
+    for (uint32_t id = 0; id < st.learners.size(); ++id)
+      if (st.core->learners()[id].connected) send_packet(self, st.learners[id], p);
+  }
+  for (const auto& t : fx.timers) {
+    if (t.kind == SyncerEffects::TimerKind::kGrace)
+      self->delayed_send(self, seconds(t.seconds), grace_atom_v, t.id, t.round);
+    else
+      self->delayed_send(self, seconds(t.seconds), reconfig_atom_v, t.id);
+  }
+  for (const auto& n : fx.notes) log_info("syncer: " + n);
+  fx = {};
+}
+
+void publish(SyncerActor* self) {
+  auto& st = self->state;
+  const auto& core = *st.core;
+  LiveMetrics m;
+  m.seconds = core.elapsed(self->clock().now());
+  m.tokens = core.total_tokens();
+  m.rounds = core.stats().rounds;
+  m.versions_min = UINT64_MAX;
+  for (uint32_t p = 0; p < core.fragments().size(); ++p) {
+    m.versions_min = std::min(m.versions_min, core.version(p));
+    m.versions_max = std::max(m.versions_max, core.version(p));
+  }
+  double loss = 0.0;
+  for (const auto& l : core.learners()) {
+    if (!l.connected) continue;
+    ++m.connected;
+    loss += l.loss;
+  }
+  m.loss = m.connected ? loss / m.connected : 0.0;
+  const double allocated = m.seconds * static_cast<double>(core.learners().size());
+  m.goodput = allocated > 0 ? core.stats().good_seconds / allocated : 0.0;
+  st.args.board->publish(m);
+}
+
+void publish_final(SyncerActor* self) {
+  auto& core = *self->state.core;
+  RunBoard::Final f{core.stats(), core.learners(), {}, core.elapsed(self->clock().now())};
+  for (uint32_t p = 0; p < core.fragments().size(); ++p) f.versions.push_back(core.version(p));
+  self->state.args.board->publish_final(std::move(f));
+  publish(self);
+}
+
+void maybe_checkpoint(SyncerActor* self) {
+  auto& st = self->state;
+  const auto& c = st.args.topology.checkpoint;
+  if (!st.args.use_checkpointer || c.dir.empty()) return;
+  const uint64_t rounds = st.core->stats().rounds;
+  if (rounds == st.rounds_at_checkpoint) return;
+  const auto now = self->clock().now();
+  const bool by_rounds = c.every_rounds > 0 && rounds - st.rounds_at_checkpoint >= static_cast<uint64_t>(c.every_rounds);
+  const bool by_time = c.every_seconds > 0 && now - st.checkpoint_at >= seconds(c.every_seconds);
+  if (!by_rounds && !by_time) return;
+  caf::actor cp = st.args.directory->get(Directory::kCheckpointer);
+  if (!cp) return;
+  self->send(cp, save_atom_v, Packet{encode_checkpoint(st.core->checkpoint(unix_ms()))});
+  st.rounds_at_checkpoint = rounds;
+  st.checkpoint_at = now;
+}
+
+void check_budget(SyncerActor* self) {
+  auto& st = self->state;
+  const uint64_t budget = st.args.topology.tokens;
+  if (st.finished || budget == 0 || st.core->total_tokens() < budget) return;
+  st.finished = true;
+  log_info("syncer: token budget of " + std::to_string(budget) + " reached");
+  publish_final(self);
+  st.args.board->finish();
+}
+
+void on_packet(SyncerActor* self, Packet& p) {
+  auto& st = self->state;
+  st.args.board->bytes_up += p.bytes.size();
+  const auto now = self->clock().now();
+  auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+  const auto known = st.ids.find(sender.address());
+  std::optional<uint32_t> sender_id;
+  if (known != st.ids.end()) sender_id = known->second;
+  SyncerEffects fx;
+  auto msg = decode_message(p.bytes);
+  if (!msg.ok()) {
+    st.core->on_malformed(sender_id, msg.status(), fx);
+    return carry_out(self, fx, &sender, sender_id.value_or(0));
+  }
+  if (auto* r = std::get_if<Register>(&*msg)) {
+    st.core->on_register(*r, now, fx);
+    const bool welcomed = std::any_of(fx.sends.begin(), fx.sends.end(), [&](const auto& s) {
+      return s.learner == r->learner && std::holds_alternative<Welcome>(s.message);
+    });
+    if (welcomed) {
+      auto& slot = st.learners[r->learner];
+      if (slot && slot != sender) {
+        self->demonitor(slot);
+        st.ids.erase(slot.address());
+      }
+      slot = sender;
+      st.ids[sender.address()] = r->learner;
+      self->monitor(sender);
+    }
+    return carry_out(self, fx, &sender, r->learner);
+  }
+  // Every other message names a learner: it must come from that learner's actor.
+  uint32_t claimed = 0;
+  if (auto* q = std::get_if<Push>(&*msg)) claimed = q->learner;
+  else if (auto* g = std::get_if<Progress>(&*msg)) claimed = g->learner;
+  else {
+    st.core->on_malformed(sender_id, Status::invalid_argument(std::string("a learner may not send ") + message_name(*msg)), fx);
+    return carry_out(self, fx, &sender, sender_id.value_or(0));
+  }
+  if (!sender_id || *sender_id != claimed) {
+    st.core->refuse(claimed, RejectReason::kUnknownLearner, 0xffffffffu,
+                    "learner " + std::to_string(claimed) + " is not registered from this actor", fx);
+    return carry_out(self, fx, &sender, claimed);
+  }
+  if (auto* q = std::get_if<Push>(&*msg)) st.core->on_push(*q, now, fx);
+  else st.core->on_progress(std::get<Progress>(*msg), now, fx);
+  carry_out(self, fx);
+  maybe_checkpoint(self);
+  check_budget(self);
+}
+
+caf::behavior running(SyncerActor* self) {
+  auto& state = self->state;
+  state.args.directory->put(Directory::kSyncer, caf::actor_cast<caf::actor>(self));
+  self->attach_functor([dir = state.args.directory, addr = self->address()] { dir->erase(Directory::kSyncer, addr); });
+  state.checkpoint_at = self->clock().now();
+  if (state.args.tick_seconds > 0) self->send(self, tick_atom_v);
+  return {
+      [self](Packet& p) { on_packet(self, p); },
+      [self](grace_atom, uint32_t fragment, uint64_t round) {
+        SyncerEffects fx;
+        self->state.core->on_timer({SyncerEffects::TimerKind::kGrace, fragment, round, 0.0}, self->clock().now(), fx);
+        carry_out(self, fx);
+        maybe_checkpoint(self);
+      },
+      [self](reconfig_atom, uint32_t learner) {
+        SyncerEffects fx;
+        self->state.core->on_timer({SyncerEffects::TimerKind::kReconfigure, learner, 0, 0.0}, self->clock().now(), fx);
+        carry_out(self, fx);
+      },
+      [self](tick_atom) {
+        publish(self);
+        maybe_checkpoint(self);
+        self->delayed_send(self, seconds(self->state.args.tick_seconds), tick_atom_v);
+      },
+      [self](snapshot_atom) -> Packet {
+        publish_final(self);
+        const auto& core = *self->state.core;
+        Welcome w;
+        w.topology = core.topology();
+        const auto theta = core.parameters();
+        for (uint32_t p = 0; p < core.fragments().size(); ++p) {
+          std::vector<float> values(core.fragments()[p].size);
+          gather(core.fragments()[p], theta, values);
+          w.fragments.push_back({p, core.version(p), encode_payload(Codec::kFp32, 0, values)});
+        }
+        return Packet{encode_message(w)};
+      },
+  };
+}
+
+caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
+  auto& state = self->state;
+  state.args = std::move(args);
+  auto core = SyncerCore::create(state.args.topology, self->clock().now());
+  if (!core.ok()) {
+    log_error("syncer: " + core.status().to_string());
+    self->quit(caf::make_error(caf::sec::invalid_argument, core.status().to_string()));
+    return {};
+  }
+  state.core = std::move(*core);
+  state.learners.resize(state.args.topology.learners.size());
+  self->set_down_handler([self](const caf::down_msg& dm) {
+    auto& st = self->state;
+    const auto it = st.ids.find(dm.source);
+    if (it == st.ids.end()) return;
+    const uint32_t id = it->second;
+    st.ids.erase(it);
+    st.learners[id] = nullptr;
+    SyncerEffects fx;
+    st.core->on_learner_down(id, self->clock().now(), fx);
+    carry_out(self, fx);
+  });
+  caf::actor cp = state.args.use_checkpointer ? state.args.directory->get(Directory::kCheckpointer) : caf::actor{};
+  if (!cp || state.args.topology.checkpoint.dir.empty()) return running(self);
+  // Restore before serving anyone: other messages wait until this answer.
+  self->request(cp, kLoadTimeout, load_atom_v, state.core->layout().fingerprint())
+      .await(
+          [self](Packet& file) {
+            if (file.bytes.empty()) return;
+            auto saved = decode_checkpoint(file.bytes);
+            Status s = saved.ok() ? self->state.core->restore(*saved) : saved.status();
+            if (s.ok())
+              log_info("syncer: restored checkpoint of round " + std::to_string(saved->rounds));
+            else
+              log_warn("syncer: checkpoint not restored: " + s.to_string());
+          },
+          [](caf::error& e) { log_warn("syncer: no checkpoint restored: " + to_string(e)); });
+  return running(self);
+}
+
+}  // namespace
+
+caf::actor spawn_syncer(caf::actor_system& sys, SyncerArgs args) { return sys.spawn(syncer, std::move(args)); }
+
+}  // namespace atl

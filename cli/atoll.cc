@@ -1,0 +1,192 @@
+// atoll: the command-line front of the embedding API (atoll/run.h).
+//
+//   atoll run [FILE] [--set key=value]... [--report FILE.json] [--seconds N]
+//   atoll validate FILE [--set key=value]...
+//   atoll topology [FILE] [--set key=value]...      (prints the effective topology)
+#include <CLI/CLI.hpp>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "atoll/fragments.h"
+#include "atoll/job.h"
+#include "atoll/log.h"
+#include "atoll/run.h"
+#include "atoll/topology_file.h"
+
+namespace {
+
+std::atomic<bool> interrupted{false};
+void on_sigint(int) { interrupted = true; }
+
+std::string human(double x) {
+  char buf[32];
+  if (x >= 1e9) std::snprintf(buf, sizeof buf, "%.2fG", x / 1e9);
+  else if (x >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", x / 1e6);
+  else if (x >= 1e3) std::snprintf(buf, sizeof buf, "%.1fk", x / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.0f", x);
+  return buf;
+}
+
+std::string progress_line(const atl::LiveMetrics& m, const atl::Topology& t) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "[%6.1fs] tokens %s/%s  loss %.4f  rounds %llu  versions %llu-%llu  goodput %.2f  learners %d/%zu  "
+                "bytes %s",
+                m.seconds, human(double(m.tokens)).c_str(), human(double(t.tokens)).c_str(), m.loss,
+                static_cast<unsigned long long>(m.rounds), static_cast<unsigned long long>(m.versions_min),
+                static_cast<unsigned long long>(m.versions_max), m.goodput, m.connected, t.learners.size(),
+                human(double(m.bytes_up + m.bytes_down)).c_str());
+  return buf;
+}
+
+int fail(const atl::Status& s) {
+  std::fprintf(stderr, "atoll: %s\n", s.to_string().c_str());
+  return 2;
+}
+
+// The plan a topology gives its model: "mlp 784-256-10, 2 fragments (200704 rda, 2826 avg)".
+atl::Result<std::string> describe_plan(const atl::Topology& t) {
+  auto model = atl::make_model(t);
+  if (!model.ok()) return model.status();
+  const int count = t.mode == atl::Mode::kDecoupled ? t.outer.fragments : 1;
+  auto fragments = atl::plan_fragments((*model)->layout(), count);
+  if (!fragments.ok()) return fragments.status().with_context("outer.fragments");
+  std::string s = (*model)->describe() + " (" + std::to_string((*model)->layout().size()) + " parameters), " +
+                  std::to_string(count) + " fragment" + (count > 1 ? "s" : "") + ":";
+  for (const auto& f : *fragments) s += " " + std::to_string(f.size) + " " + atl::merge_rule_name(f.rule);
+  return s;
+}
+
+int run_command(const std::string& file, const std::vector<std::string>& sets, const std::string& report_path,
+                double seconds, const std::string& data, int threads, bool quiet) {
+  auto topology = atl::load_topology(file, sets);
+  if (!topology.ok()) return fail(topology.status());
+  atl::RunOptions options;
+  options.data_root = data;
+  options.seconds = seconds;
+  options.compute_threads = threads;
+  const bool live = !quiet && ::isatty(STDOUT_FILENO);
+  std::mutex out;
+  std::string line;  // the progress line currently on screen
+  if (live)
+    atl::set_log_sink([&](atl::LogLevel, const std::string& text) {
+      std::lock_guard lock(out);
+      std::fprintf(stdout, "\r\033[2K");
+      std::fflush(stdout);
+      std::fprintf(stderr, "%s\n", text.c_str());
+      std::fprintf(stdout, "%s", line.c_str());
+      std::fflush(stdout);
+    });
+  auto run = atl::Run::start(*topology, options);
+  if (!run.ok()) return fail(run.status());
+  std::signal(SIGINT, on_sigint);
+  std::atomic<bool> done{false};
+  std::thread printer([&] {
+    int ticks = 0;
+    while (!done) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      if (interrupted.exchange(false)) {
+        atl::log_warn("interrupted: stopping the run (the report follows)");
+        (*run)->stop();
+      }
+      if (quiet || done) continue;
+      const std::string text = progress_line((*run)->metrics(), *topology);
+      if (live) {
+        std::lock_guard lock(out);
+        line = text;
+        std::fprintf(stdout, "\r\033[2K%s", line.c_str());
+        std::fflush(stdout);
+      } else if (++ticks % 40 == 0) {  // every 10 s in a log
+        std::fprintf(stderr, "%s\n", text.c_str());
+      }
+    }
+  });
+  auto report = (*run)->wait();
+  done = true;
+  printer.join();
+  if (live) {
+    std::lock_guard lock(out);
+    line.clear();
+    std::fprintf(stdout, "\r\033[2K");
+  }
+  atl::set_log_sink(nullptr);
+  if (!report.ok()) return fail(report.status());
+  std::fputs(report->to_table().c_str(), stdout);
+  if (!report_path.empty()) {
+    std::ofstream f(report_path);
+    f << report->to_json();
+    if (!f) {
+      std::fprintf(stderr, "atoll: cannot write the report to %s\n", report_path.c_str());
+      return 1;
+    }
+    std::printf("report written to %s\n", report_path.c_str());
+  }
+  return report->gave_up.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "atoll: fault-tolerant, low-bandwidth training with Decoupled DiLoCo.\n"
+      "Learners train their own replicas and hand parameter fragments to a syncer;\n"
+      "no learner waits for another. See README.md and DESIGN for the concepts."};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Print help for every subcommand");
+
+  std::string file, report_path = "atoll-report.json", data;
+  std::vector<std::string> sets;
+  double seconds = 0;
+  int threads = 0;
+  bool quiet = false, verbose = false;
+
+  auto* run = app.add_subcommand("run", "Train: the topology in FILE, or the built-in default (4 learners, MLP on MNIST)");
+  run->add_option("file", file, "Topology file (TOML); see examples/topologies/ and `atoll topology`");
+  run->add_option("--set", sets, "Override one key, e.g. --set outer.quorum=2 --set mode=dp (repeatable)");
+  run->add_option("--report", report_path, "Where to write the JSON report (empty: none)")->capture_default_str();
+  run->add_option("--seconds", seconds, "Stop after this many seconds, whatever the token budget");
+  run->add_option("--data", data, "Data folder from scripts/setup (default: $ATOLL_DATA_DIR or ./data)");
+  run->add_option("--threads", threads, "Compute threads for the learners (default: one per core)");
+  run->add_flag("-q,--quiet", quiet, "No progress line, only the summary");
+  run->add_flag("-v,--verbose", verbose, "Log every registration, restart and refusal");
+
+  std::string vfile;
+  std::vector<std::string> vsets;
+  auto* val = app.add_subcommand("validate", "Check a topology file: keys, types, ranges and the fragment plan");
+  val->add_option("file", vfile, "Topology file (TOML)")->required();
+  val->add_option("--set", vsets, "Override one key before checking (repeatable)");
+
+  std::string tfile;
+  std::vector<std::string> tsets;
+  auto* top = app.add_subcommand("topology", "Print the effective topology (defaults + FILE + --set) as TOML");
+  top->add_option("file", tfile, "Topology file (TOML); none: the built-in default");
+  top->add_option("--set", tsets, "Override one key (repeatable)");
+
+  CLI11_PARSE(app, argc, argv);
+  atl::set_log_level(verbose ? atl::LogLevel::kInfo : atl::LogLevel::kWarn);
+
+  if (*run) return run_command(file, sets, report_path, seconds, data, threads, quiet);
+  if (*val) {
+    auto t = atl::load_topology(vfile, vsets);
+    if (!t.ok()) return fail(t.status());
+    auto plan = describe_plan(*t);
+    if (!plan.ok()) return fail(plan.status().with_context(vfile));
+    std::printf("%s: ok: %s, %zu learners, %s\n", vfile.c_str(), atl::mode_name(t->mode), t->learners.size(),
+                plan->c_str());
+    return 0;
+  }
+  if (*top) {
+    auto t = atl::load_topology(tfile, tsets);
+    if (!t.ok()) return fail(t.status());
+    std::fputs(atl::to_toml(*t).c_str(), stdout);
+    return 0;
+  }
+  return 0;
+}

@@ -1,0 +1,205 @@
+#include "atoll/checkpoint.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+#include <kj/io.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include "atoll/checkpoint.capnp.h"
+#include "atoll/crc32c.h"
+#include "atoll/file.h"
+
+namespace atl {
+namespace {
+
+constexpr char kMagic[8] = {'A', 'T', 'O', 'L', 'L', 'C', 'K', 'P'};
+constexpr size_t kHeaderBytes = 24;
+constexpr const char* kPrefix = "checkpoint-";
+constexpr const char* kSuffix = ".atoll";
+
+template <class T>
+void put_le(std::vector<uint8_t>& out, size_t at, T v) {
+  std::memcpy(out.data() + at, &v, sizeof v);
+}
+template <class T>
+T get_le(std::span<const uint8_t> in, size_t at) {
+  T v;
+  std::memcpy(&v, in.data() + at, sizeof v);
+  return v;
+}
+
+kj::ArrayPtr<const kj::byte> float_bytes(const std::vector<float>& v) {
+  return {reinterpret_cast<const kj::byte*>(v.data()), v.size() * sizeof(float)};
+}
+
+std::vector<float> floats_of(capnp::Data::Reader d, const char* what, uint32_t fragment) {
+  if (d.size() % sizeof(float) != 0)
+    throw std::runtime_error(std::string(what) + " of fragment " + std::to_string(fragment) + " has " +
+                             std::to_string(d.size()) + " bytes, not a whole number of floats");
+  std::vector<float> v(d.size() / sizeof(float));
+  std::memcpy(v.data(), d.begin(), d.size());
+  return v;
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_checkpoint(const CheckpointState& state) {
+  capnp::MallocMessageBuilder builder;
+  auto root = builder.initRoot<schema::Checkpoint>();
+  root.setFormatVersion(kCheckpointFormatVersion);
+  root.setFingerprint(state.fingerprint);
+  root.setCreatedUnixMs(state.created_unix_ms);
+  root.setRounds(state.rounds);
+  auto fs = root.initFragments(static_cast<unsigned>(state.fragments.size()));
+  for (unsigned i = 0; i < fs.size(); ++i) {
+    const auto& f = state.fragments[i];
+    fs[i].setFragment(f.fragment);
+    fs[i].setVersion(f.version);
+    fs[i].setValues(float_bytes(f.values));
+    fs[i].setMomentum(float_bytes(f.momentum));
+  }
+  auto ls = root.initLearners(static_cast<unsigned>(state.learners.size()));
+  for (unsigned i = 0; i < ls.size(); ++i) {
+    ls[i].setLearner(state.learners[i].learner);
+    ls[i].setIncarnation(state.learners[i].incarnation);
+  }
+  const size_t payload = capnp::computeSerializedSizeInWords(builder) * sizeof(capnp::word);
+  std::vector<uint8_t> out(kHeaderBytes + payload);
+  kj::ArrayOutputStream stream(kj::arrayPtr(out.data() + kHeaderBytes, payload));
+  capnp::writeMessage(stream, builder);
+  std::memcpy(out.data(), kMagic, sizeof kMagic);
+  put_le<uint32_t>(out, 8, kCheckpointFormatVersion);
+  put_le<uint32_t>(out, 12, crc32c(std::span<const uint8_t>(out).subspan(kHeaderBytes)));
+  put_le<uint64_t>(out, 16, payload);
+  return out;
+}
+
+Result<CheckpointState> decode_checkpoint(std::span<const uint8_t> bytes) {
+  if (bytes.size() < kHeaderBytes)
+    return Status::corruption("truncated: " + std::to_string(bytes.size()) + " bytes, the header alone is " +
+                              std::to_string(kHeaderBytes));
+  if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+    return Status::corruption("not an atoll checkpoint (bad magic)");
+  const auto version = get_le<uint32_t>(bytes, 8);
+  if (version != kCheckpointFormatVersion)
+    return Status::corruption("format version " + std::to_string(version) + ", this build reads " +
+                              std::to_string(kCheckpointFormatVersion));
+  const auto length = get_le<uint64_t>(bytes, 16);
+  if (length != bytes.size() - kHeaderBytes)
+    return Status::corruption(std::string(length > bytes.size() - kHeaderBytes ? "truncated" : "trailing bytes") +
+                              ": header says " + std::to_string(length) + " payload bytes, file has " +
+                              std::to_string(bytes.size() - kHeaderBytes));
+  const auto payload = bytes.subspan(kHeaderBytes);
+  const uint32_t expected = get_le<uint32_t>(bytes, 12), actual = crc32c(payload);
+  if (expected != actual)
+    return Status::corruption("checksum mismatch (stored " + std::to_string(expected) + ", computed " +
+                              std::to_string(actual) + ")");
+  if (payload.size() % sizeof(capnp::word) != 0)
+    return Status::corruption("payload is not a whole number of 8-byte words");
+  std::vector<capnp::word> words(payload.size() / sizeof(capnp::word));
+  std::memcpy(words.data(), payload.data(), payload.size());
+  capnp::ReaderOptions options;
+  options.traversalLimitInWords = 2 * words.size() + 1024;
+  try {
+    capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()), options);
+    const auto root = reader.getRoot<schema::Checkpoint>();
+    if (root.getFormatVersion() != kCheckpointFormatVersion)
+      return Status::corruption("record format version " + std::to_string(root.getFormatVersion()));
+    CheckpointState s;
+    s.fingerprint = root.getFingerprint();
+    s.created_unix_ms = root.getCreatedUnixMs();
+    s.rounds = root.getRounds();
+    for (auto f : root.getFragments()) {
+      CheckpointState::FragmentRecord r;
+      r.fragment = f.getFragment();
+      r.version = f.getVersion();
+      r.values = floats_of(f.getValues(), "values", r.fragment);
+      r.momentum = floats_of(f.getMomentum(), "momentum", r.fragment);
+      if (r.values.size() != r.momentum.size())
+        return Status::corruption("fragment " + std::to_string(r.fragment) + " has " +
+                                  std::to_string(r.values.size()) + " values but " +
+                                  std::to_string(r.momentum.size()) + " momentum entries");
+      s.fragments.push_back(std::move(r));
+    }
+    for (auto l : root.getLearners()) s.learners.push_back({l.getLearner(), l.getIncarnation()});
+    return s;
+  } catch (const kj::Exception& e) {
+    return Status::corruption(std::string("malformed record: ") + e.getDescription().cStr());
+  } catch (const std::runtime_error& e) {
+    return Status::corruption(e.what());
+  }
+}
+
+CheckpointStore::CheckpointStore(std::string dir, int keep) : dir_(std::move(dir)), keep_(std::max(2, keep)) {}
+
+std::string CheckpointStore::path_of(uint64_t sequence) const {
+  char name[64];
+  std::snprintf(name, sizeof name, "%s%012llu%s", kPrefix, static_cast<unsigned long long>(sequence), kSuffix);
+  return dir_ + "/" + name;
+}
+
+std::vector<uint64_t> CheckpointStore::sequences() const {
+  namespace fs = std::filesystem;
+  std::vector<uint64_t> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.starts_with(kPrefix) || !name.ends_with(kSuffix)) continue;
+    const std::string digits = name.substr(std::strlen(kPrefix), name.size() - std::strlen(kPrefix) - std::strlen(kSuffix));
+    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
+    out.push_back(std::stoull(digits));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Result<std::string> CheckpointStore::write(const CheckpointState& state) {
+  return write_encoded(encode_checkpoint(state));
+}
+
+Result<std::string> CheckpointStore::write_encoded(std::span<const uint8_t> file) {
+  // Never put a file on disk that load_latest() would refuse.
+  if (auto check = decode_checkpoint(file); !check.ok()) return check.status().with_context("not written");
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) return Status::io_error(dir_ + ": cannot create checkpoint folder: " + ec.message());
+  const auto existing = sequences();
+  const uint64_t next = existing.empty() ? 1 : existing.back() + 1;
+  const std::string path = path_of(next);
+  ATOLL_RETURN_IF_ERROR(write_file_atomic(path, file));
+  // Prune only after the new one is durable, oldest first.
+  const auto now = sequences();
+  for (size_t i = 0; i + static_cast<size_t>(keep_) < now.size(); ++i) std::filesystem::remove(path_of(now[i]), ec);
+  return path;
+}
+
+Result<std::optional<CheckpointState>> CheckpointStore::load_latest(
+    uint64_t fingerprint, const std::function<void(const std::string&)>& warn) const {
+  const auto seqs = sequences();
+  for (auto it = seqs.rbegin(); it != seqs.rend(); ++it) {
+    const std::string path = path_of(*it);
+    auto bytes = read_file(path);
+    if (!bytes.ok()) {
+      warn(path + ": skipped: " + bytes.status().to_string());
+      continue;
+    }
+    auto state = decode_checkpoint(*bytes);
+    if (!state.ok()) {
+      warn(path + ": skipped: " + state.status().to_string());
+      continue;
+    }
+    if (state->fingerprint != fingerprint) {
+      warn(path + ": skipped: written for another model (fingerprint " + std::to_string(state->fingerprint) +
+           ", this model " + std::to_string(fingerprint) + ")");
+      continue;
+    }
+    return std::optional<CheckpointState>(std::move(*state));
+  }
+  return std::optional<CheckpointState>{};
+}
+
+}  // namespace atl

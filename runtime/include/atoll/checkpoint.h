@@ -1,0 +1,86 @@
+// Checkpoints: the syncer's durable state, and the folder that holds them.
+//
+// File format (little-endian), one frame per file:
+//   0   8  magic "ATOLLCKP"
+//   8   4  format version (1)
+//   12  4  crc32c of the payload
+//   16  8  payload length in bytes
+//   24  .  payload: a Cap'n Proto Checkpoint (schema/checkpoint.capnp)
+// A file whose magic, version, length or checksum is wrong is corrupt and is
+// never loaded. Files are written with write_file_atomic() (temporary file,
+// fsync, rename, folder fsync), so a crash loses at most the checkpoint being
+// written, never an older one.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "atoll/status.h"
+
+namespace atl {
+
+struct CheckpointState {
+  struct FragmentRecord {
+    uint32_t fragment = 0;
+    uint64_t version = 0;
+    std::vector<float> values;    // global parameters of the fragment
+    std::vector<float> momentum;  // outer Nesterov velocity
+    friend bool operator==(const FragmentRecord&, const FragmentRecord&) = default;
+  };
+  struct LearnerRecord {
+    uint32_t learner = 0;
+    uint64_t incarnation = 0;
+    friend bool operator==(const LearnerRecord&, const LearnerRecord&) = default;
+  };
+
+  uint64_t fingerprint = 0;  // layout the values belong to
+  int64_t created_unix_ms = 0;
+  uint64_t rounds = 0;       // rounds completed over all fragments
+  std::vector<FragmentRecord> fragments;
+  std::vector<LearnerRecord> learners;
+
+  friend bool operator==(const CheckpointState&, const CheckpointState&) = default;
+};
+
+inline constexpr uint32_t kCheckpointFormatVersion = 1;
+
+// The framed file contents.
+std::vector<uint8_t> encode_checkpoint(const CheckpointState& state);
+// Checks the frame and the record; names the problem (Corruption) otherwise.
+Result<CheckpointState> decode_checkpoint(std::span<const uint8_t> bytes);
+
+// A folder of numbered checkpoint files, checkpoint-<sequence>.atoll.
+class CheckpointStore {
+ public:
+  // `keep`: how many of the newest files to keep after each write (>= 2, so a
+  // good one survives while the next is written).
+  explicit CheckpointStore(std::string dir, int keep = 3);
+
+  const std::string& dir() const { return dir_; }
+
+  // Writes `state` as the newest checkpoint and removes the oldest beyond `keep`.
+  // Creates the folder if needed. Returns the file written.
+  Result<std::string> write(const CheckpointState& state);
+  // The same for bytes from encode_checkpoint(), checked before they are written.
+  Result<std::string> write_encoded(std::span<const uint8_t> file);
+
+  // The newest checkpoint that verifies and belongs to `fingerprint`, or none.
+  // Every file skipped (corrupt, truncated, another model) is reported to
+  // `warn` with the reason; it is never loaded.
+  Result<std::optional<CheckpointState>> load_latest(uint64_t fingerprint,
+                                                     const std::function<void(const std::string&)>& warn) const;
+
+  // Sequence numbers present, oldest first.
+  std::vector<uint64_t> sequences() const;
+  std::string path_of(uint64_t sequence) const;
+
+ private:
+  std::string dir_;
+  int keep_;
+};
+
+}  // namespace atl

@@ -1,0 +1,115 @@
+// LearnerCore: one learner's replica and bookkeeping, without CAF (DESIGN section 5).
+//
+// A learner trains its own replica with AdamW and never waits for another
+// learner. For every fragment p it keeps base_p, the global copy it last
+// adopted (the anchor of its pushes, and what a restarted syncer recovers
+// from), and its progress since: steps, tokens and step time.
+//
+// Threading: step() runs on the learner's compute thread; every other method
+// runs on the learner actor between steps, never at the same time as step().
+// The actor guarantees that by queueing messages while a step is running.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "atoll/adamw.h"
+#include "atoll/data_source.h"
+#include "atoll/fragments.h"
+#include "atoll/job.h"
+#include "atoll/messages.h"
+#include "atoll/model.h"
+
+namespace atl {
+
+class LearnerCore {
+ public:
+  static Result<std::unique_ptr<LearnerCore>> create(uint32_t id, uint64_t incarnation,
+                                                     std::shared_ptr<const Job> job);
+
+  uint32_t id() const { return id_; }
+  uint64_t incarnation() const { return incarnation_; }
+  const Topology& topology() const { return job_->topology(); }
+  const LearnerSpec& spec() const { return topology().learners[id_]; }
+
+  Register make_register(std::string token) const;
+
+  // Adopts the global model: every fragment's values and version become the
+  // replica and its bases; takes the peer's AdamW moments when there are some.
+  // Fails (leaving the learner unwelcomed) on a shape or version mismatch.
+  Status welcome(const Welcome& welcome);
+  bool welcomed() const { return welcomed_; }
+
+  struct StepResult {
+    float loss = 0.0f;
+    int64_t tokens = 0;
+    double compute_seconds = 0.0;  // thread CPU time of the step
+  };
+  // One inner step: a batch, forward, backward, and (decoupled) AdamW.
+  // REQUIRES: welcomed(); called on the compute thread only.
+  StepResult step();
+
+  // Books a finished step that took `step_seconds` of (emulated) device time.
+  void finish_step(const StepResult& result, double step_seconds);
+
+  // Push answering a pull: progress on the fragment since its base.
+  // Fails for an unknown fragment.
+  Result<Push> answer(const Pull& pull);
+
+  // Decoupled: fragments that just fell due, pushed unasked once per version.
+  // dp and elastic_dp: the gradient of the last step, every step.
+  std::vector<Push> due_pushes();
+
+  // Adopts a new global version of a fragment (overwrite, or blend with
+  // alpha), resets the fragment's progress. Versions not newer than the one
+  // held are ignored. Fails on a shape or decode error, changing nothing.
+  Status apply(const Broadcast& broadcast);
+
+  Progress progress() const;
+
+  // With the barrier option (and always in dp modes): true while a pushed
+  // fragment's next version has not arrived; the learner must not step.
+  bool blocked() const;
+
+  uint64_t steps() const { return steps_; }
+  uint64_t tokens() const { return tokens_; }
+  double loss_ema() const { return loss_ema_; }
+  double step_seconds_ema() const { return step_ema_; }
+  uint64_t version(uint32_t fragment) const { return tracks_[fragment].version; }
+  const std::vector<Fragment>& fragments() const { return fragments_; }
+  std::span<const float> parameters() const { return params_; }
+  const AdamW& optimizer() const { return *adamw_; }
+
+ private:
+  struct Track {
+    uint64_t version = 0;
+    std::vector<float> base;
+    uint64_t steps = 0, tokens = 0;
+    double seconds = 0.0;
+    bool pushed = false;   // pushed unasked (or answered) since adopting `version`
+  };
+
+  LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<const Job> job, std::unique_ptr<Model> model,
+              std::vector<Fragment> fragments);
+  bool data_parallel() const { return topology().mode != Mode::kDecoupled; }
+  Push make_push(uint32_t fragment, uint64_t round);
+
+  uint32_t id_;
+  uint64_t incarnation_;
+  std::shared_ptr<const Job> job_;
+  std::unique_ptr<Model> model_;
+  std::vector<Fragment> fragments_;
+  std::unique_ptr<DataSource> stream_;
+  std::unique_ptr<AdamW> adamw_;
+  std::vector<float> params_, grads_;
+  std::vector<Track> tracks_;
+  bool welcomed_ = false;
+  uint64_t steps_ = 0, tokens_ = 0;
+  int64_t last_tokens_ = 0;
+  double last_seconds_ = 0.0;
+  double loss_ema_ = 0.0, step_ema_ = 0.0;
+};
+
+}  // namespace atl

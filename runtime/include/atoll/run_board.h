@@ -1,0 +1,75 @@
+// RunBoard: what the actors of one process publish for whoever runs them.
+//
+// The syncer publishes live metrics and its final statistics; supervisors
+// count restarts; the syncer actor counts bytes. The embedding API (atoll/run.h)
+// and the CLI read it from their own threads. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "atoll/syncer_core.h"
+
+namespace atl {
+
+// A cheap snapshot for a progress line.
+struct LiveMetrics {
+  double seconds = 0.0;       // since the syncer started
+  uint64_t tokens = 0;
+  double loss = 0.0;          // mean of the learners' moving-average training loss
+  uint64_t rounds = 0;
+  uint64_t versions_min = 0, versions_max = 0;
+  double goodput = 0.0;       // so far
+  int connected = 0;          // learners registered and alive
+  uint64_t restarts = 0;
+  uint64_t bytes_up = 0, bytes_down = 0;
+};
+
+class RunBoard {
+ public:
+  std::atomic<uint64_t> bytes_up{0};    // learner -> syncer, counted where the syncer receives
+  std::atomic<uint64_t> bytes_down{0};  // syncer -> learners, counted where the syncer sends
+  std::atomic<uint64_t> checkpoints{0};
+
+  void publish(const LiveMetrics& m);
+  LiveMetrics live() const;
+
+  // The syncer's final word: statistics, learner records, versions.
+  struct Final {
+    SyncerStats stats;
+    std::vector<LearnerRecord> learners;
+    std::vector<uint64_t> versions;
+    double seconds = 0.0;
+  };
+  void publish_final(Final f);
+  Final final_state() const;
+
+  void note_restart(const std::string& child);
+  void note_gave_up(const std::string& child);
+  uint64_t restarts() const;
+  uint64_t restarts_of(const std::string& child) const;
+  std::vector<std::string> gave_up() const;
+
+  // The token budget was reached (set once; wakes wait_finished).
+  void finish();
+  bool finished() const;
+  // Waits until finish() or the deadline; returns finished().
+  bool wait_finished_until(std::chrono::steady_clock::time_point deadline) const;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  LiveMetrics live_;
+  Final final_;
+  std::map<std::string, uint64_t> restarts_;
+  std::vector<std::string> gave_up_;
+  bool finished_ = false;
+};
+
+}  // namespace atl

@@ -1,0 +1,189 @@
+// SyncerCore: the syncer's state and decisions, without CAF (DESIGN sections 5-7).
+//
+// Holds the global parameters Theta, per-fragment versions and outer
+// momentum, the registry of learners and each fragment's round. The syncer
+// actor feeds it every event together with the current time and carries out
+// the SyncerEffects it returns: messages to one learner, messages to all,
+// timers. Because time is an argument, the same logic runs in real time and in
+// a test's virtual time, and it can be unit-tested without actors.
+//
+// Decoupled round of fragment p (DESIGN section 5):
+//   due     K learners did H steps since adopting p's current version
+//           (their Progress says so, or they pushed p unasked)
+//   pull    every connected learner that has not already pushed is asked
+//   quorum  K answers with steps > 0 (K capped at the connected learners)
+//   grace   then wait until every pulled learner answered or
+//           gamma * (tau * T_slowest - time_to_quorum) passed, capped at
+//           grace_cap_steps * T_slowest (T_slowest: the slowest connected
+//           learner's moving-average step time; the sync time of DESIGN's
+//           formula is taken as 0 in one process)
+//   merge   token-weighted AVG/RDA of base - theta_m, Nesterov, version + 1,
+//           Broadcast to every connected learner
+// Answers after their round closed are counted late, never merged; pushes
+// older than version - max_staleness are refused as stale. Nothing a learner
+// sends can make Theta non-finite: bad pushes are refused with a Reject.
+//
+// dp / elastic_dp: every step each learner in the group sends its gradient;
+// when all did, their token-weighted mean drives AdamW on Theta. dp waits for
+// every learner, also a dead one; elastic_dp drops a dead learner from the
+// group after outer.reconfigure_seconds and takes it back when it registers.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "atoll/adamw.h"
+#include "atoll/checkpoint.h"
+#include "atoll/fragments.h"
+#include "atoll/messages.h"
+#include "atoll/model.h"
+#include "atoll/topology.h"
+
+namespace atl {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// What the actor must do after an event, in this order: sends, then to_all.
+struct SyncerEffects {
+  struct Send {
+    uint32_t learner;
+    Message message;
+  };
+  enum class TimerKind { kGrace, kReconfigure };
+  struct Timer {
+    TimerKind kind;
+    uint32_t id;     // fragment (grace) or learner (reconfigure)
+    uint64_t round;  // grace: the round the timer belongs to
+    double seconds;  // from now
+  };
+  std::vector<Send> sends;
+  std::vector<Message> to_all;      // to every connected learner
+  std::vector<Timer> timers;
+  std::vector<std::string> notes;   // events worth a log line
+
+  bool empty() const { return sends.empty() && to_all.empty() && timers.empty() && notes.empty(); }
+};
+
+struct LearnerRecord {
+  bool connected = false;           // registered and not known to be down
+  uint64_t incarnation = 0;
+  uint64_t registrations = 0;
+  uint64_t steps = 0, tokens = 0;   // reported by the current incarnation
+  uint64_t past_steps = 0, past_tokens = 0;  // earlier incarnations
+  double step_seconds = 0.0;        // moving average, as reported
+  double loss = 0.0;                // moving average of the training loss, as reported
+  std::optional<SteadyTime> down_at;  // when it was last seen failing
+  uint64_t merged = 0;              // pushes merged
+  std::vector<FragmentProgress> progress;  // per fragment, as reported
+};
+
+struct SyncerStats {
+  uint64_t rounds = 0;             // merges over all fragments (dp: steps applied)
+  uint64_t merged_pushes = 0;
+  uint64_t late = 0;               // answers that arrived after their round closed
+  uint64_t stale_refused = 0;
+  uint64_t rejected = 0;           // every Reject sent, stale included
+  std::array<uint64_t, 10> rejected_by_reason{};
+  uint64_t cancelled_rounds = 0;   // rounds whose quorum became impossible
+  double quorum_sum = 0.0;         // pushes merged, summed over rounds
+  double grace_wait_sum = 0.0;     // seconds from quorum to close, summed over rounds
+  double good_seconds = 0.0;       // learner step time whose progress was merged
+  std::vector<double> round_ends;  // seconds since the core started, one per round
+  std::vector<double> reintegration_seconds;  // from a learner's failure to its next welcome
+
+  double quorum_mean() const { return rounds ? quorum_sum / double(rounds) : 0.0; }
+  double grace_wait_mean() const { return rounds ? grace_wait_sum / double(rounds) : 0.0; }
+};
+
+class SyncerCore {
+ public:
+  // Builds the model's layout, fragments and initial Theta from the topology.
+  static Result<std::unique_ptr<SyncerCore>> create(const Topology& topology, SteadyTime now);
+
+  // Takes Theta, momentum and versions from a checkpoint. Fails, changing
+  // nothing, if it belongs to another model or fragment plan.
+  Status restore(const CheckpointState& state);
+  CheckpointState checkpoint(int64_t unix_ms) const;
+
+  void on_register(const Register& reg, SteadyTime now, SyncerEffects& fx);
+  void on_progress(const Progress& progress, SteadyTime now, SyncerEffects& fx);
+  void on_push(const Push& push, SteadyTime now, SyncerEffects& fx);
+  void on_timer(const SyncerEffects::Timer& timer, SteadyTime now, SyncerEffects& fx);
+  void on_learner_down(uint32_t learner, SteadyTime now, SyncerEffects& fx);
+  // A message from `learner` (if known) that did not decode; answers with a Reject.
+  void on_malformed(std::optional<uint32_t> learner, const Status& why, SyncerEffects& fx);
+  // Refuses something the actor found wrong (a learner id used by another
+  // actor, say): a Reject to `learner`, counted like every other refusal.
+  void refuse(uint32_t learner, RejectReason reason, uint32_t fragment, std::string detail, SyncerEffects& fx);
+
+  const Topology& topology() const { return topology_; }
+  const ParamLayout& layout() const { return model_->layout(); }
+  const std::vector<Fragment>& fragments() const { return fragments_; }
+  uint64_t version(uint32_t fragment) const { return states_[fragment].version; }
+  const SyncerStats& stats() const { return stats_; }
+  const std::vector<LearnerRecord>& learners() const { return learners_; }
+  // Tokens trained by every incarnation of every learner, as reported.
+  uint64_t total_tokens() const;
+  // Theta as one buffer in layout order.
+  std::vector<float> parameters() const;
+  // Seconds since the core was created.
+  double elapsed(SteadyTime now) const { return std::chrono::duration<double>(now - start_).count(); }
+
+ private:
+  struct Answer {
+    uint64_t base_version = 0;
+    uint64_t steps = 0, tokens = 0;
+    double seconds = 0.0;
+    std::vector<float> delta;  // theta - base (dp: the gradient)
+  };
+  struct FragmentState {
+    std::vector<float> values, momentum;
+    uint64_t version = 0;
+    bool open = false;          // a round is collecting
+    uint64_t round = 0;         // id of the open (or last) round
+    SteadyTime opened{}, quorum_at{};
+    bool quorum = false;
+    std::set<uint32_t> waiting;            // pulled, not yet answered
+    std::map<uint32_t, Answer> answers;    // by learner: this round's, or early (unasked) ones
+  };
+
+  SyncerCore(const Topology& topology, std::unique_ptr<Model> model, std::vector<Fragment> fragments,
+             SteadyTime now);
+
+  bool current(uint32_t learner, uint64_t incarnation) const;
+  int connected_count() const;
+  int effective_quorum() const;
+  double slowest_step_seconds() const;
+
+  // decoupled
+  void check_due(uint32_t p, SteadyTime now, SyncerEffects& fx);
+  void open_round(uint32_t p, SteadyTime now, SyncerEffects& fx);
+  void check_round(uint32_t p, SteadyTime now, SyncerEffects& fx);
+  void close_round(uint32_t p, SteadyTime now, SyncerEffects& fx);
+  double grace_seconds(const FragmentState& s) const;
+  Broadcast broadcast_of(uint32_t p) const;
+
+  // dp, elastic_dp
+  bool in_group(uint32_t learner) const;
+  void check_step(SteadyTime now, SyncerEffects& fx);
+
+  Topology topology_;
+  std::unique_ptr<Model> model_;
+  std::vector<Fragment> fragments_;
+  std::vector<FragmentState> states_;
+  std::vector<LearnerRecord> learners_;
+  std::vector<bool> dropped_;  // elastic_dp: left the group after a failure
+  std::unique_ptr<AdamW> dp_optimizer_;
+  uint64_t next_round_ = 1;
+  SteadyTime start_;
+  SyncerStats stats_;
+};
+
+}  // namespace atl

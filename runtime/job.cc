@@ -1,0 +1,115 @@
+#include "atoll/job.h"
+
+#include <cmath>
+
+#include "atoll/mlp.h"
+#include "atoll/mnist.h"
+#include "atoll/rng.h"
+#include "atoll/text_corpus.h"
+
+namespace atl {
+namespace {
+
+constexpr int kEvalBatch = 1000;
+
+std::string data_dir(const Topology& t, const std::string& root, const char* fallback) {
+  return t.data.dir.empty() ? root + "/" + fallback : t.data.dir;
+}
+
+// The first `limit` examples of a set (0: all).
+ExampleSet head(ExampleSet set, int limit) {
+  if (limit <= 0 || static_cast<size_t>(limit) >= set.size()) return set;
+  set.x.resize(static_cast<size_t>(limit) * static_cast<size_t>(set.features));
+  set.y.resize(static_cast<size_t>(limit));
+  return set;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> make_model(const Topology& t) {
+  ATOLL_RETURN_IF_ERROR(validate(t));
+  if (t.model.kind == ModelKind::kTransformer)
+    return Status::invalid_argument("model.kind = \"transformer\" is not implemented yet");
+  MlpConfig c;
+  c.hidden = t.model.hidden;
+  c.inputs = t.data.kind == DataKind::kMnist ? 784 : t.data.features;
+  c.classes = t.data.kind == DataKind::kMnist ? 10 : t.data.classes;
+  return std::unique_ptr<Model>(std::make_unique<Mlp>(c));
+}
+
+std::vector<float> initial_parameters(const Model& model, const Topology& t) {
+  std::vector<float> params(model.layout().size());
+  model.init(params, Rng::derive(t.seed, 0x1417));  // a stream of its own, apart from data seeds
+  return params;
+}
+
+ExampleSet make_clusters(int features, int classes, int count, uint64_t seed) {
+  Rng rng(seed);
+  const auto f = static_cast<size_t>(features);
+  std::vector<float> centres(static_cast<size_t>(classes) * f);
+  // Two centres lie about 3 noise standard deviations apart: separable, but
+  // not at once, so a run's loss and accuracy have somewhere to go.
+  const double spread = 3.0 / std::sqrt(2.0 * features);
+  for (auto& c : centres) c = static_cast<float>(spread * rng.normal());
+  ExampleSet set;
+  set.features = features;
+  set.classes = classes;
+  set.x.reserve(static_cast<size_t>(count) * f);
+  for (int i = 0; i < count; ++i) {
+    const auto label = static_cast<size_t>(i % classes);
+    for (size_t k = 0; k < f; ++k) set.x.push_back(centres[label * f + k] + static_cast<float>(rng.normal()));
+    set.y.push_back(static_cast<int32_t>(label));
+  }
+  return set;
+}
+
+Result<std::shared_ptr<const Job>> Job::load(const Topology& t, const std::string& data_root) {
+  ATOLL_RETURN_IF_ERROR(validate(t));
+  std::shared_ptr<Job> job(new Job());
+  job->topology_ = t;
+  const int m = static_cast<int>(t.learners.size());
+  switch (t.data.kind) {
+    case DataKind::kMnist: {
+      auto mnist = load_mnist(data_dir(t, data_root, "mnist"));
+      if (!mnist.ok()) return mnist.status().with_context("data.kind = \"mnist\"");
+      job->examples_ = std::make_shared<const ExampleSet>(to_examples(mnist->train));
+      job->eval_ = example_batches(head(to_examples(mnist->test), t.data.eval_examples), kEvalBatch);
+      job->description_ = "MNIST: " + std::to_string(mnist->train.count) + " training / " +
+                          std::to_string(mnist->test.count) + " held-out examples";
+      break;
+    }
+    case DataKind::kSynthetic: {
+      const int held = std::max(t.data.classes, t.data.examples / 4);
+      ExampleSet all = make_clusters(t.data.features, t.data.classes, t.data.examples + held,
+                                     Rng::derive(t.seed, 0xda7a));
+      ExampleSet train, test;
+      train.features = test.features = all.features;
+      train.classes = test.classes = all.classes;
+      const auto split = static_cast<size_t>(t.data.examples) * static_cast<size_t>(all.features);
+      train.x.assign(all.x.begin(), all.x.begin() + static_cast<ptrdiff_t>(split));
+      train.y.assign(all.y.begin(), all.y.begin() + t.data.examples);
+      test.x.assign(all.x.begin() + static_cast<ptrdiff_t>(split), all.x.end());
+      test.y.assign(all.y.begin() + t.data.examples, all.y.end());
+      job->examples_ = std::make_shared<const ExampleSet>(std::move(train));
+      job->eval_ = example_batches(head(std::move(test), t.data.eval_examples), kEvalBatch);
+      job->description_ = "synthetic clusters: " + std::to_string(t.data.examples) + " training / " +
+                          std::to_string(held) + " held-out examples of " + std::to_string(t.data.features) +
+                          " features, " + std::to_string(t.data.classes) + " classes";
+      break;
+    }
+    case DataKind::kText:
+      return Status::invalid_argument("data.kind = \"text\" is not implemented yet");
+  }
+  if (job->examples_->size() < static_cast<size_t>(m))
+    return Status::invalid_argument("data has " + std::to_string(job->examples_->size()) +
+                                    " training examples, fewer than the " + std::to_string(m) + " learners");
+  job->shards_ = split_indices(job->examples_->size(), m, Rng::derive(t.seed, 0x5a4d));
+  return std::shared_ptr<const Job>(std::move(job));
+}
+
+std::unique_ptr<DataSource> Job::make_stream(uint32_t learner, uint64_t incarnation) const {
+  const uint64_t seed = Rng::derive(Rng::derive(topology_.seed, learner), incarnation);
+  return std::make_unique<ExampleStream>(examples_, shards_.at(learner), seed);
+}
+
+}  // namespace atl

@@ -1,0 +1,201 @@
+#include "atoll/learner_core.h"
+
+#include <time.h>
+
+#include <cassert>
+#include <string>
+
+namespace atl {
+namespace {
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Exponential moving average that starts at its first sample.
+double ema(double avg, double x, uint64_t n, double alpha = 0.2) { return n <= 1 ? x : avg + alpha * (x - avg); }
+
+AdamWConfig inner_config(const Topology& t, uint32_t id) {
+  AdamWConfig c = t.inner;
+  if (c.total_steps == 0 && t.tokens > 0) {
+    // Spread the cosine over this learner's expected share of the token budget.
+    double share = 0.0, total = 0.0;
+    for (size_t m = 0; m < t.learners.size(); ++m) {
+      const double rate = t.learners[m].speed * t.learners[m].batch_size;
+      total += rate;
+      if (m == id) share = rate;
+    }
+    const double steps = static_cast<double>(t.tokens) * share / total / t.learners[id].batch_size;
+    c.total_steps = std::max<int64_t>(c.warmup_steps + 1, static_cast<int64_t>(steps));
+  }
+  return c;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LearnerCore>> LearnerCore::create(uint32_t id, uint64_t incarnation,
+                                                         std::shared_ptr<const Job> job) {
+  const Topology& t = job->topology();
+  if (id >= t.learners.size())
+    return Status::invalid_argument("learner " + std::to_string(id) + " does not exist: the topology has " +
+                                    std::to_string(t.learners.size()) + " learners");
+  auto model = make_model(t);
+  if (!model.ok()) return model.status();
+  const int count = t.mode == Mode::kDecoupled ? t.outer.fragments : 1;
+  auto fragments = plan_fragments((*model)->layout(), count);
+  if (!fragments.ok()) return fragments.status().with_context("outer.fragments");
+  return std::unique_ptr<LearnerCore>(
+      new LearnerCore(id, incarnation, std::move(job), std::move(*model), std::move(*fragments)));
+}
+
+LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<const Job> job,
+                         std::unique_ptr<Model> model, std::vector<Fragment> fragments)
+    : id_(id),
+      incarnation_(incarnation),
+      job_(std::move(job)),
+      model_(std::move(model)),
+      fragments_(std::move(fragments)),
+      stream_(job_->make_stream(id, incarnation)),
+      adamw_(std::make_unique<AdamW>(model_->layout(), inner_config(job_->topology(), id))),
+      params_(model_->layout().size()),
+      grads_(params_.size()),
+      tracks_(fragments_.size()) {}
+
+Register LearnerCore::make_register(std::string token) const {
+  return Register{id_, incarnation_, model_->layout().fingerprint(), std::move(token)};
+}
+
+Status LearnerCore::welcome(const Welcome& w) {
+  if (w.fragments.size() != fragments_.size())
+    return Status::invalid_argument("welcome has " + std::to_string(w.fragments.size()) + " fragments, expected " +
+                                    std::to_string(fragments_.size()));
+  std::vector<std::vector<float>> values(fragments_.size());
+  std::vector<uint64_t> versions(fragments_.size());
+  for (const auto& fv : w.fragments) {
+    if (fv.fragment >= fragments_.size() || !values[fv.fragment].empty())
+      return Status::invalid_argument("welcome names fragment " + std::to_string(fv.fragment) + " twice or out of range");
+    values[fv.fragment].resize(fragments_[fv.fragment].size);
+    versions[fv.fragment] = fv.version;
+    ATOLL_RETURN_IF_ERROR(decode_payload(fv.values, values[fv.fragment])
+                              .with_context("welcome fragment " + std::to_string(fv.fragment)));
+  }
+  if (w.moments) {
+    std::vector<float> m(params_.size()), v(params_.size());
+    ATOLL_RETURN_IF_ERROR(decode_payload(w.moments->m, m).with_context("welcome moments"));
+    ATOLL_RETURN_IF_ERROR(decode_payload(w.moments->v, v).with_context("welcome moments"));
+    ATOLL_RETURN_IF_ERROR(adamw_->load_state(w.moments->step, m, v));
+  }
+  for (size_t p = 0; p < fragments_.size(); ++p) {
+    scatter(fragments_[p], values[p], params_);
+    tracks_[p] = Track{versions[p], std::move(values[p])};
+  }
+  welcomed_ = true;
+  return {};
+}
+
+LearnerCore::StepResult LearnerCore::step() {
+  assert(welcomed_);
+  const double start = thread_cpu_seconds();
+  const Batch batch = stream_->next(spec().batch_size);
+  StepResult r;
+  r.loss = model_->forward_backward(params_, batch, grads_);
+  if (!data_parallel()) adamw_->update(params_, grads_);
+  r.tokens = batch.tokens;
+  r.compute_seconds = thread_cpu_seconds() - start;
+  return r;
+}
+
+void LearnerCore::finish_step(const StepResult& r, double step_seconds) {
+  ++steps_;
+  tokens_ += static_cast<uint64_t>(r.tokens);
+  loss_ema_ = ema(loss_ema_, r.loss, steps_, 0.05);
+  step_ema_ = ema(step_ema_, step_seconds, steps_);
+  last_tokens_ = r.tokens;
+  last_seconds_ = step_seconds;
+  for (auto& t : tracks_) {
+    ++t.steps;
+    t.tokens += static_cast<uint64_t>(r.tokens);
+    t.seconds += step_seconds;
+  }
+}
+
+Push LearnerCore::make_push(uint32_t fragment, uint64_t round) {
+  Track& t = tracks_[fragment];
+  const Fragment& f = fragments_[fragment];
+  std::vector<float> delta(f.size);
+  gather(f, params_, delta);
+  for (size_t i = 0; i < delta.size(); ++i) delta[i] -= t.base[i];
+  t.pushed = true;
+  const auto& o = topology().outer;
+  return Push{id_, incarnation_, fragment, round, t.version, t.steps, t.tokens, t.seconds,
+              encode_payload(o.push_codec, o.push_block, delta)};
+}
+
+Result<Push> LearnerCore::answer(const Pull& pull) {
+  if (pull.fragment >= fragments_.size())
+    return Status::invalid_argument("pull for fragment " + std::to_string(pull.fragment) + " of " +
+                                    std::to_string(fragments_.size()));
+  return make_push(pull.fragment, pull.round);
+}
+
+std::vector<Push> LearnerCore::due_pushes() {
+  std::vector<Push> out;
+  if (data_parallel()) {
+    // The gradient of the last step, against the version it was computed on.
+    Track& t = tracks_[0];
+    if (t.pushed || t.steps == 0) return out;
+    t.pushed = true;
+    out.push_back(Push{id_, incarnation_, 0, 0, t.version, 1, static_cast<uint64_t>(last_tokens_), last_seconds_,
+                       encode_payload(Codec::kFp32, 0, grads_)});
+    return out;
+  }
+  const auto& o = topology().outer;
+  for (uint32_t p = 0; p < fragments_.size(); ++p) {
+    const Track& t = tracks_[p];
+    if (!t.pushed && t.steps >= steps_until_due(static_cast<int>(p), o.fragments, o.sync_every, t.version))
+      out.push_back(make_push(p, 0));
+  }
+  return out;
+}
+
+Status LearnerCore::apply(const Broadcast& b) {
+  if (b.fragment >= fragments_.size())
+    return Status::invalid_argument("broadcast for fragment " + std::to_string(b.fragment) + " of " +
+                                    std::to_string(fragments_.size()));
+  Track& t = tracks_[b.fragment];
+  if (b.version <= t.version) return {};  // already have it (or newer)
+  const Fragment& f = fragments_[b.fragment];
+  std::vector<float> global(f.size);
+  ATOLL_RETURN_IF_ERROR(decode_payload(b.values, global).with_context("broadcast of fragment " +
+                                                                      std::to_string(b.fragment)));
+  const float alpha = data_parallel() ? 0.0f : topology().outer.blend_alpha;
+  if (alpha > 0.0f) {
+    std::vector<float> local(f.size);
+    gather(f, params_, local);
+    for (size_t i = 0; i < local.size(); ++i) local[i] = alpha * local[i] + (1.0f - alpha) * global[i];
+    scatter(f, local, params_);
+  } else {
+    scatter(f, global, params_);
+  }
+  t = Track{};
+  t.version = b.version;
+  t.base = std::move(global);
+  return {};
+}
+
+Progress LearnerCore::progress() const {
+  Progress p{id_, incarnation_, steps_, tokens_, step_ema_, {}, static_cast<float>(loss_ema_)};
+  for (const auto& t : tracks_) p.fragments.push_back({t.version, t.steps});
+  return p;
+}
+
+bool LearnerCore::blocked() const {
+  if (!data_parallel() && !topology().outer.barrier) return false;
+  for (const auto& t : tracks_)
+    if (t.pushed) return true;
+  return false;
+}
+
+}  // namespace atl

@@ -1,0 +1,206 @@
+#include "atoll/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace atl {
+namespace {
+
+// A minimal JSON writer: objects, arrays, strings, finite numbers.
+class Json {
+ public:
+  void open(const char* key, char bracket) {
+    comma();
+    if (key) str(key), out_ << ':';
+    out_ << bracket;
+    first_ = true;
+  }
+  void close(char bracket) {
+    out_ << bracket;
+    first_ = false;
+  }
+  template <class T>
+  void field(const char* key, T value) {
+    comma();
+    str(key);
+    out_ << ':';
+    value_of(value);
+  }
+  template <class T>
+  void item(T value) {
+    comma();
+    value_of(value);
+  }
+  std::string text() const { return out_.str(); }
+
+ private:
+  void comma() {
+    if (!first_) out_ << ',';
+    first_ = false;
+  }
+  void str(const std::string& s) {
+    out_ << '"';
+    for (char c : s) {
+      if (c == '"' || c == '\\') out_ << '\\' << c;
+      else if (static_cast<unsigned char>(c) < 0x20) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        out_ << buf;
+      } else out_ << c;
+    }
+    out_ << '"';
+  }
+  void value_of(const std::string& s) { str(s); }
+  void value_of(const char* s) { str(s); }
+  void value_of(bool b) { out_ << (b ? "true" : "false"); }
+  void value_of(double d) {
+    if (!std::isfinite(d)) {
+      out_ << "null";
+      return;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6g", d);
+    out_ << buf;
+  }
+  template <class I>
+  void value_of(I i) requires std::is_integral_v<I> { out_ << i; }
+
+  std::ostringstream out_;
+  bool first_ = true;
+};
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000 && u < 4) b /= 1000, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", b, units[u]);
+  return buf;
+}
+
+}  // namespace
+
+double uptime_of(const std::vector<double>& round_ends, double wall) {
+  if (wall <= 0) return 0.0;
+  if (round_ends.empty()) return 0.0;
+  std::vector<double> gaps;
+  double prev = 0.0;
+  for (double t : round_ends) {
+    gaps.push_back(std::max(0.0, t - prev));
+    prev = t;
+  }
+  gaps.push_back(std::max(0.0, wall - prev));
+  std::vector<double> sorted = gaps;
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<ptrdiff_t>(sorted.size() / 2), sorted.end());
+  const double allowance = 3.0 * sorted[sorted.size() / 2];
+  double up = 0.0;
+  for (double g : gaps) up += std::min(g, allowance);
+  return std::min(1.0, up / wall);
+}
+
+std::string Report::to_json() const {
+  Json j;
+  j.open(nullptr, '{');
+  j.field("mode", mode);
+  j.field("model", model);
+  j.field("data", data);
+  j.field("learners", learners);
+  j.field("wall_seconds", wall_seconds);
+  j.field("tokens", tokens);
+  j.field("tokens_per_second", tokens_per_second);
+  j.field("goodput", goodput);
+  j.field("uptime", uptime);
+  j.open("eval", '{');
+  j.field("loss", eval.loss);
+  j.field("accuracy", eval.accuracy);
+  j.field("bits_per_byte", eval.bits_per_byte);
+  j.field("count", eval.count);
+  j.close('}');
+  j.open("bytes", '{');
+  j.field("learner_to_syncer", bytes.learner_to_syncer);
+  j.field("syncer_to_learners", bytes.syncer_to_learners);
+  j.close('}');
+  j.field("bytes_per_token", bytes_per_token);
+  j.field("rounds", rounds);
+  j.field("quorum_mean", quorum_mean);
+  j.field("grace_wait_mean_ms", grace_wait_mean_ms);
+  j.field("late", late);
+  j.field("stale_refused", stale_refused);
+  j.field("rejected", rejected);
+  j.field("cancelled_rounds", cancelled_rounds);
+  j.field("restarts", restarts);
+  j.field("checkpoints", checkpoints);
+  j.field("versions_min", versions_min);
+  j.field("versions_max", versions_max);
+  j.open("reintegration_seconds", '[');
+  for (double s : reintegration_seconds) j.item(s);
+  j.close(']');
+  j.open("per_learner", '[');
+  for (const auto& l : per_learner) {
+    j.open(nullptr, '{');
+    j.field("id", l.id);
+    j.field("speed", l.speed);
+    j.field("batch_size", l.batch_size);
+    j.field("steps", l.steps);
+    j.field("tokens", l.tokens);
+    j.field("merged", l.merged);
+    j.field("restarts", l.restarts);
+    j.field("step_seconds", l.step_seconds);
+    j.field("gave_up", l.gave_up);
+    j.close('}');
+  }
+  j.close(']');
+  j.open("gave_up", '[');
+  for (const auto& g : gave_up) j.item(g);
+  j.close(']');
+  j.close('}');
+  return j.text() + "\n";
+}
+
+std::string Report::to_table() const {
+  std::ostringstream o;
+  char buf[256];
+  const auto row = [&](const char* name, const std::string& value) {
+    std::snprintf(buf, sizeof buf, "  %-22s %s\n", name, value.c_str());
+    o << buf;
+  };
+  const auto num = [&](const char* fmt, double v) {
+    std::snprintf(buf, sizeof buf, fmt, v);
+    return std::string(buf);
+  };
+  o << "run summary\n";
+  row("mode", mode + ", " + std::to_string(learners) + " learners");
+  row("model", model);
+  row("data", data);
+  row("wall time", num("%.1f s", wall_seconds));
+  row("tokens", std::to_string(tokens) + num(" (%.0f per second)", tokens_per_second));
+  row("goodput", num("%.3f", goodput));
+  row("uptime", num("%.3f", uptime));
+  row("held-out loss", num("%.4f", eval.loss));
+  if (eval.bits_per_byte > 0 && eval.accuracy == 0) row("bits per byte", num("%.4f", eval.bits_per_byte));
+  else row("held-out accuracy", num("%.2f%%", 100 * eval.accuracy));
+  row("bytes up / down", human_bytes(double(bytes.learner_to_syncer)) + " / " + human_bytes(double(bytes.syncer_to_learners)));
+  row("bytes per token", num("%.1f", bytes_per_token));
+  row("rounds", std::to_string(rounds) + num(" (quorum %.2f", quorum_mean) + num(", grace wait %.1f ms)", grace_wait_mean_ms));
+  row("versions", std::to_string(versions_min) + " .. " + std::to_string(versions_max));
+  row("late / stale / rejected", std::to_string(late) + " / " + std::to_string(stale_refused) + " / " + std::to_string(rejected));
+  row("restarts", std::to_string(restarts));
+  if (!reintegration_seconds.empty()) {
+    double worst = *std::max_element(reintegration_seconds.begin(), reintegration_seconds.end());
+    row("re-integration", std::to_string(reintegration_seconds.size()) + num(" times, worst %.3f s", worst));
+  }
+  for (const auto& g : gave_up) row("gave up on", g);
+  o << "  learner  speed  batch    steps     tokens  merged  restarts  step ms\n";
+  for (const auto& l : per_learner) {
+    std::snprintf(buf, sizeof buf, "  %7u  %5.2f  %5d  %7llu  %9llu  %6llu  %8llu  %7.2f%s\n", l.id, l.speed, l.batch_size,
+                  static_cast<unsigned long long>(l.steps), static_cast<unsigned long long>(l.tokens),
+                  static_cast<unsigned long long>(l.merged), static_cast<unsigned long long>(l.restarts),
+                  1000 * l.step_seconds, l.gave_up ? "  (gave up)" : "");
+    o << buf;
+  }
+  return o.str();
+}
+
+}  // namespace atl

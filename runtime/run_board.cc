@@ -1,0 +1,74 @@
+#include "atoll/run_board.h"
+
+namespace atl {
+
+void RunBoard::publish(const LiveMetrics& m) {
+  std::lock_guard lock(mu_);
+  live_ = m;
+  live_.restarts = 0;
+  for (const auto& [child, n] : restarts_) live_.restarts += n;
+  live_.bytes_up = bytes_up.load();
+  live_.bytes_down = bytes_down.load();
+}
+
+LiveMetrics RunBoard::live() const {
+  std::lock_guard lock(mu_);
+  return live_;
+}
+
+void RunBoard::publish_final(Final f) {
+  std::lock_guard lock(mu_);
+  final_ = std::move(f);
+}
+
+RunBoard::Final RunBoard::final_state() const {
+  std::lock_guard lock(mu_);
+  return final_;
+}
+
+void RunBoard::note_restart(const std::string& child) {
+  std::lock_guard lock(mu_);
+  ++restarts_[child];
+}
+
+void RunBoard::note_gave_up(const std::string& child) {
+  std::lock_guard lock(mu_);
+  gave_up_.push_back(child);
+}
+
+uint64_t RunBoard::restarts() const {
+  std::lock_guard lock(mu_);
+  uint64_t n = 0;
+  for (const auto& [child, k] : restarts_) n += k;
+  return n;
+}
+
+uint64_t RunBoard::restarts_of(const std::string& child) const {
+  std::lock_guard lock(mu_);
+  const auto it = restarts_.find(child);
+  return it == restarts_.end() ? 0 : it->second;
+}
+
+std::vector<std::string> RunBoard::gave_up() const {
+  std::lock_guard lock(mu_);
+  return gave_up_;
+}
+
+void RunBoard::finish() {
+  std::lock_guard lock(mu_);
+  finished_ = true;
+  cv_.notify_all();
+}
+
+bool RunBoard::finished() const {
+  std::lock_guard lock(mu_);
+  return finished_;
+}
+
+bool RunBoard::wait_finished_until(std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock lock(mu_);
+  cv_.wait_until(lock, deadline, [&] { return finished_; });
+  return finished_;
+}
+
+}  // namespace atl

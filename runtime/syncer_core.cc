@@ -1,0 +1,452 @@
+#include "atoll/syncer_core.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+#include "atoll/job.h"
+#include "atoll/merge.h"
+#include "atoll/nesterov.h"
+
+namespace atl {
+namespace {
+
+constexpr uint32_t kNoFragment = 0xffffffffu;
+
+double seconds_between(SteadyTime a, SteadyTime b) { return std::chrono::duration<double>(b - a).count(); }
+
+// Why a payload that has the right count did not decode.
+RejectReason decode_reason(const Status& s) {
+  return s.message().find("finite") != std::string_view::npos ? RejectReason::kNonFinite : RejectReason::kMalformed;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SyncerCore>> SyncerCore::create(const Topology& topology, SteadyTime now) {
+  auto model = make_model(topology);
+  if (!model.ok()) return model.status();
+  const int count = topology.mode == Mode::kDecoupled ? topology.outer.fragments : 1;
+  auto fragments = plan_fragments((*model)->layout(), count);
+  if (!fragments.ok()) return fragments.status().with_context("outer.fragments");
+  return std::unique_ptr<SyncerCore>(new SyncerCore(topology, std::move(*model), std::move(*fragments), now));
+}
+
+SyncerCore::SyncerCore(const Topology& topology, std::unique_ptr<Model> model, std::vector<Fragment> fragments,
+                       SteadyTime now)
+    : topology_(topology),
+      model_(std::move(model)),
+      fragments_(std::move(fragments)),
+      states_(fragments_.size()),
+      learners_(topology.learners.size()),
+      dropped_(topology.learners.size(), false),
+      start_(now) {
+  const std::vector<float> theta = initial_parameters(*model_, topology_);
+  for (size_t p = 0; p < fragments_.size(); ++p) {
+    states_[p].values.resize(fragments_[p].size);
+    gather(fragments_[p], theta, states_[p].values);
+    states_[p].momentum.assign(fragments_[p].size, 0.0f);
+  }
+  if (topology_.mode != Mode::kDecoupled) {
+    AdamWConfig c = topology_.inner;
+    if (c.total_steps == 0 && topology_.tokens > 0) {
+      uint64_t batch = 0;
+      for (const auto& l : topology_.learners) batch += static_cast<uint64_t>(l.batch_size);
+      c.total_steps = std::max<int64_t>(c.warmup_steps + 1, static_cast<int64_t>(topology_.tokens / batch));
+    }
+    dp_optimizer_ = std::make_unique<AdamW>(model_->layout(), c);
+  }
+}
+
+Status SyncerCore::restore(const CheckpointState& state) {
+  if (state.fingerprint != layout().fingerprint())
+    return Status::invalid_argument("checkpoint belongs to another model (fingerprint " +
+                                    std::to_string(state.fingerprint) + ")");
+  if (state.fragments.size() != fragments_.size())
+    return Status::invalid_argument("checkpoint has " + std::to_string(state.fragments.size()) +
+                                    " fragments, this run " + std::to_string(fragments_.size()));
+  for (const auto& f : state.fragments) {
+    if (f.fragment >= fragments_.size() || f.values.size() != fragments_[f.fragment].size)
+      return Status::invalid_argument("checkpoint fragment " + std::to_string(f.fragment) + " does not fit this run");
+    for (float v : f.values)
+      if (!std::isfinite(v)) return Status::invalid_argument("checkpoint holds non-finite parameters");
+  }
+  for (const auto& f : state.fragments) {
+    auto& s = states_[f.fragment];
+    s.values = f.values;
+    s.momentum = f.momentum;
+    s.version = f.version;
+    s.open = false;
+    s.answers.clear();
+    s.waiting.clear();
+  }
+  for (const auto& l : state.learners)
+    if (l.learner < learners_.size()) learners_[l.learner].incarnation = l.incarnation;
+  stats_.rounds = state.rounds;
+  return {};
+}
+
+CheckpointState SyncerCore::checkpoint(int64_t unix_ms) const {
+  CheckpointState c;
+  c.fingerprint = layout().fingerprint();
+  c.created_unix_ms = unix_ms;
+  c.rounds = stats_.rounds;
+  for (size_t p = 0; p < states_.size(); ++p)
+    c.fragments.push_back({static_cast<uint32_t>(p), states_[p].version, states_[p].values, states_[p].momentum});
+  for (size_t m = 0; m < learners_.size(); ++m)
+    c.learners.push_back({static_cast<uint32_t>(m), learners_[m].incarnation});
+  return c;
+}
+
+uint64_t SyncerCore::total_tokens() const {
+  uint64_t t = 0;
+  for (const auto& l : learners_) t += l.past_tokens + l.tokens;
+  return t;
+}
+
+std::vector<float> SyncerCore::parameters() const {
+  std::vector<float> theta(layout().size());
+  for (size_t p = 0; p < fragments_.size(); ++p) scatter(fragments_[p], states_[p].values, theta);
+  return theta;
+}
+
+// ---- learners
+
+void SyncerCore::refuse(uint32_t learner, RejectReason reason, uint32_t fragment, std::string detail,
+                        SyncerEffects& fx) {
+  ++stats_.rejected;
+  ++stats_.rejected_by_reason[static_cast<size_t>(reason)];
+  if (reason == RejectReason::kStale) ++stats_.stale_refused;
+  fx.notes.push_back("refused from learner " + std::to_string(learner) + " (" + reject_reason_name(reason) +
+                     "): " + detail);
+  fx.sends.push_back({learner, Reject{reason, fragment, std::move(detail)}});
+}
+
+bool SyncerCore::current(uint32_t learner, uint64_t incarnation) const {
+  return learner < learners_.size() && learners_[learner].connected &&
+         learners_[learner].incarnation == incarnation;
+}
+
+int SyncerCore::connected_count() const {
+  int n = 0;
+  for (const auto& l : learners_) n += l.connected ? 1 : 0;
+  return n;
+}
+
+int SyncerCore::effective_quorum() const {
+  // Dead learners leave the set a round waits for, or K = M would hang.
+  return std::max(1, std::min(topology_.outer.quorum, connected_count()));
+}
+
+double SyncerCore::slowest_step_seconds() const {
+  double t = 0.0;
+  for (const auto& l : learners_)
+    if (l.connected) t = std::max(t, l.step_seconds);
+  return t;
+}
+
+void SyncerCore::on_register(const Register& r, SteadyTime now, SyncerEffects& fx) {
+  if (r.learner >= learners_.size())
+    return refuse(r.learner, RejectReason::kUnknownLearner, kNoFragment,
+                  "learner " + std::to_string(r.learner) + " is not in this topology of " +
+                      std::to_string(learners_.size()),
+                  fx);
+  if (r.fingerprint != layout().fingerprint())
+    return refuse(r.learner, RejectReason::kFingerprintMismatch, kNoFragment,
+                  "model fingerprint " + std::to_string(r.fingerprint) + ", the syncer's is " +
+                      std::to_string(layout().fingerprint()),
+                  fx);
+  LearnerRecord& l = learners_[r.learner];
+  if (l.connected && r.incarnation <= l.incarnation)
+    return refuse(r.learner, RejectReason::kDuplicateLearner, kNoFragment,
+                  "learner " + std::to_string(r.learner) + " incarnation " + std::to_string(l.incarnation) +
+                      " is connected; refused incarnation " + std::to_string(r.incarnation),
+                  fx);
+  if (r.incarnation != l.incarnation || l.registrations == 0) {
+    l.past_steps += l.steps;
+    l.past_tokens += l.tokens;
+    l.steps = l.tokens = 0;
+  }
+  l.connected = true;
+  l.incarnation = r.incarnation;
+  ++l.registrations;
+  if (l.down_at) {
+    stats_.reintegration_seconds.push_back(seconds_between(*l.down_at, now));
+    l.down_at.reset();
+  }
+  l.progress.assign(states_.size(), {});
+  for (size_t p = 0; p < states_.size(); ++p) l.progress[p].version = states_[p].version;
+  dropped_[r.learner] = false;
+
+  Welcome w;
+  w.learner = r.learner;
+  w.incarnation = r.incarnation;
+  w.topology = topology_;
+  for (uint32_t p = 0; p < states_.size(); ++p) {
+    Broadcast b = broadcast_of(p);
+    w.fragments.push_back({p, b.version, std::move(b.values)});
+  }
+  fx.sends.push_back({r.learner, std::move(w)});
+  fx.notes.push_back("learner " + std::to_string(r.learner) + " registered (incarnation " +
+                     std::to_string(r.incarnation) + ")");
+  if (topology_.mode != Mode::kDecoupled) check_step(now, fx);
+}
+
+void SyncerCore::on_learner_down(uint32_t learner, SteadyTime now, SyncerEffects& fx) {
+  if (learner >= learners_.size() || !learners_[learner].connected) return;
+  learners_[learner].connected = false;
+  learners_[learner].down_at = now;
+  fx.notes.push_back("learner " + std::to_string(learner) + " is down");
+  if (topology_.mode == Mode::kElasticDp)
+    fx.timers.push_back({SyncerEffects::TimerKind::kReconfigure, learner, 0, topology_.outer.reconfigure_seconds});
+  if (topology_.mode != Mode::kDecoupled) return;
+  for (uint32_t p = 0; p < states_.size(); ++p) {
+    auto& s = states_[p];
+    if (!s.open) continue;
+    s.waiting.erase(learner);
+    check_round(p, now, fx);
+  }
+}
+
+void SyncerCore::on_malformed(std::optional<uint32_t> learner, const Status& why, SyncerEffects& fx) {
+  if (learner) return refuse(*learner, RejectReason::kMalformed, kNoFragment, std::string(why.message()), fx);
+  ++stats_.rejected;
+  ++stats_.rejected_by_reason[static_cast<size_t>(RejectReason::kMalformed)];
+  fx.notes.push_back("refused a message from an unknown sender: " + std::string(why.message()));
+}
+
+void SyncerCore::on_progress(const Progress& m, SteadyTime now, SyncerEffects& fx) {
+  if (!current(m.learner, m.incarnation)) return;  // an old incarnation's last words
+  if (m.fragments.size() != states_.size())
+    return refuse(m.learner, RejectReason::kBadShape, kNoFragment,
+                  "progress for " + std::to_string(m.fragments.size()) + " fragments, expected " +
+                      std::to_string(states_.size()),
+                  fx);
+  LearnerRecord& l = learners_[m.learner];
+  l.steps = m.step;
+  l.tokens = m.tokens;
+  if (std::isfinite(m.step_seconds) && m.step_seconds >= 0) l.step_seconds = m.step_seconds;
+  if (std::isfinite(m.loss)) l.loss = m.loss;
+  l.progress = m.fragments;
+  if (topology_.mode != Mode::kDecoupled) return;
+  for (uint32_t p = 0; p < states_.size(); ++p) check_due(p, now, fx);
+}
+
+// ---- pushes
+
+void SyncerCore::on_push(const Push& m, SteadyTime now, SyncerEffects& fx) {
+  if (!current(m.learner, m.incarnation))
+    return refuse(m.learner, RejectReason::kUnknownLearner, m.fragment,
+                  "learner " + std::to_string(m.learner) + " incarnation " + std::to_string(m.incarnation) +
+                      " is not registered",
+                  fx);
+  if (m.fragment >= states_.size())
+    return refuse(m.learner, RejectReason::kUnknownFragment, m.fragment,
+                  "fragment " + std::to_string(m.fragment) + " of " + std::to_string(states_.size()), fx);
+  FragmentState& s = states_[m.fragment];
+  if (m.base_version > s.version)
+    return refuse(m.learner, RejectReason::kMalformed, m.fragment,
+                  "base version " + std::to_string(m.base_version) + " is ahead of the global version " +
+                      std::to_string(s.version),
+                  fx);
+  const auto staleness = static_cast<uint64_t>(topology_.outer.max_staleness);
+  if (m.base_version + staleness < s.version)
+    return refuse(m.learner, RejectReason::kStale, m.fragment,
+                  "base version " + std::to_string(m.base_version) + " is older than " +
+                      std::to_string(s.version) + " - " + std::to_string(staleness),
+                  fx);
+  const size_t size = fragments_[m.fragment].size;
+  if (m.delta.count != size)
+    return refuse(m.learner, RejectReason::kBadShape, m.fragment,
+                  "payload of " + std::to_string(m.delta.count) + " values for a fragment of " + std::to_string(size),
+                  fx);
+  Answer a{m.base_version, m.steps, m.tokens, std::isfinite(m.seconds) ? std::max(0.0, m.seconds) : 0.0,
+           std::vector<float>(size)};
+  if (Status st = decode_payload(m.delta, a.delta); !st.ok())
+    return refuse(m.learner, decode_reason(st), m.fragment, std::string(st.message()), fx);
+
+  if (topology_.mode != Mode::kDecoupled) {
+    if (m.base_version != s.version) {  // a gradient for a step already applied
+      ++stats_.late;
+      return;
+    }
+    s.answers[m.learner] = std::move(a);
+    return check_step(now, fx);
+  }
+
+  if (s.open) {
+    if (m.round != 0 && m.round != s.round) {
+      ++stats_.late;  // answers a round that already closed
+      return;
+    }
+    s.answers[m.learner] = std::move(a);
+    s.waiting.erase(m.learner);
+    return check_round(m.fragment, now, fx);
+  }
+  if (m.round != 0 || m.base_version != s.version) {
+    ++stats_.late;  // its round closed before it arrived
+    return;
+  }
+  if (a.steps > 0) s.answers[m.learner] = std::move(a);  // early: counts when the round opens
+  check_due(m.fragment, now, fx);
+}
+
+// ---- decoupled rounds
+
+void SyncerCore::check_due(uint32_t p, SteadyTime now, SyncerEffects& fx) {
+  FragmentState& s = states_[p];
+  if (s.open) return;
+  const uint64_t threshold =
+      steps_until_due(static_cast<int>(p), static_cast<int>(states_.size()), topology_.outer.sync_every, s.version);
+  int due = 0;
+  for (uint32_t m = 0; m < learners_.size(); ++m) {
+    const auto& l = learners_[m];
+    if (!l.connected) continue;
+    const auto it = s.answers.find(m);
+    const bool pushed = it != s.answers.end() && it->second.base_version == s.version && it->second.steps >= threshold;
+    const bool reported = p < l.progress.size() && l.progress[p].version == s.version && l.progress[p].steps >= threshold;
+    due += (pushed || reported) ? 1 : 0;
+  }
+  if (due >= effective_quorum()) open_round(p, now, fx);
+}
+
+void SyncerCore::open_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
+  FragmentState& s = states_[p];
+  s.open = true;
+  s.round = next_round_++;
+  s.opened = now;
+  s.quorum = false;
+  s.waiting.clear();
+  const auto staleness = static_cast<uint64_t>(topology_.outer.max_staleness);
+  std::erase_if(s.answers, [&](const auto& kv) { return kv.second.base_version + staleness < s.version; });
+  for (uint32_t m = 0; m < learners_.size(); ++m) {
+    if (!learners_[m].connected) continue;
+    const auto it = s.answers.find(m);
+    if (it != s.answers.end() && it->second.base_version == s.version) continue;  // already pushed
+    s.waiting.insert(m);
+    fx.sends.push_back({m, Pull{p, s.round}});
+  }
+  check_round(p, now, fx);
+}
+
+double SyncerCore::grace_seconds(const FragmentState& s) const {
+  const auto& o = topology_.outer;
+  const double step = slowest_step_seconds();
+  const double to_quorum = seconds_between(s.opened, s.quorum_at);
+  const double grace = o.grace_gamma * (o.overlap * step - to_quorum);
+  return std::clamp(grace, 0.0, o.grace_cap_steps * step);
+}
+
+void SyncerCore::check_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
+  FragmentState& s = states_[p];
+  if (!s.open) return;
+  int with_progress = 0;
+  for (const auto& [m, a] : s.answers) with_progress += a.steps > 0 ? 1 : 0;
+  if (!s.quorum && with_progress >= effective_quorum()) {
+    s.quorum = true;
+    s.quorum_at = now;
+    const double grace = grace_seconds(s);
+    if (!s.waiting.empty() && grace > 0.0) {
+      fx.timers.push_back({SyncerEffects::TimerKind::kGrace, p, s.round, grace});
+      return;
+    }
+    return close_round(p, now, fx);
+  }
+  if (s.waiting.empty()) {
+    if (s.quorum) return close_round(p, now, fx);
+    // Everyone pulled has answered or died and the quorum is still short.
+    s.open = false;
+    ++stats_.cancelled_rounds;
+    fx.notes.push_back("round " + std::to_string(s.round) + " of fragment " + std::to_string(p) +
+                       " cancelled: no quorum among the connected learners");
+  }
+}
+
+void SyncerCore::close_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
+  FragmentState& s = states_[p];
+  const auto& o = topology_.outer;
+  const auto staleness = static_cast<uint64_t>(o.max_staleness);
+  std::vector<Contribution> cs;
+  std::vector<uint32_t> who;
+  double good = 0.0;
+  for (const auto& [m, a] : s.answers) {
+    if (a.steps == 0 || a.base_version + staleness < s.version) continue;
+    cs.push_back({a.delta, o.weighting == Weighting::kUniform ? 1.0 : token_weight(a.tokens, a.steps)});
+    who.push_back(m);
+    good += a.seconds;
+  }
+  Fragment rule_of = fragments_[p];
+  if (o.force_avg) rule_of.rule = MergeRule::kAvg;
+  std::vector<float> g(fragments_[p].size);
+  const bool merged = merge_fragment(rule_of, cs, g);
+  s.open = false;
+  s.answers.clear();
+  s.waiting.clear();
+  if (!merged) return;
+  for (float& x : g) x = -x;  // outer gradient: base - theta
+  nesterov_step(o.nesterov, s.values, s.momentum, g);
+  ++s.version;
+
+  ++stats_.rounds;
+  stats_.merged_pushes += cs.size();
+  stats_.quorum_sum += static_cast<double>(cs.size());
+  stats_.grace_wait_sum += seconds_between(s.quorum_at, now);
+  // A step's time is spread over fragments by their share of the parameters.
+  stats_.good_seconds += good * static_cast<double>(fragments_[p].size) / static_cast<double>(layout().size());
+  stats_.round_ends.push_back(elapsed(now));
+  for (uint32_t m : who) ++learners_[m].merged;
+  fx.to_all.push_back(broadcast_of(p));
+}
+
+void SyncerCore::on_timer(const SyncerEffects::Timer& t, SteadyTime now, SyncerEffects& fx) {
+  if (t.kind == SyncerEffects::TimerKind::kReconfigure) {
+    if (t.id < learners_.size() && !learners_[t.id].connected) {
+      dropped_[t.id] = true;
+      fx.notes.push_back("elastic group shrinks without learner " + std::to_string(t.id));
+      check_step(now, fx);
+    }
+    return;
+  }
+  if (t.id >= states_.size()) return;
+  FragmentState& s = states_[t.id];
+  if (s.open && s.round == t.round) close_round(t.id, now, fx);
+}
+
+Broadcast SyncerCore::broadcast_of(uint32_t p) const {
+  const Codec codec = topology_.mode == Mode::kDecoupled ? topology_.outer.broadcast_codec : Codec::kFp32;
+  return Broadcast{p, states_[p].version, encode_payload(codec, 0, states_[p].values)};
+}
+
+// ---- dp and elastic_dp
+
+bool SyncerCore::in_group(uint32_t m) const {
+  if (topology_.mode == Mode::kDp) return true;  // waits for every learner, dead or alive
+  return learners_[m].connected || !dropped_[m];
+}
+
+void SyncerCore::check_step(SteadyTime now, SyncerEffects& fx) {
+  FragmentState& s = states_[0];
+  std::vector<Contribution> cs;
+  double good = 0.0;
+  for (uint32_t m = 0; m < learners_.size(); ++m) {
+    if (!in_group(m)) continue;
+    const auto it = s.answers.find(m);
+    if (it == s.answers.end()) return;  // the barrier: someone has not sent this step's gradient
+    cs.push_back({it->second.delta, static_cast<double>(it->second.tokens)});
+    good += it->second.seconds;
+  }
+  if (cs.empty()) return;
+  std::vector<float> g(s.values.size());
+  weighted_mean(cs, g);
+  dp_optimizer_->update(s.values, g);
+  ++s.version;
+  ++stats_.rounds;
+  stats_.merged_pushes += cs.size();
+  stats_.quorum_sum += static_cast<double>(cs.size());
+  stats_.good_seconds += good;
+  stats_.round_ends.push_back(elapsed(now));
+  for (const auto& [m, a] : s.answers) ++learners_[m].merged;
+  s.answers.clear();
+  fx.to_all.push_back(broadcast_of(0));
+}
+
+}  // namespace atl
