@@ -24,12 +24,14 @@ namespace {
 
 using namespace std::chrono_literals;
 constexpr auto kLookupRetry = 50ms;
+constexpr auto kRegisterRetry = 500ms;  // a Register lost or refused (an old incarnation still known) is sent again
 
 struct LearnerState {
   static inline const char* name = "learner";
   LearnerArgs args;
   std::shared_ptr<LearnerCore> core;  // shared with the running step
   caf::actor syncer;
+  bool registered = false;  // welcomed by the current syncer
   bool computing = false;   // a step runs on the arena
   bool delaying = false;    // a slow learner's extra time after a step
   caf::actor_clock::time_point step_started;
@@ -51,8 +53,12 @@ void try_step(LearnerActor* self) {
   st.computing = true;
   st.step_started = self->clock().now();
   st.args.pool->submit(static_cast<int>(st.args.id), [core = st.core, me = caf::actor_cast<caf::actor>(self)] {
-    const auto r = core->step();
-    caf::anon_send(me, step_done_atom_v, static_cast<double>(r.loss), r.tokens, r.compute_seconds);
+    try {
+      const auto r = core->step();
+      caf::anon_send(me, step_done_atom_v, static_cast<double>(r.loss), r.tokens, r.compute_seconds);
+    } catch (const std::exception& e) {  // an exception must end this learner, not the process
+      caf::anon_send(me, step_failed_atom_v, std::string(e.what()));
+    }
   });
 }
 
@@ -62,7 +68,9 @@ void handle(LearnerActor* self, Message m) {
     if (Status s = st.core->welcome(*w); !s.ok()) {
       log_error(who(self) + ": cannot adopt the global model: " + s.to_string());
       self->quit(caf::make_error(caf::sec::invalid_argument, s.to_string()));
+      return;
     }
+    st.registered = true;
   } else if (auto* p = std::get_if<Pull>(&m)) {
     if (auto push = st.core->answer(*p); push.ok()) send_to_syncer(self, *push);
     else log_warn(who(self) + ": " + push.status().to_string());
@@ -70,6 +78,10 @@ void handle(LearnerActor* self, Message m) {
     if (Status s = st.core->apply(*b); !s.ok()) log_warn(who(self) + ": broadcast dropped: " + s.to_string());
   } else if (auto* r = std::get_if<Reject>(&m)) {
     log_warn(who(self) + ": the syncer refused (" + reject_reason_name(r->reason) + "): " + r->detail);
+    if (!st.core->refused(*r)) {
+      log_error(who(self) + ": its replica is not finite; restarting");
+      self->quit(caf::make_error(caf::sec::runtime_error, "replica diverged"));
+    }
   } else {
     log_warn(who(self) + ": unexpected " + message_name(m) + " from the syncer");
   }
@@ -82,9 +94,13 @@ void lookup(LearnerActor* self) {
     self->delayed_send(self, kLookupRetry, lookup_atom_v);
     return;
   }
-  st.syncer = s;
-  self->monitor(s);
+  if (s != st.syncer) {
+    st.syncer = s;
+    st.registered = false;
+    self->monitor(s);
+  }
   send_to_syncer(self, st.core->make_register(""));
+  self->delayed_send(self, kRegisterRetry, lookup_atom_v);  // again, unless welcomed by then
 }
 
 caf::behavior learner(LearnerActor* self, LearnerArgs args) {
@@ -106,6 +122,7 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
     if (dm.source != st.syncer.address()) return;
     log_warn(who(self) + ": lost the syncer (" + to_string(dm.reason) + "); training on");
     st.syncer = nullptr;
+    st.registered = false;
     self->delayed_send(self, kLookupRetry, lookup_atom_v);
   });
   lookup(self);
@@ -158,7 +175,11 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
         try_step(self);
       },
       [self](lookup_atom) {
-        if (!self->state.syncer) lookup(self);
+        if (!self->state.registered) lookup(self);
+      },
+      [self](step_failed_atom, std::string& what) {
+        log_error(who(self) + ": inner step failed: " + what);
+        self->quit(caf::make_error(caf::sec::runtime_error, what));
       },
   };
 }

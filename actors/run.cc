@@ -47,11 +47,12 @@ struct Run::Impl {
   RunOptions options;
   std::string checkpoint_dir;
   std::shared_ptr<const Job> job;
-  std::unique_ptr<ComputePool> pool;
   std::shared_ptr<Directory> directory = std::make_shared<Directory>();
   std::shared_ptr<RunBoard> board = std::make_shared<RunBoard>();
   std::unique_ptr<Config> config;
   std::unique_ptr<caf::actor_system> system;
+  // Declared after the system, so destroyed before it: no task may outlive it.
+  std::unique_ptr<ComputePool> pool;
   caf::actor root;
   Clock::time_point started;
   bool waited = false;
@@ -116,11 +117,16 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
                               }});
 
   SupervisorSpec learners = supervisor_spec("learner supervisor", SupervisorSpec::Strategy::kOneForOne);
-  for (uint32_t id = 0; id < static_cast<uint32_t>(m); ++id)
+  for (uint32_t id = 0; id < static_cast<uint32_t>(m); ++id) {
+    // Incarnations count for the whole run, even if the learner supervisor
+    // itself is restarted: the syncer tells incarnations apart by number.
+    auto incarnations = std::make_shared<std::atomic<uint64_t>>(0);
     learners.children.push_back({Directory::learner(id), [id, job = impl->job, dir = impl->directory,
-                                                          pool = impl->pool.get()](caf::actor_system& s, uint64_t inc) {
-                                   return spawn_learner(s, LearnerArgs{id, inc, job, dir, pool});
+                                                          pool = impl->pool.get(), incarnations](caf::actor_system& s,
+                                                                                                 uint64_t) {
+                                   return spawn_learner(s, LearnerArgs{id, ++*incarnations, job, dir, pool});
                                  }});
+  }
 
   SupervisorSpec root = supervisor_spec("root supervisor", SupervisorSpec::Strategy::kOneForOne);
   root.children.push_back({"syncer supervisor", [syncers](caf::actor_system& s, uint64_t) {
@@ -157,7 +163,22 @@ Result<Report> Run::wait() {
   const auto deadline = limit > 0 ? s.started + std::chrono::duration_cast<Clock::duration>(
                                                     std::chrono::duration<double>(limit))
                                   : Clock::time_point::max();
-  s.board->wait_finished_until(deadline);
+  // Also end when the run cannot go on: the syncer, or every learner, given up.
+  for (;;) {
+    const auto step = std::min(deadline, Clock::now() + std::chrono::milliseconds(100));
+    if (s.board->wait_finished_until(step) || Clock::now() >= deadline) break;
+    const auto gave_up = s.board->gave_up();
+    size_t learners_lost = 0;
+    bool syncer_lost = false;
+    for (const auto& g : gave_up) {
+      learners_lost += g.starts_with("learner ") ? 1 : 0;
+      syncer_lost |= g == "syncer" || g == "checkpointer" || g.ends_with("supervisor");
+    }
+    if (syncer_lost || learners_lost == s.topology.learners.size()) {
+      log_error("the run cannot go on: gave up on " + std::string(syncer_lost ? "the syncer" : "every learner"));
+      break;
+    }
+  }
   const double wall = std::chrono::duration<double>(Clock::now() - s.started).count();
 
   // The global model, straight from the syncer.

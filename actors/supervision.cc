@@ -28,6 +28,7 @@ struct SupervisorState {
   std::vector<std::deque<caf::actor_clock::time_point>> failures;
   std::vector<bool> gave_up;
   std::set<caf::actor_addr> stopped_on_purpose;  // rest_for_one: siblings we stopped
+  std::set<size_t> pending;                      // restart scheduled, not yet done
   // Shared with the attach functor, which must not touch the state.
   std::shared_ptr<std::vector<caf::weak_actor_ptr>> weak_children;
 };
@@ -40,6 +41,18 @@ void start_child(SupervisorActor* self, size_t i) {
   st.children[i] = child;
   (*st.weak_children)[i] = caf::actor_cast<caf::weak_actor_ptr>(child);
   self->monitor(child);
+}
+
+// Starts child k and, for rest_for_one, the stopped children after it, up to
+// the first one still alive (it starts again once its down message arrives).
+void start_from(SupervisorActor* self, size_t k) {
+  auto& st = self->state;
+  start_child(self, k);
+  if (st.spec.strategy != SupervisorSpec::Strategy::kRestForOne) return;
+  for (size_t j = k + 1; j < st.children.size(); ++j) {
+    if (st.children[j]) break;
+    if (!st.gave_up[j]) start_child(self, j);
+  }
 }
 
 caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
@@ -67,7 +80,15 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
     while (i < st.children.size() && st.children[i].address() != dm.source) ++i;
     if (i == st.children.size()) return;
     st.children[i] = nullptr;
-    if (st.stopped_on_purpose.erase(dm.source) > 0) return;
+    if (st.stopped_on_purpose.erase(dm.source) > 0) {
+      // A sibling stopped by rest_for_one: start it again now if every child
+      // before it is back already (the restart may have come first).
+      const bool earlier_pending = !st.pending.empty() && *st.pending.begin() < i;
+      bool earlier_running = true;
+      for (size_t j = 0; j < i; ++j) earlier_running &= st.children[j] != nullptr || st.gave_up[j];
+      if (!earlier_pending && earlier_running && !st.gave_up[i]) start_from(self, i);
+      return;
+    }
     const std::string& name = st.spec.children[i].name;
     log_warn(st.spec.name + ": " + name + " failed: " + to_string(dm.reason));
     const auto now = self->clock().now();
@@ -90,6 +111,7 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
         }
     const double backoff = std::min(st.spec.backoff_max,
                                     st.spec.backoff_initial * std::pow(2.0, static_cast<double>(recent.size() - 1)));
+    st.pending.insert(i);
     self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(backoff)),
                        restart_atom_v, static_cast<uint64_t>(i));
   });
@@ -98,14 +120,12 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
       [self](restart_atom, uint64_t index) {
         auto& st = self->state;
         const auto i = static_cast<size_t>(index);
+        st.pending.erase(i);
         if (i >= st.children.size() || st.gave_up[i] || st.children[i]) return;
-        start_child(self, i);
+        start_from(self, i);
         if (st.spec.board) st.spec.board->note_restart(st.spec.children[i].name);
         log_info(st.spec.name + ": restarted " + st.spec.children[i].name + " (incarnation " +
                  std::to_string(st.incarnations[i]) + ")");
-        if (st.spec.strategy == SupervisorSpec::Strategy::kRestForOne)
-          for (size_t j = i + 1; j < st.children.size(); ++j)
-            if (!st.children[j] && !st.gave_up[j]) start_child(self, j);
       },
   };
 }

@@ -39,8 +39,9 @@ int64_t unix_ms() {
       .count();
 }
 
+// Clamped: a timer is never negative, and never longer than a day.
 caf::timespan seconds(double s) {
-  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(s));
+  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(std::clamp(s, 0.0, 86400.0)));
 }
 
 void send_packet(SyncerActor* self, const caf::actor& to, const Packet& p) {
@@ -66,10 +67,17 @@ void carry_out(SyncerActor* self, SyncerEffects& fx, const caf::actor* sender = 
       if (st.core->learners()[id].connected) send_packet(self, st.learners[id], p);
   }
   for (const auto& t : fx.timers) {
-    if (t.kind == SyncerEffects::TimerKind::kGrace)
-      self->delayed_send(self, seconds(t.seconds), grace_atom_v, t.id, t.round);
-    else
-      self->delayed_send(self, seconds(t.seconds), reconfig_atom_v, t.id);
+    switch (t.kind) {
+      case SyncerEffects::TimerKind::kGrace:
+        self->delayed_send(self, seconds(t.seconds), grace_atom_v, t.id, t.round);
+        break;
+      case SyncerEffects::TimerKind::kQuorum:
+        self->delayed_send(self, seconds(t.seconds), quorum_atom_v, t.id, t.round);
+        break;
+      case SyncerEffects::TimerKind::kReconfigure:
+        self->delayed_send(self, seconds(t.seconds), reconfig_atom_v, t.id, t.round);
+        break;
+    }
   }
   for (const auto& n : fx.notes) log_info("syncer: " + n);
   fx = {};
@@ -199,9 +207,15 @@ caf::behavior running(SyncerActor* self) {
         carry_out(self, fx);
         maybe_checkpoint(self);
       },
-      [self](reconfig_atom, uint32_t learner) {
+      [self](quorum_atom, uint32_t fragment, uint64_t round) {
         SyncerEffects fx;
-        self->state.core->on_timer({SyncerEffects::TimerKind::kReconfigure, learner, 0, 0.0}, self->clock().now(), fx);
+        self->state.core->on_timer({SyncerEffects::TimerKind::kQuorum, fragment, round, 0.0}, self->clock().now(), fx);
+        carry_out(self, fx);
+      },
+      [self](reconfig_atom, uint32_t learner, uint64_t failures) {
+        SyncerEffects fx;
+        self->state.core->on_timer({SyncerEffects::TimerKind::kReconfigure, learner, failures, 0.0},
+                                   self->clock().now(), fx);
         carry_out(self, fx);
       },
       [self](tick_atom) {

@@ -34,8 +34,10 @@ void ComputePool::submit(int slot, std::function<void()> task) {
 }
 
 void ComputePool::launch(int slot, std::function<void()> task) {
-  arenas_.at(static_cast<size_t>(slot))->enqueue([this, task = std::move(task)] {
-    task();
+  auto held = std::make_shared<std::function<void()>>(std::move(task));
+  arenas_.at(static_cast<size_t>(slot))->enqueue([this, held] {
+    (*held)();
+    *held = nullptr;  // release what the task holds before anyone can see the pool idle
     std::pair<int, std::function<void()>> next{-1, {}};
     {
       std::lock_guard lock(mu_);

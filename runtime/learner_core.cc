@@ -2,7 +2,9 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <string>
 
 namespace atl {
@@ -189,6 +191,16 @@ Progress LearnerCore::progress() const {
   Progress p{id_, incarnation_, steps_, tokens_, step_ema_, {}, static_cast<float>(loss_ema_)};
   for (const auto& t : tracks_) p.fragments.push_back({t.version, t.steps});
   return p;
+}
+
+bool LearnerCore::refused(const Reject& r) {
+  if (r.fragment >= fragments_.size()) return true;  // not about a push
+  Track& t = tracks_[r.fragment];
+  t.pushed = false;
+  if (data_parallel()) t.steps = 0;  // the gradient is gone: compute a new one
+  std::vector<float> mine(fragments_[r.fragment].size);
+  gather(fragments_[r.fragment], params_, mine);
+  return std::all_of(mine.begin(), mine.end(), [](float v) { return std::isfinite(v); });
 }
 
 bool LearnerCore::blocked() const {

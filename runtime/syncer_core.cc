@@ -175,6 +175,7 @@ void SyncerCore::on_register(const Register& r, SteadyTime now, SyncerEffects& f
   }
   l.progress.assign(states_.size(), {});
   for (size_t p = 0; p < states_.size(); ++p) l.progress[p].version = states_[p].version;
+  l.merged_base.assign(states_.size(), std::nullopt);
   dropped_[r.learner] = false;
 
   Welcome w;
@@ -188,22 +189,29 @@ void SyncerCore::on_register(const Register& r, SteadyTime now, SyncerEffects& f
   fx.sends.push_back({r.learner, std::move(w)});
   fx.notes.push_back("learner " + std::to_string(r.learner) + " registered (incarnation " +
                      std::to_string(r.incarnation) + ")");
-  if (topology_.mode != Mode::kDecoupled) check_step(now, fx);
+  if (topology_.mode != Mode::kDecoupled) return check_step(now, fx);
+  for (uint32_t p = 0; p < states_.size(); ++p) check_due(p, now, fx);
 }
 
 void SyncerCore::on_learner_down(uint32_t learner, SteadyTime now, SyncerEffects& fx) {
   if (learner >= learners_.size() || !learners_[learner].connected) return;
-  learners_[learner].connected = false;
-  learners_[learner].down_at = now;
+  LearnerRecord& l = learners_[learner];
+  l.connected = false;
+  l.down_at = now;
+  ++l.failures;
   fx.notes.push_back("learner " + std::to_string(learner) + " is down");
   if (topology_.mode == Mode::kElasticDp)
-    fx.timers.push_back({SyncerEffects::TimerKind::kReconfigure, learner, 0, topology_.outer.reconfigure_seconds});
+    fx.timers.push_back({SyncerEffects::TimerKind::kReconfigure, learner, l.failures,
+                         topology_.outer.reconfigure_seconds});
   if (topology_.mode != Mode::kDecoupled) return;
   for (uint32_t p = 0; p < states_.size(); ++p) {
     auto& s = states_[p];
-    if (!s.open) continue;
-    s.waiting.erase(learner);
-    check_round(p, now, fx);
+    if (s.open) {
+      s.waiting.erase(learner);
+      check_round(p, now, fx);
+    } else {
+      check_due(p, now, fx);  // the quorum may be within reach of fewer learners now
+    }
   }
 }
 
@@ -224,7 +232,8 @@ void SyncerCore::on_progress(const Progress& m, SteadyTime now, SyncerEffects& f
   LearnerRecord& l = learners_[m.learner];
   l.steps = m.step;
   l.tokens = m.tokens;
-  if (std::isfinite(m.step_seconds) && m.step_seconds >= 0) l.step_seconds = m.step_seconds;
+  // Step times feed the grace window: an absurd one must not become an absurd wait.
+  if (std::isfinite(m.step_seconds)) l.step_seconds = std::clamp(m.step_seconds, 0.0, 3600.0);
   if (std::isfinite(m.loss)) l.loss = m.loss;
   l.progress = m.fragments;
   if (topology_.mode != Mode::kDecoupled) return;
@@ -243,29 +252,39 @@ void SyncerCore::on_push(const Push& m, SteadyTime now, SyncerEffects& fx) {
     return refuse(m.learner, RejectReason::kUnknownFragment, m.fragment,
                   "fragment " + std::to_string(m.fragment) + " of " + std::to_string(states_.size()), fx);
   FragmentState& s = states_[m.fragment];
+  // A refused answer still takes its learner out of the round it answers, or
+  // the round would wait for it forever.
+  const auto refuse_answer = [&](RejectReason reason, std::string detail) {
+    refuse(m.learner, reason, m.fragment, std::move(detail), fx);
+    if (s.open && s.waiting.erase(m.learner) > 0) check_round(m.fragment, now, fx);
+  };
   if (m.base_version > s.version)
-    return refuse(m.learner, RejectReason::kMalformed, m.fragment,
-                  "base version " + std::to_string(m.base_version) + " is ahead of the global version " +
-                      std::to_string(s.version),
-                  fx);
+    return refuse_answer(RejectReason::kMalformed, "base version " + std::to_string(m.base_version) +
+                                                       " is ahead of the global version " + std::to_string(s.version));
   const auto staleness = static_cast<uint64_t>(topology_.outer.max_staleness);
   if (m.base_version + staleness < s.version)
-    return refuse(m.learner, RejectReason::kStale, m.fragment,
-                  "base version " + std::to_string(m.base_version) + " is older than " +
-                      std::to_string(s.version) + " - " + std::to_string(staleness),
-                  fx);
+    return refuse_answer(RejectReason::kStale, "base version " + std::to_string(m.base_version) + " is older than " +
+                                                   std::to_string(s.version) + " - " + std::to_string(staleness));
+  if ((m.steps == 0) != (m.tokens == 0))
+    return refuse_answer(RejectReason::kMalformed, std::to_string(m.steps) + " steps with " +
+                                                       std::to_string(m.tokens) + " tokens");
   const size_t size = fragments_[m.fragment].size;
   if (m.delta.count != size)
-    return refuse(m.learner, RejectReason::kBadShape, m.fragment,
-                  "payload of " + std::to_string(m.delta.count) + " values for a fragment of " + std::to_string(size),
-                  fx);
+    return refuse_answer(RejectReason::kBadShape, "payload of " + std::to_string(m.delta.count) +
+                                                      " values for a fragment of " + std::to_string(size));
   Answer a{m.base_version, m.steps, m.tokens, std::isfinite(m.seconds) ? std::max(0.0, m.seconds) : 0.0,
            std::vector<float>(size)};
   if (Status st = decode_payload(m.delta, a.delta); !st.ok())
-    return refuse(m.learner, decode_reason(st), m.fragment, std::string(st.message()), fx);
+    return refuse_answer(decode_reason(st), std::string(st.message()));
+  const auto& merged = learners_[m.learner].merged_base[m.fragment];
+  if (merged && m.base_version <= *merged) {
+    ++stats_.late;  // this progress (from this base) is in the global model already
+    if (s.open && s.waiting.erase(m.learner) > 0) check_round(m.fragment, now, fx);
+    return;
+  }
 
   if (topology_.mode != Mode::kDecoupled) {
-    if (m.base_version != s.version) {  // a gradient for a step already applied
+    if (m.base_version != s.version || m.steps == 0) {  // a gradient for a step already applied
       ++stats_.late;
       return;
     }
@@ -321,11 +340,18 @@ void SyncerCore::open_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
   for (uint32_t m = 0; m < learners_.size(); ++m) {
     if (!learners_[m].connected) continue;
     const auto it = s.answers.find(m);
-    if (it != s.answers.end() && it->second.base_version == s.version) continue;  // already pushed
+    if (it != s.answers.end() && it->second.base_version == s.version && it->second.steps > 0)
+      continue;  // pushed its progress unasked: already answered
     s.waiting.insert(m);
     fx.sends.push_back({m, Pull{p, s.round}});
   }
+  fx.timers.push_back({SyncerEffects::TimerKind::kQuorum, p, s.round, quorum_deadline_seconds()});
   check_round(p, now, fx);
+}
+
+double SyncerCore::quorum_deadline_seconds() const {
+  // Generous: a due learner answers within about one of its steps.
+  return std::max(1.0, 20.0 * slowest_step_seconds());
 }
 
 double SyncerCore::grace_seconds(const FragmentState& s) const {
@@ -353,12 +379,19 @@ void SyncerCore::check_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
   }
   if (s.waiting.empty()) {
     if (s.quorum) return close_round(p, now, fx);
-    // Everyone pulled has answered or died and the quorum is still short.
-    s.open = false;
-    ++stats_.cancelled_rounds;
-    fx.notes.push_back("round " + std::to_string(s.round) + " of fragment " + std::to_string(p) +
-                       " cancelled: no quorum among the connected learners");
+    cancel_round(p, "everyone pulled answered or failed, and the quorum is still short", fx);
   }
+}
+
+void SyncerCore::cancel_round(uint32_t p, const std::string& why, SyncerEffects& fx) {
+  FragmentState& s = states_[p];
+  s.open = false;
+  s.waiting.clear();
+  // Answers with progress wait for the next round; empty ones would only make
+  // it open again without anyone to pull.
+  std::erase_if(s.answers, [](const auto& kv) { return kv.second.steps == 0; });
+  ++stats_.cancelled_rounds;
+  fx.notes.push_back("round " + std::to_string(s.round) + " of fragment " + std::to_string(p) + " cancelled: " + why);
 }
 
 void SyncerCore::close_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
@@ -366,25 +399,35 @@ void SyncerCore::close_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
   const auto& o = topology_.outer;
   const auto staleness = static_cast<uint64_t>(o.max_staleness);
   std::vector<Contribution> cs;
-  std::vector<uint32_t> who;
+  std::vector<std::pair<uint32_t, uint64_t>> who;  // learner, base version
   double good = 0.0;
   for (const auto& [m, a] : s.answers) {
     if (a.steps == 0 || a.base_version + staleness < s.version) continue;
     cs.push_back({a.delta, o.weighting == Weighting::kUniform ? 1.0 : token_weight(a.tokens, a.steps)});
-    who.push_back(m);
+    who.emplace_back(m, a.base_version);
     good += a.seconds;
   }
   Fragment rule_of = fragments_[p];
   if (o.force_avg) rule_of.rule = MergeRule::kAvg;
   std::vector<float> g(fragments_[p].size);
-  const bool merged = merge_fragment(rule_of, cs, g);
+  if (!merge_fragment(rule_of, cs, g)) return cancel_round(p, "no answer carried weight", fx);
+  for (float& x : g) x = -x;  // outer gradient: base - theta
+  // The outer step on copies: a finite but huge update can still overflow.
+  std::vector<float> values = s.values, momentum = s.momentum;
+  nesterov_step(o.nesterov, values, momentum, g);
+  if (!std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); }) ||
+      !std::all_of(momentum.begin(), momentum.end(), [](float v) { return std::isfinite(v); })) {
+    ++stats_.discarded_rounds;
+    cancel_round(p, "the merged update is not finite; the round is discarded", fx);
+    s.answers.clear();
+    return;
+  }
+  s.values = std::move(values);
+  s.momentum = std::move(momentum);
+  ++s.version;
   s.open = false;
   s.answers.clear();
   s.waiting.clear();
-  if (!merged) return;
-  for (float& x : g) x = -x;  // outer gradient: base - theta
-  nesterov_step(o.nesterov, s.values, s.momentum, g);
-  ++s.version;
 
   ++stats_.rounds;
   stats_.merged_pushes += cs.size();
@@ -393,13 +436,18 @@ void SyncerCore::close_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
   // A step's time is spread over fragments by their share of the parameters.
   stats_.good_seconds += good * static_cast<double>(fragments_[p].size) / static_cast<double>(layout().size());
   stats_.round_ends.push_back(elapsed(now));
-  for (uint32_t m : who) ++learners_[m].merged;
+  for (const auto& [m, base] : who) {
+    ++learners_[m].merged;
+    if (p < learners_[m].merged_base.size()) learners_[m].merged_base[p] = base;
+  }
   fx.to_all.push_back(broadcast_of(p));
 }
 
 void SyncerCore::on_timer(const SyncerEffects::Timer& t, SteadyTime now, SyncerEffects& fx) {
   if (t.kind == SyncerEffects::TimerKind::kReconfigure) {
-    if (t.id < learners_.size() && !learners_[t.id].connected) {
+    // Only for the failure that set it: a learner that came back and failed
+    // again has its own timer.
+    if (t.id < learners_.size() && !learners_[t.id].connected && learners_[t.id].failures == t.round) {
       dropped_[t.id] = true;
       fx.notes.push_back("elastic group shrinks without learner " + std::to_string(t.id));
       check_step(now, fx);
@@ -408,7 +456,12 @@ void SyncerCore::on_timer(const SyncerEffects::Timer& t, SteadyTime now, SyncerE
   }
   if (t.id >= states_.size()) return;
   FragmentState& s = states_[t.id];
-  if (s.open && s.round == t.round) close_round(t.id, now, fx);
+  if (!s.open || s.round != t.round) return;
+  if (t.kind == SyncerEffects::TimerKind::kGrace) return close_round(t.id, now, fx);
+  if (!s.quorum) {
+    cancel_round(t.id, "no quorum within " + std::to_string(quorum_deadline_seconds()) + " s; pulling again", fx);
+    check_due(t.id, now, fx);
+  }
 }
 
 Broadcast SyncerCore::broadcast_of(uint32_t p) const {
@@ -434,9 +487,20 @@ void SyncerCore::check_step(SteadyTime now, SyncerEffects& fx) {
     cs.push_back({it->second.delta, static_cast<double>(it->second.tokens)});
     good += it->second.seconds;
   }
-  if (cs.empty()) return;
+  double weight = 0.0;
+  for (const auto& c : cs) weight += c.weight;
+  if (cs.empty() || weight <= 0.0) return;
   std::vector<float> g(s.values.size());
   weighted_mean(cs, g);
+  // AdamW keeps g^2: a gradient whose square overflows would poison it for good.
+  if (!std::all_of(g.begin(), g.end(), [](float v) { return std::isfinite(v * v); })) {
+    ++stats_.discarded_rounds;
+    fx.notes.push_back("step of version " + std::to_string(s.version) + " discarded: the mean gradient overflows");
+    for (const auto& [m, a] : s.answers)  // not the learners' fault: ask them for a fresh gradient
+      fx.sends.push_back({m, Reject{RejectReason::kNonFinite, 0, "the mean gradient overflowed; compute again"}});
+    s.answers.clear();
+    return;
+  }
   dp_optimizer_->update(s.values, g);
   ++s.version;
   ++stats_.rounds;

@@ -15,6 +15,7 @@ namespace {
 std::string where(const toml::node& n) {
   const auto& src = n.source();
   std::string file = src.path ? std::string(*src.path) : std::string("<topology>");
+  if (file.starts_with("--set ")) return file + ": ";  // a one-line override has no line to name
   return file + ":" + std::to_string(src.begin.line) + ": ";
 }
 
@@ -219,8 +220,16 @@ Status apply_override(toml::table& root, const std::string& assignment) {
   try {
     snippet = toml::parse("v = " + value, std::string_view(source));
   } catch (const toml::parse_error&) {
-    snippet = toml::parse("v = \"\"", std::string_view(source));  // a bare word: take it as a string
-    snippet.insert_or_assign("v", value);
+    std::string quoted;  // not TOML: a bare word, taken as a string
+    for (char c : value) {
+      if (c == '"' || c == '\\') quoted += '\\';
+      quoted += c;
+    }
+    try {
+      snippet = toml::parse("v = \"" + quoted + "\"", std::string_view(source));
+    } catch (const toml::parse_error& e) {
+      return Status::invalid_argument(source + ": " + std::string(e.description()));
+    }
   }
   toml::table* at = &root;
   std::string_view rest = key;

@@ -33,14 +33,18 @@ typename Inspector::result_type inspect(Inspector& f, Packet& x) {
 
 CAF_BEGIN_TYPE_ID_BLOCK(atoll, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(atoll, (atl::Packet))
-  // compute thread -> learner: (step_done, loss, tokens, compute seconds)
+  // compute thread -> learner: (step_done, loss, tokens, compute seconds), or
+  // (step_failed, what) when the step threw
   CAF_ADD_ATOM(atoll, atl, step_done_atom, "stepdone")
+  CAF_ADD_ATOM(atoll, atl, step_failed_atom, "stepfailed")
   // learner -> itself: start the next step (after a slow learner's delay)
   CAF_ADD_ATOM(atoll, atl, next_step_atom, "nextstep")
   // learner -> itself: look for the syncer again
   CAF_ADD_ATOM(atoll, atl, lookup_atom, "lookup")
-  // syncer -> itself: (grace, fragment, round) and (reconfig, learner) timers
+  // syncer -> itself: (grace, fragment, round), (quorum, fragment, round) and
+  // (reconfig, learner, failures) timers
   CAF_ADD_ATOM(atoll, atl, grace_atom, "grace")
+  CAF_ADD_ATOM(atoll, atl, quorum_atom, "quorum")
   CAF_ADD_ATOM(atoll, atl, reconfig_atom, "reconfig")
   // periodic housekeeping (metrics, checkpoints)
   CAF_ADD_ATOM(atoll, atl, tick_atom, "tick")

@@ -69,6 +69,11 @@ class LearnerCore {
 
   Progress progress() const;
 
+  // The syncer refused a push of `reject.fragment`: it may be pushed again
+  // (in dp modes, after a fresh step). Returns false when the learner's own
+  // replica of that fragment is not finite: it diverged and must restart.
+  bool refused(const Reject& reject);
+
   // With the barrier option (and always in dp modes): true while a pushed
   // fragment's next version has not arrived; the learner must not step.
   bool blocked() const;

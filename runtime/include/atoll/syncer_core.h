@@ -19,9 +19,13 @@
 //           formula is taken as 0 in one process)
 //   merge   token-weighted AVG/RDA of base - theta_m, Nesterov, version + 1,
 //           Broadcast to every connected learner
-// Answers after their round closed are counted late, never merged; pushes
-// older than version - max_staleness are refused as stale. Nothing a learner
-// sends can make Theta non-finite: bad pushes are refused with a Reject.
+// Answers after their round closed are counted late, never merged, and so is
+// progress already merged once; pushes older than version - max_staleness are
+// refused as stale. A round without quorum after quorum_deadline_seconds()
+// is cancelled and opened again with fresh pulls (a pull or answer may have
+// been lost). Nothing a learner sends can make Theta non-finite: bad pushes
+// are refused with a Reject (which also takes the learner out of the round),
+// and a merge whose result is not finite is rolled back.
 //
 // dp / elastic_dp: every step each learner in the group sends its gradient;
 // when all did, their token-weighted mean drives AdamW on Theta. dp waits for
@@ -56,11 +60,15 @@ struct SyncerEffects {
     uint32_t learner;
     Message message;
   };
-  enum class TimerKind { kGrace, kReconfigure };
+  enum class TimerKind {
+    kGrace,        // the grace window of a round ends
+    kQuorum,       // a round still without quorum gives up and pulls again
+    kReconfigure,  // elastic_dp: a failed learner leaves the group
+  };
   struct Timer {
     TimerKind kind;
-    uint32_t id;     // fragment (grace) or learner (reconfigure)
-    uint64_t round;  // grace: the round the timer belongs to
+    uint32_t id;     // fragment (grace, quorum) or learner (reconfigure)
+    uint64_t round;  // grace, quorum: the round; reconfigure: the learner's failure count
     double seconds;  // from now
   };
   std::vector<Send> sends;
@@ -80,6 +88,10 @@ struct LearnerRecord {
   double step_seconds = 0.0;        // moving average, as reported
   double loss = 0.0;                // moving average of the training loss, as reported
   std::optional<SteadyTime> down_at;  // when it was last seen failing
+  uint64_t failures = 0;
+  // Per fragment: the newest base version whose progress was merged; a push
+  // from that base (or an older one) would merge the same progress twice.
+  std::vector<std::optional<uint64_t>> merged_base;
   uint64_t merged = 0;              // pushes merged
   std::vector<FragmentProgress> progress;  // per fragment, as reported
 };
@@ -91,7 +103,8 @@ struct SyncerStats {
   uint64_t stale_refused = 0;
   uint64_t rejected = 0;           // every Reject sent, stale included
   std::array<uint64_t, 10> rejected_by_reason{};
-  uint64_t cancelled_rounds = 0;   // rounds whose quorum became impossible
+  uint64_t cancelled_rounds = 0;   // rounds closed without a merge (no quorum in time, or none possible)
+  uint64_t discarded_rounds = 0;   // merges whose result was not finite, rolled back
   double quorum_sum = 0.0;         // pushes merged, summed over rounds
   double grace_wait_sum = 0.0;     // seconds from quorum to close, summed over rounds
   double good_seconds = 0.0;       // learner step time whose progress was merged
@@ -167,6 +180,8 @@ class SyncerCore {
   void open_round(uint32_t p, SteadyTime now, SyncerEffects& fx);
   void check_round(uint32_t p, SteadyTime now, SyncerEffects& fx);
   void close_round(uint32_t p, SteadyTime now, SyncerEffects& fx);
+  void cancel_round(uint32_t p, const std::string& why, SyncerEffects& fx);
+  double quorum_deadline_seconds() const;
   double grace_seconds(const FragmentState& s) const;
   Broadcast broadcast_of(uint32_t p) const;
 

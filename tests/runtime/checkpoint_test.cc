@@ -1,0 +1,161 @@
+// Checkpoints: a file is either complete and verified or ignored, and a bad
+// newest file never hides the previous good one.
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "atoll/checkpoint.h"
+#include "atoll/crc32c.h"
+#include "atoll/file.h"
+#include "test_support.h"
+
+namespace atl {
+namespace {
+
+CheckpointState state_of(uint64_t rounds) {
+  CheckpointState s;
+  s.fingerprint = 0xfeedULL;
+  s.created_unix_ms = 1700000000000 + static_cast<int64_t>(rounds);
+  s.rounds = rounds;
+  s.fragments = {{0, rounds, testing::random_vector(100, rounds), testing::random_vector(100, rounds + 7)},
+                 {1, rounds + 1, testing::random_vector(33, rounds + 1), std::vector<float>(33, 0.0f)}};
+  s.learners = {{0, 1}, {1, 3}};
+  return s;
+}
+
+std::vector<std::string> load_warnings(const CheckpointStore& store, std::optional<CheckpointState>& out) {
+  std::vector<std::string> warnings;
+  auto r = store.load_latest(0xfeedULL, [&](const std::string& w) { warnings.push_back(w); });
+  BOOST_REQUIRE(r.ok());
+  out = *r;
+  return warnings;
+}
+
+void overwrite(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(checkpoint_test)
+
+BOOST_AUTO_TEST_CASE(crc32c_matches_the_standard_check_value) {
+  const std::string s = "123456789";
+  BOOST_CHECK_EQUAL(crc32c({reinterpret_cast<const uint8_t*>(s.data()), s.size()}), 0xe3069283u);
+  // Continuing a checksum equals computing it in one go.
+  const auto a = crc32c({reinterpret_cast<const uint8_t*>(s.data()), 4});
+  BOOST_CHECK_EQUAL(crc32c({reinterpret_cast<const uint8_t*>(s.data()) + 4, 5}, a), 0xe3069283u);
+}
+
+BOOST_AUTO_TEST_CASE(encode_then_decode_gives_the_same_state) {
+  const auto s = state_of(42);
+  auto back = decode_checkpoint(encode_checkpoint(s));
+  BOOST_REQUIRE_MESSAGE(back.ok(), back.status().to_string());
+  BOOST_CHECK(*back == s);
+}
+
+BOOST_AUTO_TEST_CASE(every_damaged_file_is_refused_with_the_reason) {
+  const auto good = encode_checkpoint(state_of(5));
+  auto flipped = good;
+  flipped[good.size() / 2] ^= 0x01;
+  BOOST_CHECK(decode_checkpoint(flipped).status().message().find("checksum mismatch") != std::string_view::npos);
+  for (size_t n : {size_t{0}, size_t{10}, size_t{24}, good.size() - 1}) {
+    const auto r = decode_checkpoint(std::span(good.data(), n));
+    BOOST_CHECK_MESSAGE(!r.ok() && r.status().message().find("truncated") != std::string_view::npos,
+                        n << " bytes: " << r.status().to_string());
+  }
+  auto magic = good;
+  magic[0] = 'X';
+  BOOST_CHECK(decode_checkpoint(magic).status().message().find("bad magic") != std::string_view::npos);
+  auto version = good;
+  version[8] = 9;
+  BOOST_CHECK(decode_checkpoint(version).status().message().find("format version 9") != std::string_view::npos);
+}
+
+BOOST_AUTO_TEST_CASE(store_loads_the_newest_and_prunes_beyond_keep) {
+  testing::TempDir dir;
+  CheckpointStore store(dir.path() + "/ckpt", 3);
+  for (uint64_t r = 1; r <= 5; ++r) BOOST_REQUIRE(store.write(state_of(r)).ok());
+  BOOST_CHECK((store.sequences() == std::vector<uint64_t>{3, 4, 5}));
+  std::optional<CheckpointState> latest;
+  BOOST_CHECK(load_warnings(store, latest).empty());
+  BOOST_REQUIRE(latest);
+  BOOST_CHECK(*latest == state_of(5));
+}
+
+BOOST_AUTO_TEST_CASE(a_corrupted_or_truncated_newest_file_falls_back_to_the_previous_good_one) {
+  testing::TempDir dir;
+  CheckpointStore store(dir.path(), 4);
+  for (uint64_t r = 1; r <= 3; ++r) BOOST_REQUIRE(store.write(state_of(r)).ok());
+  auto bytes = read_file(store.path_of(3));
+  BOOST_REQUIRE(bytes.ok());
+  auto corrupted = *bytes;
+  corrupted[100] ^= 0xff;
+  overwrite(store.path_of(3), corrupted);
+  std::optional<CheckpointState> latest;
+  auto warnings = load_warnings(store, latest);
+  BOOST_REQUIRE(latest);
+  BOOST_CHECK_EQUAL(latest->rounds, 2u);
+  BOOST_REQUIRE_EQUAL(warnings.size(), 1u);
+  BOOST_CHECK(warnings[0].find(store.path_of(3)) != std::string::npos);
+  BOOST_CHECK(warnings[0].find("checksum mismatch") != std::string::npos);
+
+  bytes->resize(bytes->size() / 2);
+  overwrite(store.path_of(2), *bytes);  // now 3 is corrupt and 2 truncated
+  warnings = load_warnings(store, latest);
+  BOOST_REQUIRE(latest);
+  BOOST_CHECK_EQUAL(latest->rounds, 1u);
+  BOOST_CHECK_EQUAL(warnings.size(), 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_crash_before_the_rename_leaves_the_previous_checkpoint_loadable) {
+  testing::TempDir dir;
+  CheckpointStore store(dir.path(), 3);
+  BOOST_REQUIRE(store.write(state_of(1)).ok());
+  // What a crash between write and rename leaves: the next file's temporary, half written.
+  const auto next = encode_checkpoint(state_of(2));
+  overwrite(store.path_of(2) + ".tmp", std::vector<uint8_t>(next.begin(), next.begin() + 100));
+  std::optional<CheckpointState> latest;
+  BOOST_CHECK(load_warnings(store, latest).empty());
+  BOOST_REQUIRE(latest);
+  BOOST_CHECK_EQUAL(latest->rounds, 1u);
+  // And the next write still works, over the stale temporary.
+  BOOST_REQUIRE(store.write(state_of(2)).ok());
+  load_warnings(store, latest);
+  BOOST_CHECK_EQUAL(latest->rounds, 2u);
+}
+
+BOOST_AUTO_TEST_CASE(another_models_checkpoint_is_never_loaded) {
+  testing::TempDir dir;
+  CheckpointStore store(dir.path(), 3);
+  auto other = state_of(9);
+  other.fingerprint = 0xbadULL;
+  BOOST_REQUIRE(store.write(other).ok());
+  std::optional<CheckpointState> latest;
+  const auto warnings = load_warnings(store, latest);
+  BOOST_CHECK(!latest);
+  BOOST_REQUIRE_EQUAL(warnings.size(), 1u);
+  BOOST_CHECK(warnings[0].find("another model") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(bytes_that_would_not_load_are_never_written) {
+  testing::TempDir dir;
+  CheckpointStore store(dir.path(), 3);
+  auto bytes = encode_checkpoint(state_of(1));
+  bytes.back() ^= 1;
+  BOOST_CHECK(!store.write_encoded(bytes).ok());
+  BOOST_CHECK(store.sequences().empty());
+}
+
+BOOST_AUTO_TEST_CASE(an_empty_or_missing_folder_has_no_checkpoint) {
+  testing::TempDir dir;
+  std::optional<CheckpointState> latest;
+  BOOST_CHECK(load_warnings(CheckpointStore(dir.path() + "/none", 3), latest).empty());
+  BOOST_CHECK(!latest);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace atl

@@ -1,0 +1,138 @@
+// Topology files: what users write by hand. Every mistake is reported with
+// the file, the line and the key; a good file means exactly what it says.
+#include <boost/test/unit_test.hpp>
+
+#include <fstream>
+
+#include "atoll/topology_file.h"
+#include "test_support.h"
+
+namespace atl {
+namespace {
+
+std::string error_of(std::string_view text, const std::vector<std::string>& sets = {}) {
+  auto t = parse_topology(text, "topo.toml", sets);
+  BOOST_REQUIRE_MESSAGE(!t.ok(), "accepted: " << text);
+  return std::string(t.status().message());
+}
+
+void expect_error(std::string_view text, std::string_view wanted, const std::vector<std::string>& sets = {}) {
+  const std::string e = error_of(text, sets);
+  BOOST_CHECK_MESSAGE(e.find(wanted) != std::string::npos, "wanted '" << wanted << "' in: " << e);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(topology_file_test)
+
+BOOST_AUTO_TEST_CASE(a_file_sets_exactly_what_it_says) {
+  auto t = parse_topology(R"(
+mode = "dp"
+tokens = 5000
+[model]
+hidden = [32, 16]
+[outer]
+quorum = 2
+push_codec = "int8"
+barrier = true
+[[learners]]
+speed = 1.0
+[[learners]]
+speed = 0.5
+batch_size = 16
+)",
+                          "topo.toml");
+  BOOST_REQUIRE_MESSAGE(t.ok(), t.status().to_string());
+  Topology want;
+  want.mode = Mode::kDp;
+  want.tokens = 5000;
+  want.model.hidden = {32, 16};
+  want.outer.quorum = 2;
+  want.outer.push_codec = Codec::kInt8;
+  want.outer.barrier = true;
+  want.learners = {{1.0, 64}, {0.5, 16}};
+  BOOST_CHECK(*t == want);
+}
+
+BOOST_AUTO_TEST_CASE(an_empty_file_is_the_default) {
+  auto t = parse_topology("", "empty.toml");
+  BOOST_REQUIRE(t.ok());
+  BOOST_CHECK(*t == Topology{});
+}
+
+BOOST_AUTO_TEST_CASE(unknown_keys_name_file_line_and_a_suggestion) {
+  expect_error("mode = \"dp\"\n[outer]\nquorm = 2\n", "topo.toml:3: outer.quorm: unknown key (did you mean outer.quorum?)");
+  expect_error("[outr]\nquorum = 2\n", "topo.toml:1: outr: unknown key");
+  expect_error("[[learners]]\nspeed = 1.0\nsped = 2\n", "topo.toml:3: learners[0].sped: unknown key");
+}
+
+BOOST_AUTO_TEST_CASE(wrong_types_name_file_line_and_key) {
+  expect_error("\n[outer]\nquorum = \"two\"\n", "topo.toml:3: outer.quorum: expected an integer, got a string");
+  expect_error("seed = 1.5\n", "topo.toml:1: seed: expected an integer, got a number");
+  expect_error("[outer]\nbarrier = 1\n", "topo.toml:2: outer.barrier: expected true or false, got an integer");
+  expect_error("learners = 4\n", "topo.toml:1: learners: expected an array of tables");
+  expect_error("mode = \"fast\"\n", "topo.toml:1: mode: unknown mode 'fast' (expected decoupled, dp, elastic_dp)");
+}
+
+BOOST_AUTO_TEST_CASE(out_of_range_values_name_file_line_and_key) {
+  expect_error("\n\n[outer]\nquorum = 9\n", "topo.toml:4: outer.quorum = 9 exceeds the 4 learners");
+  expect_error("[[learners]]\nspeed = 0.0\n", "topo.toml:2: learners[0].speed = 0 is outside");
+  expect_error("[inner]\nlr = -1\n", "topo.toml:2: inner.lr = -1 is outside");
+  expect_error("[outer]\nquorum = 99999999999\n", "topo.toml:2: outer.quorum: 99999999999 is outside");
+}
+
+BOOST_AUTO_TEST_CASE(syntax_errors_name_the_line) {
+  expect_error("mode = \"dp\"\n[outer\n", "topo.toml:2:");
+}
+
+BOOST_AUTO_TEST_CASE(overrides_apply_in_order_with_the_same_checks) {
+  auto t = parse_topology("[outer]\nquorum = 1\n", "topo.toml",
+                          {"outer.quorum=2", "mode=elastic_dp", "learners=[{speed=1.0},{speed=0.25,batch_size=8}]",
+                           "outer.quorum=1", "data.dir=/srv/data"});
+  BOOST_REQUIRE_MESSAGE(t.ok(), t.status().to_string());
+  BOOST_CHECK_EQUAL(t->outer.quorum, 1);
+  BOOST_CHECK(t->mode == Mode::kElasticDp);  // a bare word is a string
+  BOOST_REQUIRE_EQUAL(t->learners.size(), 2u);
+  BOOST_CHECK_EQUAL(t->learners[1].batch_size, 8);
+  BOOST_CHECK_EQUAL(t->data.dir, "/srv/data");
+  expect_error("", "--set outer.quorum=x: outer.quorum: expected an integer", {"outer.quorum=x"});
+  expect_error("", "--set outer.qorum=2: outer.qorum: unknown key", {"outer.qorum=2"});
+  expect_error("", "expected key=value", {"quorum"});
+}
+
+BOOST_AUTO_TEST_CASE(printed_topologies_read_back_unchanged) {
+  Topology t;
+  t.mode = Mode::kDp;
+  t.inner.lr = 3e-4f;
+  t.inner.beta2 = 0.95f;
+  t.outer.nesterov = {0.5f, 0.9f};
+  t.outer.blend_alpha = 0.1f;
+  t.model.hidden = {128, 64};
+  t.learners = {{1.0, 32}, {0.7, 48}};
+  auto back = parse_topology(to_toml(t), "printed.toml");
+  BOOST_REQUIRE_MESSAGE(back.ok(), back.status().to_string());
+  BOOST_CHECK(*back == t);
+  BOOST_CHECK(*parse_topology(to_toml(Topology{}), "default.toml") == Topology{});
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_file_is_not_found_by_name) {
+  auto t = load_topology("/nonexistent/topo.toml");
+  BOOST_CHECK(t.status().code() == Status::Code::kNotFound);
+  BOOST_CHECK(t.status().message().find("/nonexistent/topo.toml") != std::string_view::npos);
+}
+
+BOOST_AUTO_TEST_CASE(the_example_topologies_are_valid) {
+  const std::string dir = std::string(ATOLL_SOURCE_DIR) + "/examples/topologies";
+  int seen = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".toml") continue;
+    ++seen;
+    auto t = load_topology(e.path().string());
+    BOOST_CHECK_MESSAGE(t.ok(), e.path() << ": " << t.status().to_string());
+  }
+  BOOST_CHECK_GE(seen, 3);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace atl
