@@ -56,6 +56,7 @@ struct Run::Impl {
   caf::actor root;
   Clock::time_point started;
   bool waited = false;
+  std::vector<float> theta;  // the global model at the end
 
   void shut_down() {
     if (!system) return;
@@ -148,6 +149,8 @@ LiveMetrics Run::metrics() const { return impl_->board->live(); }
 bool Run::finished() const { return impl_->board->finished(); }
 void Run::stop() { impl_->board->finish(); }
 
+const std::vector<float>& Run::parameters() const { return impl_->theta; }
+
 bool Run::kill_learner(uint32_t id) {
   caf::actor learner = impl_->directory->get(Directory::learner(id));
   if (!learner) return false;
@@ -182,7 +185,7 @@ Result<Report> Run::wait() {
   const double wall = std::chrono::duration<double>(Clock::now() - s.started).count();
 
   // The global model, straight from the syncer.
-  std::vector<float> theta;
+  std::vector<float>& theta = s.theta;
   std::vector<uint64_t> versions;
   if (caf::actor syncer = s.directory->get(Directory::kSyncer)) {
     caf::scoped_actor self{*s.system};
@@ -246,6 +249,8 @@ Result<Report> Run::wait() {
       l.tokens = rec.past_tokens + rec.tokens;
       l.merged = rec.merged;
       l.step_seconds = rec.step_seconds;
+      l.incarnation = rec.incarnation;
+      l.last_incarnation_tokens = rec.tokens;
     }
     l.restarts = s.board->restarts_of(Directory::learner(id));
     l.gave_up = std::find(r.gave_up.begin(), r.gave_up.end(), Directory::learner(id)) != r.gave_up.end();

@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "atoll: fault-tolerant, low-bandwidth training with Decoupled DiLoCo.\n"
       "Learners train their own replicas and hand parameter fragments to a syncer;\n"
-      "no learner waits for another. See README.md and DESIGN for the concepts."};
+      "no learner waits for another. README.md explains the concepts and every file."};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Print help for every subcommand");
 
@@ -156,6 +156,17 @@ int main(int argc, char** argv) {
   run->add_option("--threads", threads, "Compute threads for the learners (default: one per core)");
   run->add_flag("-q,--quiet", quiet, "No progress line, only the summary");
   run->add_flag("-v,--verbose", verbose, "Log every registration, restart and refusal");
+  run->footer(
+      "\nExamples:\n"
+      "  atoll run                                     the default: 4 learners, MLP on MNIST (about 30 s)\n"
+      "  atoll run --set mode=dp                       the data-parallel baseline, all else equal\n"
+      "  atoll run --set outer.sync_every=50 --seconds 10\n"
+      "  atoll run examples/topologies/synthetic.toml  needs no data files\n"
+      "  atoll topology > mine.toml                    start a topology file from the defaults\n"
+      "\nThe report (JSON) has mode, tokens, tokens_per_second, goodput, uptime, eval.loss,\n"
+      "eval.accuracy, bytes.*, bytes_per_token, rounds, quorum_mean, grace_wait_mean_ms,\n"
+      "stale_refused, rejected, restarts, versions_min/max and per-learner figures.\n"
+      "Exit status: 0 done; 1 the run failed or gave up on an actor; 2 bad topology or arguments.");
 
   std::string vfile;
   std::vector<std::string> vsets;

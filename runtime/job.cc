@@ -71,7 +71,12 @@ Result<std::shared_ptr<const Job>> Job::load(const Topology& t, const std::strin
   switch (t.data.kind) {
     case DataKind::kMnist: {
       auto mnist = load_mnist(data_dir(t, data_root, "mnist"));
-      if (!mnist.ok()) return mnist.status().with_context("data.kind = \"mnist\"");
+      if (!mnist.ok()) {
+        Status st = mnist.status().with_context("data.kind = \"mnist\"");
+        if (st.code() != Status::Code::kNotFound) return st;
+        return Status::not_found(std::string(st.message()) +
+                                 " (run scripts/setup, or point --data or ATOLL_DATA_DIR at its data folder)");
+      }
       job->examples_ = std::make_shared<const ExampleSet>(to_examples(mnist->train));
       job->eval_ = example_batches(head(to_examples(mnist->test), t.data.eval_examples), kEvalBatch);
       job->description_ = "MNIST: " + std::to_string(mnist->train.count) + " training / " +

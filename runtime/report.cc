@@ -147,6 +147,8 @@ std::string Report::to_json() const {
     j.field("tokens", l.tokens);
     j.field("merged", l.merged);
     j.field("restarts", l.restarts);
+    j.field("incarnation", l.incarnation);
+    j.field("last_incarnation_tokens", l.last_incarnation_tokens);
     j.field("step_seconds", l.step_seconds);
     j.field("gave_up", l.gave_up);
     j.close('}');

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "atoll/report.h"
 #include "atoll/run_board.h"
@@ -66,6 +67,10 @@ class Run {
   // is called; then stops every actor, evaluates the syncer's global
   // parameters on the held-out data and returns the report. Call once.
   Result<Report> wait();
+
+  // The syncer's global parameters at the end (layout order), after wait()
+  // returned; empty if the syncer was not there to ask.
+  const std::vector<float>& parameters() const;
 
   // Kills learner `id` (exit_reason::kill, untrappable) as a failure would;
   // its supervisor restarts it. False if it is not running.

@@ -14,6 +14,8 @@ struct LearnerReport {
   uint64_t steps = 0, tokens = 0;   // all incarnations
   uint64_t merged = 0;              // pushes merged into the global model
   uint64_t restarts = 0;
+  uint64_t incarnation = 0;         // of the last one to register
+  uint64_t last_incarnation_tokens = 0;
   double step_seconds = 0.0;        // moving average of the last incarnation
   bool gave_up = false;             // restart intensity exceeded
 };

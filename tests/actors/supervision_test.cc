@@ -1,0 +1,106 @@
+// Supervision with real threads: a killed learner is restarted, registers
+// again, receives the global model and trains on, while the others never
+// stop; a learner that keeps failing is given up on and reported, and the run
+// goes on without it.
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "atoll/run.h"
+
+namespace atl {
+namespace {
+
+using namespace std::chrono_literals;
+
+Topology small_run() {
+  Topology t;
+  t.data.kind = DataKind::kSynthetic;
+  t.data.features = 16;
+  t.data.classes = 4;
+  t.data.examples = 2048;
+  t.model.hidden = {32};
+  t.learners.assign(3, LearnerSpec{1.0, 32});
+  t.outer.fragments = 2;
+  t.outer.sync_every = 20;
+  t.checkpoint.dir = "";
+  t.tokens = 1'000'000'000;  // stopped by the test
+  return t;
+}
+
+// Polls `done` every 10 ms for at most `limit`; false on timeout.
+bool eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = 20s) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (done()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return done();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(supervision_test)
+
+BOOST_AUTO_TEST_CASE(a_killed_learner_is_restarted_and_reintegrated_while_training_goes_on) {
+  auto run = Run::start(small_run());
+  BOOST_REQUIRE_MESSAGE(run.ok(), run.status().to_string());
+  Run& r = **run;
+  BOOST_REQUIRE(eventually([&] { return r.metrics().rounds >= 4; }));
+  BOOST_REQUIRE(r.kill_learner(1));
+  const uint64_t rounds_at_kill = r.metrics().rounds;
+  BOOST_REQUIRE_MESSAGE(eventually([&] { return r.metrics().restarts >= 1 && r.metrics().connected == 3; }),
+                        "learner 1 did not come back");
+  BOOST_REQUIRE(eventually([&] { return r.metrics().rounds >= rounds_at_kill + 20; }));
+  r.stop();
+  auto report = r.wait();
+  BOOST_REQUIRE_MESSAGE(report.ok(), report.status().to_string());
+  BOOST_TEST_MESSAGE(report->to_table());
+
+  BOOST_CHECK_EQUAL(report->restarts, 1u);
+  const auto& l1 = report->per_learner[1];
+  BOOST_CHECK_EQUAL(l1.restarts, 1u);
+  BOOST_CHECK_EQUAL(l1.incarnation, 2u);            // registered again as a new incarnation
+  BOOST_CHECK_GT(l1.last_incarnation_tokens, 0u);   // and trained after it
+  BOOST_REQUIRE_EQUAL(report->reintegration_seconds.size(), 1u);
+  BOOST_CHECK_LT(report->reintegration_seconds[0], 5.0);
+  BOOST_TEST_MESSAGE("re-integrated in " << report->reintegration_seconds[0] << " s");
+  for (const auto& l : report->per_learner)
+    if (l.id != 1) BOOST_CHECK_EQUAL(l.restarts, 0u);
+  BOOST_CHECK_GE(report->rounds, rounds_at_kill + 20);
+  BOOST_CHECK(report->gave_up.empty());
+  BOOST_CHECK_GT(report->eval.accuracy, 0.4);  // 4 classes: well above chance
+}
+
+BOOST_AUTO_TEST_CASE(past_the_restart_intensity_a_learner_is_given_up_and_the_run_goes_on) {
+  RunOptions options;
+  options.max_restarts = 2;
+  options.restart_window_seconds = 60;
+  auto run = Run::start(small_run(), options);
+  BOOST_REQUIRE_MESSAGE(run.ok(), run.status().to_string());
+  Run& r = **run;
+  BOOST_REQUIRE(eventually([&] { return r.metrics().rounds >= 2; }));
+  for (uint64_t kill = 1; kill <= 3; ++kill) {
+    BOOST_REQUIRE_MESSAGE(eventually([&] { return r.kill_learner(2); }), "learner 2 not running for kill " << kill);
+    if (kill < 3) BOOST_REQUIRE(eventually([&] { return r.metrics().restarts >= kill; }));
+  }
+  // Given up: no third restart, and the two others carry on.
+  BOOST_REQUIRE(eventually([&] { return r.metrics().connected == 2; }));
+  const uint64_t rounds = r.metrics().rounds;
+  BOOST_REQUIRE(eventually([&] { return r.metrics().rounds >= rounds + 10; }));
+  std::this_thread::sleep_for(300ms);  // longer than the backoff: a restart would have happened
+  BOOST_CHECK_EQUAL(r.metrics().restarts, 2u);
+  r.stop();
+  auto report = r.wait();
+  BOOST_REQUIRE_MESSAGE(report.ok(), report.status().to_string());
+  BOOST_REQUIRE_EQUAL(report->gave_up.size(), 1u);
+  BOOST_CHECK_EQUAL(report->gave_up[0], "learner 2");
+  BOOST_CHECK(report->per_learner[2].gave_up);
+  BOOST_CHECK(!report->per_learner[0].gave_up);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace atl
