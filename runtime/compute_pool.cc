@@ -25,7 +25,6 @@ void ComputePool::submit(int slot, std::function<void()> task) {
     std::lock_guard lock(mu_);
     if (running_ >= threads_) {
       waiting_.emplace_back(slot, std::move(task));
-      ++queued_;
       return;
     }
     ++running_;
@@ -44,7 +43,6 @@ void ComputePool::launch(int slot, std::function<void()> task) {
       if (!waiting_.empty()) {
         next = std::move(waiting_.front());
         waiting_.pop_front();
-        --queued_;
       } else if (--running_ == 0) {
         idle_.notify_all();
       }

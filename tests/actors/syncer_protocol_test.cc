@@ -96,13 +96,17 @@ struct Fixture : test_coordinator_fixture<TestConfig> {
     for (size_t m = 0; m < topology.learners.size(); ++m) {
       auto box = std::make_shared<std::vector<Message>>();
       inbox.push_back(box);
-      learners.push_back(sys.spawn([box](caf::event_based_actor*) -> caf::behavior {
-        return {[box](Packet& p) {
-          auto msg = decode_message(p.bytes);
-          BOOST_REQUIRE_MESSAGE(msg.ok(), msg.status().to_string());
-          box->push_back(std::move(*msg));
-        }};
-      }));
+      // The inbox is an argument, not a capture: CAF 0.17 spawns argument-less
+      // function actors through a null reference (UBSan reports it).
+      learners.push_back(sys.spawn(
+          [](caf::event_based_actor*, std::shared_ptr<std::vector<Message>> inbox_of) -> caf::behavior {
+            return {[inbox_of](Packet& p) {
+              auto msg = decode_message(p.bytes);
+              BOOST_REQUIRE_MESSAGE(msg.ok(), msg.status().to_string());
+              inbox_of->push_back(std::move(*msg));
+            }};
+          },
+          box));
     }
     auto model = make_model(topology);
     theta0 = initial_parameters(**model, topology);

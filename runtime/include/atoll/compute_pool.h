@@ -52,7 +52,6 @@ class ComputePool {
   std::mutex mu_;
   std::condition_variable idle_;
   int running_ = 0;  // admitted to an arena, not finished
-  int queued_ = 0;
   std::deque<std::pair<int, std::function<void()>>> waiting_;
 };
 
