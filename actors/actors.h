@@ -9,7 +9,9 @@
 // Directory, because a restart changes a handle.
 #pragma once
 
+#include <chrono>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +37,8 @@ struct SyncerArgs {
   // Housekeeping period (live metrics, time-based checkpoints); 0: none, for
   // deterministic tests, whose scheduler would otherwise never run dry.
   double tick_seconds = 0.1;
+  // When the run started: statistics keep this time base across restarts.
+  std::optional<std::chrono::steady_clock::time_point> run_started;
 };
 caf::actor spawn_syncer(caf::actor_system& sys, SyncerArgs args);
 
@@ -44,6 +48,7 @@ struct LearnerArgs {
   std::shared_ptr<const Job> job;
   std::shared_ptr<Directory> directory;
   ComputePool* pool = nullptr;  // outlives every learner; slot = id
+  std::shared_ptr<RunBoard> board;  // re-integration times, adopted versions
 };
 caf::actor spawn_learner(caf::actor_system& sys, LearnerArgs args);
 

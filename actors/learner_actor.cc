@@ -25,6 +25,7 @@ namespace {
 using namespace std::chrono_literals;
 constexpr auto kLookupRetry = 50ms;
 constexpr auto kRegisterRetry = 500ms;  // a Register lost or refused (an old incarnation still known) is sent again
+constexpr auto kResyncAfter = 2s;       // blocked this long on a broadcast: it was lost, register again
 
 struct LearnerState {
   static inline const char* name = "learner";
@@ -36,6 +37,9 @@ struct LearnerState {
   bool delaying = false;    // a slow learner's extra time after a step
   caf::actor_clock::time_point step_started;
   std::deque<Message> inbox;  // from the syncer, held while a step runs
+  caf::actor_clock::time_point started;  // of this incarnation (re-integration time)
+  bool reintegrated = false;             // welcomed once
+  bool resync_armed = false;
 };
 using LearnerActor = caf::stateful_actor<LearnerState>;
 
@@ -47,8 +51,14 @@ void send_to_syncer(LearnerActor* self, const Message& m) {
   if (self->state.syncer) self->send(self->state.syncer, Packet{encode_message(m)});
 }
 
+void resync(LearnerActor* self);
+
 void try_step(LearnerActor* self) {
   auto& st = self->state;
+  if (st.core->welcomed() && st.core->blocked() && !st.resync_armed) {
+    st.resync_armed = true;  // a broadcast that never comes must not block us forever
+    self->delayed_send(self, kResyncAfter, resync_atom_v, st.core->steps());
+  }
   if (st.computing || st.delaying || !st.core->welcomed() || st.core->blocked()) return;
   st.computing = true;
   st.step_started = self->clock().now();
@@ -65,22 +75,37 @@ void try_step(LearnerActor* self) {
 void handle(LearnerActor* self, Message m) {
   auto& st = self->state;
   if (auto* w = std::get_if<Welcome>(&m)) {
+    const uint64_t refused_before = st.core->regressions_refused();
     if (Status s = st.core->welcome(*w); !s.ok()) {
       log_error(who(self) + ": cannot adopt the global model: " + s.to_string());
       self->quit(caf::make_error(caf::sec::invalid_argument, s.to_string()));
       return;
     }
     st.registered = true;
+    for (uint32_t f = 0; f < st.core->fragments().size(); ++f) st.args.board->note_adopted(f, st.core->version(f));
+    st.args.board->regressions_refused += st.core->regressions_refused() - refused_before;
+    if (!st.reintegrated) {
+      st.reintegrated = true;
+      if (st.args.incarnation > 1)
+        st.args.board->note_reintegration(
+            std::chrono::duration<double>(self->clock().now() - st.started).count());
+    }
+  } else if (auto* mp = std::get_if<MomentsPull>(&m)) {
+    send_to_syncer(self, st.core->moments_for(*mp));
   } else if (auto* p = std::get_if<Pull>(&m)) {
     if (auto push = st.core->answer(*p); push.ok()) send_to_syncer(self, *push);
     else log_warn(who(self) + ": " + push.status().to_string());
   } else if (auto* b = std::get_if<Broadcast>(&m)) {
     if (Status s = st.core->apply(*b); !s.ok()) log_warn(who(self) + ": broadcast dropped: " + s.to_string());
+    else if (b->fragment < st.core->fragments().size())
+      st.args.board->note_adopted(b->fragment, st.core->version(b->fragment));
   } else if (auto* r = std::get_if<Reject>(&m)) {
     log_warn(who(self) + ": the syncer refused (" + reject_reason_name(r->reason) + "): " + r->detail);
     if (!st.core->refused(*r)) {
       log_error(who(self) + ": its replica is not finite; restarting");
       self->quit(caf::make_error(caf::sec::runtime_error, "replica diverged"));
+    } else if (r->reason == RejectReason::kStale) {
+      resync(self);  // we missed a broadcast: fetch the current global model
     }
   } else {
     log_warn(who(self) + ": unexpected " + message_name(m) + " from the syncer");
@@ -103,9 +128,17 @@ void lookup(LearnerActor* self) {
   self->delayed_send(self, kRegisterRetry, lookup_atom_v);  // again, unless welcomed by then
 }
 
+// Registers again with the current syncer (bases included): its welcome
+// brings every fragment we are behind on and keeps our progress elsewhere.
+void resync(LearnerActor* self) {
+  self->state.registered = false;
+  lookup(self);
+}
+
 caf::behavior learner(LearnerActor* self, LearnerArgs args) {
   auto& state = self->state;
   state.args = std::move(args);
+  state.started = self->clock().now();
   auto core = LearnerCore::create(state.args.id, state.args.incarnation, state.args.job);
   if (!core.ok()) {
     log_error(who(self) + ": " + core.status().to_string());
@@ -176,6 +209,15 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
       },
       [self](lookup_atom) {
         if (!self->state.registered) lookup(self);
+      },
+      [self](resync_atom, uint64_t steps) {
+        auto& st = self->state;
+        st.resync_armed = false;
+        if (st.core->blocked() && st.core->steps() == steps && !st.computing) {
+          log_warn(who(self) + ": no broadcast for " + std::to_string(kResyncAfter.count()) + " s; resynchronizing");
+          resync(self);
+        }
+        try_step(self);
       },
       [self](step_failed_atom, std::string& what) {
         log_error(who(self) + ": inner step failed: " + what);

@@ -106,15 +106,17 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
     spec.board = impl->board;
     return spec;
   };
+  impl->started = Clock::now();
+  const auto started = impl->started;
   SupervisorSpec syncers = supervisor_spec("syncer supervisor", SupervisorSpec::Strategy::kRestForOne);
   if (store)
     syncers.children.push_back({"checkpointer", [store, dir = impl->directory, board = impl->board](
                                                     caf::actor_system& s, uint64_t) {
                                   return spawn_checkpointer(s, store, dir, board);
                                 }});
-  syncers.children.push_back({"syncer", [t = topology, dir = impl->directory, board = impl->board](
+  syncers.children.push_back({"syncer", [t = topology, dir = impl->directory, board = impl->board, started](
                                             caf::actor_system& s, uint64_t) {
-                                return spawn_syncer(s, SyncerArgs{t, dir, board});
+                                return spawn_syncer(s, SyncerArgs{t, dir, board, true, 0.1, started});
                               }});
 
   SupervisorSpec learners = supervisor_spec("learner supervisor", SupervisorSpec::Strategy::kOneForOne);
@@ -123,9 +125,9 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
     // itself is restarted: the syncer tells incarnations apart by number.
     auto incarnations = std::make_shared<std::atomic<uint64_t>>(0);
     learners.children.push_back({Directory::learner(id), [id, job = impl->job, dir = impl->directory,
-                                                          pool = impl->pool.get(), incarnations](caf::actor_system& s,
-                                                                                                 uint64_t) {
-                                   return spawn_learner(s, LearnerArgs{id, ++*incarnations, job, dir, pool});
+                                                          pool = impl->pool.get(), incarnations,
+                                                          board = impl->board](caf::actor_system& s, uint64_t) {
+                                   return spawn_learner(s, LearnerArgs{id, ++*incarnations, job, dir, pool, board});
                                  }});
   }
 
@@ -136,7 +138,6 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
   root.children.push_back({"learner supervisor", [learners](caf::actor_system& s, uint64_t) {
                              return spawn_supervisor(s, learners);
                            }});
-  impl->started = Clock::now();
   impl->root = spawn_supervisor(sys, std::move(root));
   log_info("run started: " + std::to_string(m) + " learners, " + mode_name(topology.mode) + ", " +
            impl->job->description() + (store ? ", checkpoints in " + impl->checkpoint_dir : ""));
@@ -232,7 +233,13 @@ Result<Report> Run::wait() {
   r.cancelled_rounds = stats.cancelled_rounds;
   r.restarts = s.board->restarts();
   r.checkpoints = s.board->checkpoints.load();
-  r.reintegration_seconds = stats.reintegration_seconds;
+  r.reintegration_seconds = s.board->reintegrations();
+  r.recovery_seconds = stats.recovery_seconds;
+  r.recovered_fragments = stats.recovered_fragments;
+  r.moments_handed = stats.moments_handed;
+  r.regressions_refused = s.board->regressions_refused.load();
+  r.max_adopted_versions = s.board->max_adopted();
+  r.final_versions = final_state.versions;
   if (!final_state.versions.empty()) {
     r.versions_min = *std::min_element(final_state.versions.begin(), final_state.versions.end());
     r.versions_max = *std::max_element(final_state.versions.begin(), final_state.versions.end());

@@ -77,6 +77,9 @@ void carry_out(SyncerActor* self, SyncerEffects& fx, const caf::actor* sender = 
       case SyncerEffects::TimerKind::kReconfigure:
         self->delayed_send(self, seconds(t.seconds), reconfig_atom_v, t.id, t.round);
         break;
+      case SyncerEffects::TimerKind::kMoments:
+        self->delayed_send(self, seconds(t.seconds), moments_atom_v, t.id, t.round);
+        break;
     }
   }
   for (const auto& n : fx.notes) log_info("syncer: " + n);
@@ -109,7 +112,7 @@ void publish(SyncerActor* self) {
 
 void publish_final(SyncerActor* self) {
   auto& core = *self->state.core;
-  RunBoard::Final f{core.stats(), core.learners(), {}, core.elapsed(self->clock().now())};
+  RunBoard::Final f{true, core.stats(), core.learners(), {}, core.elapsed(self->clock().now())};
   for (uint32_t p = 0; p < core.fragments().size(); ++p) f.versions.push_back(core.version(p));
   self->state.args.board->publish_final(std::move(f));
   publish(self);
@@ -157,13 +160,16 @@ void on_packet(SyncerActor* self, Packet& p) {
     return carry_out(self, fx, &sender, sender_id.value_or(0));
   }
   if (auto* r = std::get_if<Register>(&*msg)) {
-    st.core->on_register(*r, now, fx);
-    const bool welcomed = std::any_of(fx.sends.begin(), fx.sends.end(), [&](const auto& s) {
-      return s.learner == r->learner && std::holds_alternative<Welcome>(s.message);
+    const bool same_actor = r->learner < st.learners.size() && st.learners[r->learner] == sender;
+    st.core->on_register(*r, same_actor, now, fx);
+    const bool refused = std::any_of(fx.sends.begin(), fx.sends.end(), [&](const auto& s) {
+      return s.learner == r->learner && std::holds_alternative<Reject>(s.message);
     });
-    if (welcomed) {
+    // Accepted (its welcome may come later, with a peer's moments): this
+    // actor is learner r->learner from now on.
+    if (!refused && r->learner < st.learners.size() && !same_actor) {
       auto& slot = st.learners[r->learner];
-      if (slot && slot != sender) {
+      if (slot) {
         self->demonitor(slot);
         st.ids.erase(slot.address());
       }
@@ -171,12 +177,14 @@ void on_packet(SyncerActor* self, Packet& p) {
       st.ids[sender.address()] = r->learner;
       self->monitor(sender);
     }
-    return carry_out(self, fx, &sender, r->learner);
+    carry_out(self, fx, &sender, r->learner);
+    return check_budget(self);
   }
   // Every other message names a learner: it must come from that learner's actor.
   uint32_t claimed = 0;
   if (auto* q = std::get_if<Push>(&*msg)) claimed = q->learner;
   else if (auto* g = std::get_if<Progress>(&*msg)) claimed = g->learner;
+  else if (std::holds_alternative<Moments>(*msg)) claimed = sender_id.value_or(0xffffffffu);
   else {
     st.core->on_malformed(sender_id, Status::invalid_argument(std::string("a learner may not send ") + message_name(*msg)), fx);
     return carry_out(self, fx, &sender, sender_id.value_or(0));
@@ -187,6 +195,7 @@ void on_packet(SyncerActor* self, Packet& p) {
     return carry_out(self, fx, &sender, claimed);
   }
   if (auto* q = std::get_if<Push>(&*msg)) st.core->on_push(*q, now, fx);
+  else if (auto* mo = std::get_if<Moments>(&*msg)) st.core->on_moments(claimed, *mo, now, fx);
   else st.core->on_progress(std::get<Progress>(*msg), now, fx);
   carry_out(self, fx);
   maybe_checkpoint(self);
@@ -218,8 +227,13 @@ caf::behavior running(SyncerActor* self) {
                                    self->clock().now(), fx);
         carry_out(self, fx);
       },
+      [self](moments_atom, uint32_t learner, uint64_t request) {
+        SyncerEffects fx;
+        self->state.core->on_timer({SyncerEffects::TimerKind::kMoments, learner, request, 0.0}, self->clock().now(), fx);
+        carry_out(self, fx);
+      },
       [self](tick_atom) {
-        publish(self);
+        publish_final(self);  // kept current: a syncer restarted after a kill continues from it
         maybe_checkpoint(self);
         self->delayed_send(self, seconds(self->state.args.tick_seconds), tick_atom_v);
       },
@@ -242,7 +256,7 @@ caf::behavior running(SyncerActor* self) {
 caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
   auto& state = self->state;
   state.args = std::move(args);
-  auto core = SyncerCore::create(state.args.topology, self->clock().now());
+  auto core = SyncerCore::create(state.args.topology, self->clock().now(), state.args.run_started);
   if (!core.ok()) {
     log_error("syncer: " + core.status().to_string());
     self->quit(caf::make_error(caf::sec::invalid_argument, core.status().to_string()));
@@ -250,6 +264,11 @@ caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
   }
   state.core = std::move(*core);
   state.learners.resize(state.args.topology.learners.size());
+  if (const auto previous = state.args.board->final_state(); previous.valid) {
+    state.core->continue_from(previous.stats, previous.learners);
+    log_info("syncer: continuing the statistics of the syncer before it (" + std::to_string(previous.stats.rounds) +
+             " rounds)");
+  }
   self->set_down_handler([self](const caf::down_msg& dm) {
     auto& st = self->state;
     const auto it = st.ids.find(dm.source);

@@ -66,7 +66,16 @@ LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<cons
       tracks_(fragments_.size()) {}
 
 Register LearnerCore::make_register(std::string token) const {
-  return Register{id_, incarnation_, model_->layout().fingerprint(), std::move(token)};
+  Register r{id_, incarnation_, model_->layout().fingerprint(), std::move(token), {}};
+  if (welcomed_)
+    for (uint32_t p = 0; p < tracks_.size(); ++p)
+      r.bases.push_back({p, tracks_[p].version, encode_payload(Codec::kFp32, 0, tracks_[p].base)});
+  return r;
+}
+
+Moments LearnerCore::moments_for(const MomentsPull& pull) const {
+  return Moments{pull.request, OptimizerState{adamw_->step(), encode_payload(Codec::kBf16, 0, adamw_->first_moment()),
+                                              encode_payload(Codec::kBf16, 0, adamw_->second_moment())}};
 }
 
 Status LearnerCore::welcome(const Welcome& w) {
@@ -83,15 +92,21 @@ Status LearnerCore::welcome(const Welcome& w) {
     ATOLL_RETURN_IF_ERROR(decode_payload(fv.values, values[fv.fragment])
                               .with_context("welcome fragment " + std::to_string(fv.fragment)));
   }
-  if (w.moments) {
+  if (w.moments && !welcomed_) {
     std::vector<float> m(params_.size()), v(params_.size());
     ATOLL_RETURN_IF_ERROR(decode_payload(w.moments->m, m).with_context("welcome moments"));
     ATOLL_RETURN_IF_ERROR(decode_payload(w.moments->v, v).with_context("welcome moments"));
     ATOLL_RETURN_IF_ERROR(adamw_->load_state(w.moments->step, m, v));
   }
   for (size_t p = 0; p < fragments_.size(); ++p) {
+    Track& t = tracks_[p];
+    if (welcomed_ && versions[p] <= t.version) {
+      if (versions[p] < t.version) ++regressions_refused_;  // the syncer is behind: keep what we adopted
+      t.pushed = false;  // what we pushed may be lost: push again when due
+      continue;
+    }
     scatter(fragments_[p], values[p], params_);
-    tracks_[p] = Track{versions[p], std::move(values[p])};
+    t = Track{versions[p], std::move(values[p])};
   }
   welcomed_ = true;
   return {};

@@ -7,12 +7,16 @@
 
 #include <cstring>
 
+#include "atoll/crc32c.h"
 #include "atoll/wire.capnp.h"
 
 namespace atl {
 namespace {
 
 namespace s = ::atl::schema;
+
+constexpr uint32_t kTrailerMagic = 0x314c5441;  // "ATL1" little-endian
+constexpr size_t kTrailerBytes = 8;
 
 // Thrown inside decoding, caught at the top with kj::Exception: one error path.
 struct DecodeError {
@@ -48,6 +52,25 @@ Payload get(s::Payload::Reader r) {
   p.bytes.assign(bytes.begin(), bytes.end());
   return p;
 }
+
+void put(const std::vector<FragmentValues>& fs, capnp::List<s::FragmentValues>::Builder b) {
+  for (unsigned i = 0; i < b.size(); ++i) {
+    b[i].setFragment(fs[i].fragment);
+    b[i].setVersion(fs[i].version);
+    put(fs[i].values, b[i].initValues());
+  }
+}
+std::vector<FragmentValues> get(capnp::List<s::FragmentValues>::Reader r) {
+  std::vector<FragmentValues> out;
+  for (auto f : r) out.push_back({f.getFragment(), f.getVersion(), get(f.getValues())});
+  return out;
+}
+void put(const OptimizerState& o, s::OptimizerState::Builder b) {
+  b.setStep(o.step);
+  put(o.m, b.initM());
+  put(o.v, b.initV());
+}
+OptimizerState get(s::OptimizerState::Reader r) { return {r.getStep(), get(r.getM()), get(r.getV())}; }
 
 // ---- topology
 
@@ -186,25 +209,22 @@ struct Encoder {
     b.setIncarnation(m.incarnation);
     b.setFingerprint(m.fingerprint);
     b.setToken(bytes_of(m.token));
+    put(m.bases, b.initBases(static_cast<unsigned>(m.bases.size())));
+  }
+  void operator()(const MomentsPull& m) { env.initMomentsPull().setRequest(m.request); }
+  void operator()(const Moments& m) {
+    auto b = env.initMoments();
+    b.setRequest(m.request);
+    put(m.state, b.initState());
   }
   void operator()(const Welcome& m) {
     auto b = env.initWelcome();
     b.setLearner(m.learner);
     b.setIncarnation(m.incarnation);
     put(m.topology, b.initTopology());
-    auto fs = b.initFragments(static_cast<unsigned>(m.fragments.size()));
-    for (unsigned i = 0; i < fs.size(); ++i) {
-      fs[i].setFragment(m.fragments[i].fragment);
-      fs[i].setVersion(m.fragments[i].version);
-      put(m.fragments[i].values, fs[i].initValues());
-    }
+    put(m.fragments, b.initFragments(static_cast<unsigned>(m.fragments.size())));
     b.setHasMoments(m.moments.has_value());
-    if (m.moments) {
-      auto mo = b.initMoments();
-      mo.setStep(m.moments->step);
-      put(m.moments->m, mo.initM());
-      put(m.moments->v, mo.initV());
-    }
+    if (m.moments) put(*m.moments, b.initMoments());
   }
   void operator()(const Pull& m) {
     auto b = env.initPull();
@@ -257,7 +277,7 @@ Message decode_envelope(s::Envelope::Reader env) {
       auto r = env.getRegister();
       const auto token = r.getToken();
       return Register{r.getLearner(), r.getIncarnation(), r.getFingerprint(),
-                      std::string(token.begin(), token.end())};
+                      std::string(token.begin(), token.end()), get(r.getBases())};
     }
     case s::Envelope::WELCOME: {
       auto r = env.getWelcome();
@@ -265,11 +285,8 @@ Message decode_envelope(s::Envelope::Reader env) {
       w.learner = r.getLearner();
       w.incarnation = r.getIncarnation();
       w.topology = get(r.getTopology());
-      for (auto f : r.getFragments()) w.fragments.push_back({f.getFragment(), f.getVersion(), get(f.getValues())});
-      if (r.getHasMoments()) {
-        auto mo = r.getMoments();
-        w.moments = OptimizerState{mo.getStep(), get(mo.getM()), get(mo.getV())};
-      }
+      w.fragments = get(r.getFragments());
+      if (r.getHasMoments()) w.moments = get(r.getMoments());
       return w;
     }
     case s::Envelope::PULL: {
@@ -291,6 +308,12 @@ Message decode_envelope(s::Envelope::Reader env) {
       for (auto f : r.getFragments()) p.fragments.push_back({f.getVersion(), f.getSteps()});
       p.loss = r.getLoss();
       return p;
+    }
+    case s::Envelope::MOMENTS_PULL:
+      return MomentsPull{env.getMomentsPull().getRequest()};
+    case s::Envelope::MOMENTS: {
+      auto r = env.getMoments();
+      return Moments{r.getRequest(), get(r.getState())};
     }
     case s::Envelope::REJECT: {
       auto r = env.getReject();
@@ -320,17 +343,21 @@ const char* reject_reason_name(RejectReason r) {
 }
 
 const char* message_name(const Message& m) {
-  static constexpr const char* kNames[] = {"register", "welcome", "pull", "push",
-                                           "broadcast", "progress", "reject"};
+  static constexpr const char* kNames[] = {"register", "welcome", "pull",   "push",         "broadcast",
+                                           "progress", "reject",  "moments_pull", "moments"};
   return kNames[m.index()];
 }
 
 std::vector<uint8_t> encode_message(const Message& message) {
   capnp::MallocMessageBuilder builder;
   std::visit(Encoder{builder.initRoot<s::Envelope>()}, message);
-  std::vector<uint8_t> out(capnp::computeSerializedSizeInWords(builder) * sizeof(capnp::word));
-  kj::ArrayOutputStream stream(kj::arrayPtr(out.data(), out.size()));
+  const size_t body = capnp::computeSerializedSizeInWords(builder) * sizeof(capnp::word);
+  std::vector<uint8_t> out(body + kTrailerBytes);
+  kj::ArrayOutputStream stream(kj::arrayPtr(out.data(), body));
   capnp::writeMessage(stream, builder);
+  const uint32_t crc = crc32c(std::span<const uint8_t>(out.data(), body));
+  std::memcpy(out.data() + body, &crc, 4);
+  std::memcpy(out.data() + body + 4, &kTrailerMagic, 4);
   return out;
 }
 
@@ -338,9 +365,15 @@ Result<Message> decode_message(std::span<const uint8_t> bytes, size_t max_bytes)
   if (bytes.size() > max_bytes)
     return Status::out_of_range("message of " + std::to_string(bytes.size()) +
                                 " bytes exceeds the limit of " + std::to_string(max_bytes));
-  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0)
+  if (bytes.size() < 2 * kTrailerBytes || bytes.size() % sizeof(capnp::word) != 0)
     return Status::corruption("message of " + std::to_string(bytes.size()) +
                               " bytes is not a whole number of 8-byte words");
+  uint32_t crc, magic;
+  std::memcpy(&crc, bytes.data() + bytes.size() - kTrailerBytes, 4);
+  std::memcpy(&magic, bytes.data() + bytes.size() - 4, 4);
+  if (magic != kTrailerMagic) return Status::corruption("message has no checksum trailer (truncated or padded)");
+  bytes = bytes.first(bytes.size() - kTrailerBytes);
+  if (crc32c(bytes) != crc) return Status::corruption("checksum mismatch: the message was corrupted on its way");
   // Cap'n Proto reads words in place; copy only when the buffer is misaligned.
   std::vector<capnp::word> aligned;
   const capnp::word* words = reinterpret_cast<const capnp::word*>(bytes.data());

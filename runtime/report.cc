@@ -137,6 +137,18 @@ std::string Report::to_json() const {
   j.open("reintegration_seconds", '[');
   for (double s : reintegration_seconds) j.item(s);
   j.close(']');
+  j.open("recovery_seconds", '[');
+  for (double x : recovery_seconds) j.item(x);
+  j.close(']');
+  j.field("recovered_fragments", recovered_fragments);
+  j.field("moments_handed", moments_handed);
+  j.field("regressions_refused", regressions_refused);
+  j.open("final_versions", '[');
+  for (uint64_t v : final_versions) j.item(v);
+  j.close(']');
+  j.open("max_adopted_versions", '[');
+  for (uint64_t v : max_adopted_versions) j.item(v);
+  j.close(']');
   j.open("per_learner", '[');
   for (const auto& l : per_learner) {
     j.open(nullptr, '{');
@@ -191,8 +203,15 @@ std::string Report::to_table() const {
   row("restarts", std::to_string(restarts));
   if (!reintegration_seconds.empty()) {
     double worst = *std::max_element(reintegration_seconds.begin(), reintegration_seconds.end());
-    row("re-integration", std::to_string(reintegration_seconds.size()) + num(" times, worst %.3f s", worst));
+    row("re-integration", std::to_string(reintegration_seconds.size()) + num(" times, worst %.3f s", worst) +
+                              " (start to welcome)");
   }
+  if (!recovery_seconds.empty()) {
+    double worst = *std::max_element(recovery_seconds.begin(), recovery_seconds.end());
+    row("recovery", std::to_string(recovery_seconds.size()) + num(" times, worst %.3f s", worst) +
+                        " (failure to welcome)");
+  }
+  if (recovered_fragments) row("recovered fragments", std::to_string(recovered_fragments) + " (from learners' bases)");
   for (const auto& g : gave_up) row("gave up on", g);
   o << "  learner  speed  batch    steps     tokens  merged  restarts  step ms\n";
   for (const auto& l : per_learner) {

@@ -1,5 +1,7 @@
 #include "atoll/run_board.h"
 
+#include <algorithm>
+
 namespace atl {
 
 void RunBoard::publish(const LiveMetrics& m) {
@@ -19,6 +21,28 @@ LiveMetrics RunBoard::live() const {
 void RunBoard::publish_final(Final f) {
   std::lock_guard lock(mu_);
   final_ = std::move(f);
+  final_.valid = true;
+}
+
+void RunBoard::note_reintegration(double seconds) {
+  std::lock_guard lock(mu_);
+  reintegrations_.push_back(seconds);
+}
+
+std::vector<double> RunBoard::reintegrations() const {
+  std::lock_guard lock(mu_);
+  return reintegrations_;
+}
+
+void RunBoard::note_adopted(uint32_t fragment, uint64_t version) {
+  std::lock_guard lock(mu_);
+  if (max_adopted_.size() <= fragment) max_adopted_.resize(fragment + 1, 0);
+  max_adopted_[fragment] = std::max(max_adopted_[fragment], version);
+}
+
+std::vector<uint64_t> RunBoard::max_adopted() const {
+  std::lock_guard lock(mu_);
+  return max_adopted_;
 }
 
 RunBoard::Final RunBoard::final_state() const {

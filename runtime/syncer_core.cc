@@ -22,24 +22,27 @@ RejectReason decode_reason(const Status& s) {
 
 }  // namespace
 
-Result<std::unique_ptr<SyncerCore>> SyncerCore::create(const Topology& topology, SteadyTime now) {
+Result<std::unique_ptr<SyncerCore>> SyncerCore::create(const Topology& topology, SteadyTime now,
+                                                      std::optional<SteadyTime> started) {
   auto model = make_model(topology);
   if (!model.ok()) return model.status();
   const int count = topology.mode == Mode::kDecoupled ? topology.outer.fragments : 1;
   auto fragments = plan_fragments((*model)->layout(), count);
   if (!fragments.ok()) return fragments.status().with_context("outer.fragments");
-  return std::unique_ptr<SyncerCore>(new SyncerCore(topology, std::move(*model), std::move(*fragments), now));
+  return std::unique_ptr<SyncerCore>(
+      new SyncerCore(topology, std::move(*model), std::move(*fragments), now, started.value_or(now)));
 }
 
 SyncerCore::SyncerCore(const Topology& topology, std::unique_ptr<Model> model, std::vector<Fragment> fragments,
-                       SteadyTime now)
+                       SteadyTime now, SteadyTime started)
     : topology_(topology),
       model_(std::move(model)),
       fragments_(std::move(fragments)),
       states_(fragments_.size()),
       learners_(topology.learners.size()),
       dropped_(topology.learners.size(), false),
-      start_(now) {
+      created_(now),
+      start_(started) {
   const std::vector<float> theta = initial_parameters(*model_, topology_);
   for (size_t p = 0; p < fragments_.size(); ++p) {
     states_[p].values.resize(fragments_[p].size);
@@ -80,9 +83,26 @@ Status SyncerCore::restore(const CheckpointState& state) {
     s.waiting.clear();
   }
   for (const auto& l : state.learners)
-    if (l.learner < learners_.size()) learners_[l.learner].incarnation = l.incarnation;
-  stats_.rounds = state.rounds;
+    if (l.learner < learners_.size()) learners_[l.learner].incarnation = std::max(learners_[l.learner].incarnation, l.incarnation);
+  stats_.rounds = std::max(stats_.rounds, state.rounds);
   return {};
+}
+
+void SyncerCore::continue_from(const SyncerStats& stats, const std::vector<LearnerRecord>& learners) {
+  const uint64_t rounds = stats_.rounds;  // from a checkpoint, if one was restored
+  stats_ = stats;
+  stats_.rounds = std::max(stats_.rounds, rounds);
+  for (size_t m = 0; m < learners.size() && m < learners_.size(); ++m) {
+    LearnerRecord& l = learners_[m];
+    const LearnerRecord& old = learners[m];
+    l.incarnation = old.incarnation;
+    l.past_steps = old.past_steps + old.steps;
+    l.past_tokens = old.past_tokens + old.tokens;
+    l.merged = old.merged;
+    l.failures = old.failures;
+    l.step_seconds = old.step_seconds;
+    l.registrations = old.registrations;
+  }
 }
 
 CheckpointState SyncerCore::checkpoint(int64_t unix_ms) const {
@@ -144,7 +164,7 @@ double SyncerCore::slowest_step_seconds() const {
   return t;
 }
 
-void SyncerCore::on_register(const Register& r, SteadyTime now, SyncerEffects& fx) {
+void SyncerCore::on_register(const Register& r, bool same_actor, SteadyTime now, SyncerEffects& fx) {
   if (r.learner >= learners_.size())
     return refuse(r.learner, RejectReason::kUnknownLearner, kNoFragment,
                   "learner " + std::to_string(r.learner) + " is not in this topology of " +
@@ -156,41 +176,123 @@ void SyncerCore::on_register(const Register& r, SteadyTime now, SyncerEffects& f
                       std::to_string(layout().fingerprint()),
                   fx);
   LearnerRecord& l = learners_[r.learner];
-  if (l.connected && r.incarnation <= l.incarnation)
-    return refuse(r.learner, RejectReason::kDuplicateLearner, kNoFragment,
-                  "learner " + std::to_string(r.learner) + " incarnation " + std::to_string(l.incarnation) +
-                      " is connected; refused incarnation " + std::to_string(r.incarnation),
-                  fx);
-  if (r.incarnation != l.incarnation || l.registrations == 0) {
-    l.past_steps += l.steps;
-    l.past_tokens += l.tokens;
-    l.steps = l.tokens = 0;
+  if (l.connected) {
+    if (same_actor && r.incarnation == l.incarnation) {  // a resync: it missed something
+      fx.notes.push_back("learner " + std::to_string(r.learner) + " resynchronizes");
+      adopt_bases(r, now, fx);
+      return welcome(r.learner, r.incarnation, std::nullopt, now, fx);
+    }
+    if (r.incarnation <= l.incarnation)
+      return refuse(r.learner, RejectReason::kDuplicateLearner, kNoFragment,
+                    "learner " + std::to_string(r.learner) + " incarnation " + std::to_string(l.incarnation) +
+                        " is connected; refused incarnation " + std::to_string(r.incarnation),
+                    fx);
   }
-  l.connected = true;
-  l.incarnation = r.incarnation;
-  ++l.registrations;
-  if (l.down_at) {
-    stats_.reintegration_seconds.push_back(seconds_between(*l.down_at, now));
-    l.down_at.reset();
+  for (const auto& [request, p] : pending_moments_)
+    if (p.learner == r.learner && p.incarnation == r.incarnation) return;  // a retry while we ask a peer
+  adopt_bases(r, now, fx);
+  // A fresh learner starts with a healthy peer's AdamW moments, if there is
+  // a peer: fresh moments make its first updates several times too large.
+  if (r.bases.empty() && topology_.mode == Mode::kDecoupled) {
+    std::optional<uint32_t> peer;
+    for (uint32_t m = 0; m < learners_.size(); ++m)
+      if (m != r.learner && learners_[m].connected && learners_[m].steps > 0 &&
+          (!peer || learners_[m].steps > learners_[*peer].steps))
+        peer = m;
+    if (peer) {
+      const uint64_t request = next_request_++;
+      pending_moments_[request] = {r.learner, r.incarnation};
+      fx.sends.push_back({*peer, MomentsPull{request}});
+      fx.timers.push_back({SyncerEffects::TimerKind::kMoments, r.learner, request, kMomentsSeconds});
+      return;
+    }
   }
-  l.progress.assign(states_.size(), {});
-  for (size_t p = 0; p < states_.size(); ++p) l.progress[p].version = states_[p].version;
-  l.merged_base.assign(states_.size(), std::nullopt);
-  dropped_[r.learner] = false;
+  welcome(r.learner, r.incarnation, std::nullopt, now, fx);
+}
 
+void SyncerCore::adopt_bases(const Register& r, SteadyTime now, SyncerEffects& fx) {
+  const bool recovering = seconds_between(created_, now) < kRecoverySeconds;
+  for (const auto& base : r.bases) {
+    if (base.fragment >= states_.size()) continue;
+    FragmentState& s = states_[base.fragment];
+    if (base.version <= s.version) continue;
+    if (!recovering) {
+      fx.notes.push_back("learner " + std::to_string(r.learner) + " holds version " + std::to_string(base.version) +
+                         " of fragment " + std::to_string(base.fragment) + ", ahead of the syncer's " +
+                         std::to_string(s.version) + "; ignored outside recovery");
+      continue;
+    }
+    std::vector<float> values(fragments_[base.fragment].size);
+    if (Status st = decode_payload(base.values, values); !st.ok()) {
+      fx.notes.push_back("base of fragment " + std::to_string(base.fragment) + " from learner " +
+                         std::to_string(r.learner) + " ignored: " + std::string(st.message()));
+      continue;
+    }
+    // The newest version any learner adopted wins; momentum stays the
+    // checkpoint's (DESIGN section 6).
+    if (s.open) cancel_round(base.fragment, "the fragment was recovered at a newer version", fx);
+    s.answers.clear();
+    s.values = std::move(values);
+    s.version = base.version;
+    ++stats_.recovered_fragments;
+    fx.notes.push_back("recovered fragment " + std::to_string(base.fragment) + " at version " +
+                       std::to_string(base.version) + " from learner " + std::to_string(r.learner) + "'s base");
+    fx.to_all.push_back(broadcast_of(base.fragment));  // learners welcomed before move forward too
+  }
+}
+
+void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<OptimizerState> moments,
+                         SteadyTime now, SyncerEffects& fx) {
+  LearnerRecord& l = learners_[learner];
+  const bool resync = l.connected && l.incarnation == incarnation;
+  if (!resync) {
+    if (incarnation != l.incarnation || l.registrations == 0) {
+      l.past_steps += l.steps;
+      l.past_tokens += l.tokens;
+      l.steps = l.tokens = 0;
+    }
+    l.connected = true;
+    l.incarnation = incarnation;
+    ++l.registrations;
+    l.progress.assign(states_.size(), {});
+    for (size_t p = 0; p < states_.size(); ++p) l.progress[p].version = states_[p].version;
+    l.merged_base.assign(states_.size(), std::nullopt);
+    dropped_[learner] = false;
+    if (l.down_at) {
+      stats_.recovery_seconds.push_back(seconds_between(*l.down_at, now));
+      l.down_at.reset();
+    }
+  }
   Welcome w;
-  w.learner = r.learner;
-  w.incarnation = r.incarnation;
+  w.learner = learner;
+  w.incarnation = incarnation;
   w.topology = topology_;
   for (uint32_t p = 0; p < states_.size(); ++p) {
     Broadcast b = broadcast_of(p);
     w.fragments.push_back({p, b.version, std::move(b.values)});
   }
-  fx.sends.push_back({r.learner, std::move(w)});
-  fx.notes.push_back("learner " + std::to_string(r.learner) + " registered (incarnation " +
-                     std::to_string(r.incarnation) + ")");
+  if (moments) ++stats_.moments_handed;
+  w.moments = std::move(moments);
+  fx.sends.push_back({learner, std::move(w)});
+  if (!resync)
+    fx.notes.push_back("learner " + std::to_string(learner) + " registered (incarnation " +
+                       std::to_string(incarnation) + (w.moments ? ", with a peer's moments)" : ")"));
   if (topology_.mode != Mode::kDecoupled) return check_step(now, fx);
   for (uint32_t p = 0; p < states_.size(); ++p) check_due(p, now, fx);
+}
+
+void SyncerCore::on_moments(uint32_t learner, const Moments& m, SteadyTime now, SyncerEffects& fx) {
+  const auto it = pending_moments_.find(m.request);
+  if (it == pending_moments_.end()) return;  // answered after the timeout: the learner was welcomed already
+  const PendingWelcome pending = it->second;
+  pending_moments_.erase(it);
+  std::vector<float> check(layout().size());
+  std::optional<OptimizerState> moments = m.state;
+  if (!decode_payload(m.state.m, check).ok() || !decode_payload(m.state.v, check).ok()) {
+    fx.notes.push_back("moments from learner " + std::to_string(learner) + " do not fit the model; not used");
+    moments.reset();
+  }
+  welcome(pending.learner, pending.incarnation, std::move(moments), now, fx);
 }
 
 void SyncerCore::on_learner_down(uint32_t learner, SteadyTime now, SyncerEffects& fx) {
@@ -453,6 +555,14 @@ void SyncerCore::on_timer(const SyncerEffects::Timer& t, SteadyTime now, SyncerE
       check_step(now, fx);
     }
     return;
+  }
+  if (t.kind == SyncerEffects::TimerKind::kMoments) {
+    const auto it = pending_moments_.find(t.round);
+    if (it == pending_moments_.end()) return;
+    const PendingWelcome pending = it->second;
+    pending_moments_.erase(it);
+    fx.notes.push_back("no peer moments for learner " + std::to_string(pending.learner) + " in time");
+    return welcome(pending.learner, pending.incarnation, std::nullopt, now, fx);
   }
   if (t.id >= states_.size()) return;
   FragmentState& s = states_[t.id];

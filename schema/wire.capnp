@@ -15,6 +15,8 @@ struct Register {
   incarnation @1 :UInt64;   # grows with each restart of this learner id
   fingerprint @2 :UInt64;   # ParamLayout::fingerprint() of the learner's model
   token @3 :Data;           # cluster token (joins from another process)
+  bases @4 :List(FragmentValues);  # the global copies this learner adopted (empty when fresh):
+                                   # a restarted syncer recovers the newest from them
 }
 
 struct FragmentValues {
@@ -102,6 +104,17 @@ struct Reject {
   detail @2 :Text;
 }
 
+# syncer -> a healthy learner: "send me your AdamW moments" (for a restarted peer).
+struct MomentsPull {
+  request @0 :UInt64;
+}
+
+# learner -> syncer: the answer to a MomentsPull.
+struct Moments {
+  request @0 :UInt64;
+  state @1 :OptimizerState;
+}
+
 struct Envelope {
   union {
     register @0 :Register;
@@ -111,5 +124,7 @@ struct Envelope {
     broadcast @4 :Broadcast;
     progress @5 :Progress;
     reject @6 :Reject;
+    momentsPull @7 :MomentsPull;
+    moments @8 :Moments;
   }
 }

@@ -92,7 +92,7 @@ struct Fixture : test_coordinator_fixture<TestConfig> {
   size_t params = 0;
 
   explicit Fixture(Topology t = small_topology()) : topology(std::move(t)) {
-    syncer = spawn_syncer(sys, SyncerArgs{topology, directory, board, false, 0.0});
+    syncer = spawn_syncer(sys, SyncerArgs{topology, directory, board, false, 0.0, std::nullopt});
     for (size_t m = 0; m < topology.learners.size(); ++m) {
       auto box = std::make_shared<std::vector<Message>>();
       inbox.push_back(box);
@@ -131,7 +131,7 @@ struct Fixture : test_coordinator_fixture<TestConfig> {
     caf::send_as(learners[m], syncer, Packet{std::move(bytes)});
     consume_messages();
   }
-  void join(size_t m) { send(m, Register{uint32_t(m), 1, fingerprint(), ""}); }
+  void join(size_t m) { send(m, Register{uint32_t(m), 1, fingerprint(), "", {}}); }
   void progress(size_t m, uint64_t steps, uint64_t version = 0) {
     send(m, Progress{uint32_t(m), 1, steps, steps * 8, kStepSeconds, {{version, steps}}, 1.0f});
   }
@@ -139,6 +139,13 @@ struct Fixture : test_coordinator_fixture<TestConfig> {
   Push push(size_t m, uint64_t round, uint64_t base, uint64_t steps, uint64_t tokens, float v) const {
     return Push{uint32_t(m), 1, 0, round, base, steps, tokens, double(steps) * kStepSeconds, constant(v)};
   }
+
+  OptimizerState moments_of(float v) const {
+    return OptimizerState{100, encode_payload(Codec::kBf16, 0, std::vector<float>(params, v)),
+                          encode_payload(Codec::kBf16, 0, std::vector<float>(params, v * v))};
+  }
+  // A learner's base copy of the single fragment at `version`, all values `v`.
+  std::vector<FragmentValues> base_of(uint64_t version, float v) const { return {{0, version, constant(v)}}; }
 
   template <class T>
   std::vector<T> received(size_t m) const {
@@ -190,16 +197,17 @@ BOOST_AUTO_TEST_CASE(registration_welcomes_with_the_global_model_and_refuses_str
   BOOST_CHECK(values == theta0);
   BOOST_CHECK(w[0].topology == topology);
 
-  send(1, Register{7, 1, fingerprint(), ""});  // no learner 7 in this topology
-  send(1, Register{1, 1, fingerprint() ^ 1, ""});  // another model
-  send(0, Register{0, 1, fingerprint(), ""});  // already connected with this incarnation
+  send(1, Register{7, 1, fingerprint(), "", {}});      // no learner 7 in this topology
+  send(1, Register{1, 1, fingerprint() ^ 1, "", {}});  // another model
+  send(1, Register{0, 1, fingerprint(), "", {}});      // another actor claims connected learner 0
   auto r1 = received<Reject>(1);
-  BOOST_REQUIRE_EQUAL(r1.size(), 2u);
+  BOOST_REQUIRE_EQUAL(r1.size(), 3u);
   BOOST_CHECK(r1[0].reason == RejectReason::kUnknownLearner);
   BOOST_CHECK(r1[1].reason == RejectReason::kFingerprintMismatch);
-  auto r0 = received<Reject>(0);
-  BOOST_REQUIRE_EQUAL(r0.size(), 1u);
-  BOOST_CHECK(r0[0].reason == RejectReason::kDuplicateLearner);
+  BOOST_CHECK(r1[2].reason == RejectReason::kDuplicateLearner);
+  send(0, Register{0, 1, fingerprint(), "", {}});  // learner 0 itself, again: a resync
+  BOOST_CHECK(received<Reject>(0).empty());
+  BOOST_CHECK_EQUAL(received<Welcome>(0).size(), 2u);
 }
 
 BOOST_AUTO_TEST_CASE(a_round_falls_due_when_k_learners_did_h_steps_and_every_live_learner_is_pulled) {
@@ -341,8 +349,16 @@ BOOST_AUTO_TEST_CASE(a_learner_that_joins_mid_round_is_not_pulled_but_gets_the_b
   progress(0, 4);
   progress(1, 1);
   const uint64_t round = received<Pull>(0)[0].round;
-  join(2);  // adopted version 0 just now: nothing to contribute, nothing to pull
-  BOOST_CHECK(received<Pull>(2).empty());
+  join(2);  // fresh: its welcome waits for a peer's moments
+  BOOST_CHECK(received<Welcome>(2).empty());
+  auto asked = received<MomentsPull>(0);  // the peer with the most steps
+  BOOST_REQUIRE_EQUAL(asked.size(), 1u);
+  send(0, Moments{asked[0].request, moments_of(0.25f)});
+  auto w = received<Welcome>(2);
+  BOOST_REQUIRE_EQUAL(w.size(), 1u);
+  BOOST_REQUIRE(w[0].moments.has_value());
+  BOOST_CHECK(w[0].moments->m == moments_of(0.25f).m);
+  BOOST_CHECK(received<Pull>(2).empty());  // adopted version 0 just now: nothing to contribute, nothing to pull
   send(0, push(0, round, 0, 4, 32, 1.0f));
   send(1, push(1, round, 0, 1, 8, 1.0f));
   auto b = received<Broadcast>(2);
@@ -363,6 +379,52 @@ BOOST_AUTO_TEST_CASE(a_cancelled_round_does_not_reopen_without_progress) {
   BOOST_CHECK_EQUAL(stats().cancelled_rounds, 1u);
   progress(1, 4);  // due again: learner 1 is pulled afresh
   BOOST_CHECK_EQUAL(received<Pull>(1).size(), 2u);
+}
+
+BOOST_AUTO_TEST_CASE(without_a_peers_answer_a_restarted_learner_is_welcomed_after_a_timeout) {
+  join(0);
+  progress(0, 2);
+  join(1);
+  BOOST_REQUIRE_EQUAL(received<MomentsPull>(0).size(), 1u);  // learner 0 never answers
+  advance_time(1500ms);
+  consume_messages();
+  BOOST_CHECK(received<Welcome>(1).empty());
+  advance_time(600ms);  // past the 2 s the welcome may wait
+  consume_messages();
+  auto w = received<Welcome>(1);
+  BOOST_REQUIRE_EQUAL(w.size(), 1u);
+  BOOST_CHECK(!w[0].moments.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_restarted_syncer_takes_the_newest_base_a_learner_adopted) {
+  // This syncer has just started (version 0); learners come back with the
+  // versions they adopted from the syncer before it.
+  send(0, Register{0, 1, fingerprint(), "", base_of(7, 0.5f)});
+  send(1, Register{1, 1, fingerprint(), "", base_of(9, 0.75f)});
+  send(2, Register{2, 1, fingerprint(), "", base_of(8, 0.6f)});
+  auto w2 = received<Welcome>(2);
+  BOOST_REQUIRE_EQUAL(w2.size(), 1u);
+  BOOST_CHECK_EQUAL(w2[0].fragments[0].version, 9u);  // not 0, not 8: no adopted version is lost
+  std::vector<float> values(params);
+  BOOST_REQUIRE(decode_payload(w2[0].fragments[0].values, values).ok());
+  BOOST_CHECK_EQUAL(values[0], 0.75f);
+  // Learner 0, welcomed at 7, is moved forward to 9 by a broadcast.
+  auto b0 = received<Broadcast>(0);
+  BOOST_REQUIRE(!b0.empty());
+  BOOST_CHECK_EQUAL(b0.back().version, 9u);
+  BOOST_CHECK_EQUAL(stats().recovered_fragments, 2u);  // 7, then 9
+}
+
+BOOST_AUTO_TEST_CASE(outside_recovery_a_base_ahead_of_the_syncer_is_ignored) {
+  join(0);
+  advance_time(std::chrono::seconds(11));  // past the recovery window
+  consume_messages();
+  send(1, Register{1, 1, fingerprint(), "", base_of(50, 9.0f)});
+  auto w = received<Welcome>(1);
+  BOOST_REQUIRE_EQUAL(w.size(), 1u);
+  BOOST_CHECK_EQUAL(w[0].fragments[0].version, 0u);  // the syncer's own, not the learner's claim
+  BOOST_CHECK(received<Broadcast>(0).empty());
+  BOOST_CHECK_EQUAL(stats().recovered_fragments, 0u);
 }
 
 BOOST_AUTO_TEST_CASE(unasked_pushes_count_as_answers_and_their_learners_are_not_pulled) {

@@ -39,7 +39,9 @@ std::vector<Message> one_of_each() {
   Welcome w;
   w.fragments = {{0, 3, values}};
   w.moments = OptimizerState{5, values, values};
-  return {Register{1, 2, 3, "token"},
+  return {Register{1, 2, 3, "token", {{0, 3, values}}},
+          MomentsPull{5},
+          Moments{5, OptimizerState{9, values, values}},
           w,
           Pull{1, 9},
           Push{1, 2, 0, 9, 3, 24, 1536, 0.03, encode_payload(Codec::kInt4, 64, testing::random_vector(40, 2))},

@@ -39,13 +39,16 @@ CAF_BEGIN_TYPE_ID_BLOCK(atoll, caf::first_custom_type_id)
   CAF_ADD_ATOM(atoll, atl, step_failed_atom, "stepfailed")
   // learner -> itself: start the next step (after a slow learner's delay)
   CAF_ADD_ATOM(atoll, atl, next_step_atom, "nextstep")
-  // learner -> itself: look for the syncer again
+  // learner -> itself: look for the syncer again; (resync, steps): still
+  // blocked since that many steps, register again
   CAF_ADD_ATOM(atoll, atl, lookup_atom, "lookup")
+  CAF_ADD_ATOM(atoll, atl, resync_atom, "resync")
   // syncer -> itself: (grace, fragment, round), (quorum, fragment, round) and
   // (reconfig, learner, failures) timers
   CAF_ADD_ATOM(atoll, atl, grace_atom, "grace")
   CAF_ADD_ATOM(atoll, atl, quorum_atom, "quorum")
   CAF_ADD_ATOM(atoll, atl, reconfig_atom, "reconfig")
+  CAF_ADD_ATOM(atoll, atl, moments_atom, "moments")
   // periodic housekeeping (metrics, checkpoints)
   CAF_ADD_ATOM(atoll, atl, tick_atom, "tick")
   // syncer -> checkpointer: (save, Packet file) ; (load, fingerprint) -> Packet file or empty

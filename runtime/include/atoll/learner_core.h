@@ -34,12 +34,20 @@ class LearnerCore {
   const Topology& topology() const { return job_->topology(); }
   const LearnerSpec& spec() const { return topology().learners[id_]; }
 
+  // Carries the learner's bases once it has some: a restarted syncer recovers
+  // the newest global version from them.
   Register make_register(std::string token) const;
 
-  // Adopts the global model: every fragment's values and version become the
-  // replica and its bases; takes the peer's AdamW moments when there are some.
-  // Fails (leaving the learner unwelcomed) on a shape or version mismatch.
+  // Adopts the global model. The first welcome sets every fragment's values,
+  // version and base, and the peer's AdamW moments when there are some. A
+  // later one (after the syncer restarted, or a resync) adopts only fragments
+  // at a newer version, keeps the progress of those at the same version (and
+  // lets them be pushed again), and never goes back to an older version.
+  // Fails, changing nothing, on a shape or decode error.
   Status welcome(const Welcome& welcome);
+
+  // This learner's AdamW state for a restarted peer (bf16: 2 x 2 bytes per parameter).
+  Moments moments_for(const MomentsPull& pull) const;
   bool welcomed() const { return welcomed_; }
 
   struct StepResult {
@@ -78,6 +86,8 @@ class LearnerCore {
   // fragment's next version has not arrived; the learner must not step.
   bool blocked() const;
 
+  // Welcomes that offered an older version than the one held (and were not followed).
+  uint64_t regressions_refused() const { return regressions_refused_; }
   uint64_t steps() const { return steps_; }
   uint64_t tokens() const { return tokens_; }
   double loss_ema() const { return loss_ema_; }
@@ -111,6 +121,7 @@ class LearnerCore {
   std::vector<float> params_, grads_;
   std::vector<Track> tracks_;
   bool welcomed_ = false;
+  uint64_t regressions_refused_ = 0;
   uint64_t steps_ = 0, tokens_ = 0;
   int64_t last_tokens_ = 0;
   double last_seconds_ = 0.0;

@@ -20,19 +20,20 @@
 
 namespace atl {
 
-struct Register {
-  uint32_t learner = 0;
-  uint64_t incarnation = 0;
-  uint64_t fingerprint = 0;
-  std::string token;
-  friend bool operator==(const Register&, const Register&) = default;
-};
-
 struct FragmentValues {
   uint32_t fragment = 0;
   uint64_t version = 0;
   Payload values;
   friend bool operator==(const FragmentValues&, const FragmentValues&) = default;
+};
+
+struct Register {
+  uint32_t learner = 0;
+  uint64_t incarnation = 0;
+  uint64_t fingerprint = 0;
+  std::string token;
+  std::vector<FragmentValues> bases;  // adopted global copies; empty when fresh
+  friend bool operator==(const Register&, const Register&) = default;
 };
 
 struct OptimizerState {
@@ -115,20 +116,34 @@ struct Reject {
   friend bool operator==(const Reject&, const Reject&) = default;
 };
 
-using Message = std::variant<Register, Welcome, Pull, Push, Broadcast, Progress, Reject>;
+struct MomentsPull {
+  uint64_t request = 0;
+  friend bool operator==(const MomentsPull&, const MomentsPull&) = default;
+};
+
+struct Moments {
+  uint64_t request = 0;
+  OptimizerState state;
+  friend bool operator==(const Moments&, const Moments&) = default;
+};
+
+using Message = std::variant<Register, Welcome, Pull, Push, Broadcast, Progress, Reject, MomentsPull, Moments>;
 
 // "register", "welcome", ...
 const char* message_name(const Message& message);
 
-// The serialized Cap'n Proto Envelope (a flat array of 8-byte words).
+// The serialized Cap'n Proto Envelope (a flat array of 8-byte words) followed
+// by an 8-byte trailer: the CRC32C of the envelope and the magic "ATL1", so
+// that a message corrupted on its way is refused, whichever byte was hit.
 std::vector<uint8_t> encode_message(const Message& message);
 
 // Messages larger than this are refused before parsing (256 MiB).
 inline constexpr size_t kDefaultMaxMessageBytes = size_t{256} << 20;
 
 // Parses an Envelope. Fails with OutOfRange above max_bytes and with
-// Corruption on anything malformed: bad framing, pointers out of bounds, an
-// unknown enum value or union member, a topology that does not validate.
+// Corruption on anything malformed: a missing trailer or a checksum mismatch,
+// bad framing, pointers out of bounds, an unknown enum value or union member,
+// a topology that does not validate.
 Result<Message> decode_message(std::span<const uint8_t> bytes,
                                size_t max_bytes = kDefaultMaxMessageBytes);
 

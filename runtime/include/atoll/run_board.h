@@ -40,8 +40,10 @@ class RunBoard {
   void publish(const LiveMetrics& m);
   LiveMetrics live() const;
 
-  // The syncer's final word: statistics, learner records, versions.
+  // The syncer's latest word (published every tick and at the end):
+  // statistics, learner records, versions. A restarted syncer continues from it.
   struct Final {
+    bool valid = false;
     SyncerStats stats;
     std::vector<LearnerRecord> learners;
     std::vector<uint64_t> versions;
@@ -49,6 +51,14 @@ class RunBoard {
   };
   void publish_final(Final f);
   Final final_state() const;
+
+  // Learners: a restarted learner's time from its start to its welcome; the
+  // versions they adopted; welcomes they refused because they were older.
+  void note_reintegration(double seconds);
+  std::vector<double> reintegrations() const;
+  void note_adopted(uint32_t fragment, uint64_t version);
+  std::vector<uint64_t> max_adopted() const;  // per fragment
+  std::atomic<uint64_t> regressions_refused{0};
 
   void note_restart(const std::string& child);
   void note_gave_up(const std::string& child);
@@ -68,6 +78,8 @@ class RunBoard {
   LiveMetrics live_;
   Final final_;
   std::map<std::string, uint64_t> restarts_;
+  std::vector<double> reintegrations_;
+  std::vector<uint64_t> max_adopted_;
   std::vector<std::string> gave_up_;
   bool finished_ = false;
 };

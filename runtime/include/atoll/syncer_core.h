@@ -64,11 +64,13 @@ struct SyncerEffects {
     kGrace,        // the grace window of a round ends
     kQuorum,       // a round still without quorum gives up and pulls again
     kReconfigure,  // elastic_dp: a failed learner leaves the group
+    kMoments,      // a restarted learner is welcomed without a peer's moments
   };
   struct Timer {
     TimerKind kind;
-    uint32_t id;     // fragment (grace, quorum) or learner (reconfigure)
-    uint64_t round;  // grace, quorum: the round; reconfigure: the learner's failure count
+    uint32_t id;     // fragment (grace, quorum) or learner (reconfigure, moments)
+    uint64_t round;  // grace, quorum: the round; reconfigure: the learner's failure count;
+                     // moments: the request
     double seconds;  // from now
   };
   std::vector<Send> sends;
@@ -109,7 +111,9 @@ struct SyncerStats {
   double grace_wait_sum = 0.0;     // seconds from quorum to close, summed over rounds
   double good_seconds = 0.0;       // learner step time whose progress was merged
   std::vector<double> round_ends;  // seconds since the core started, one per round
-  std::vector<double> reintegration_seconds;  // from a learner's failure to its next welcome
+  std::vector<double> recovery_seconds;  // from a learner's failure (seen) to its next welcome
+  uint64_t recovered_fragments = 0;     // fragments a restarted syncer took from a learner's base
+  uint64_t moments_handed = 0;          // restarted learners welcomed with a peer's AdamW moments
 
   double quorum_mean() const { return rounds ? quorum_sum / double(rounds) : 0.0; }
   double grace_wait_mean() const { return rounds ? grace_wait_sum / double(rounds) : 0.0; }
@@ -118,14 +122,30 @@ struct SyncerStats {
 class SyncerCore {
  public:
   // Builds the model's layout, fragments and initial Theta from the topology.
-  static Result<std::unique_ptr<SyncerCore>> create(const Topology& topology, SteadyTime now);
+  // `started`: when the run started (the time base of round_ends and goodput).
+  static Result<std::unique_ptr<SyncerCore>> create(const Topology& topology, SteadyTime now,
+                                                    std::optional<SteadyTime> started = std::nullopt);
+
+  // Continues the statistics of the syncer this one replaces (in-process
+  // restarts): counters, round history, learners' past tokens. Connections
+  // are not inherited: learners register again.
+  void continue_from(const SyncerStats& stats, const std::vector<LearnerRecord>& learners);
+
+  // A restarted syncer accepts learners' base copies newer than its own
+  // versions for this long after it starts (DESIGN section 6); afterwards a
+  // base ahead of the syncer is refused.
+  static constexpr double kRecoverySeconds = 10.0;
+  static constexpr double kMomentsSeconds = 2.0;  // how long a welcome waits for a peer's moments
 
   // Takes Theta, momentum and versions from a checkpoint. Fails, changing
   // nothing, if it belongs to another model or fragment plan.
   Status restore(const CheckpointState& state);
   CheckpointState checkpoint(int64_t unix_ms) const;
 
-  void on_register(const Register& reg, SteadyTime now, SyncerEffects& fx);
+  // `same_actor`: the actor that registered this learner id before sends it
+  // again (a resync after lost messages), rather than a new actor.
+  void on_register(const Register& reg, bool same_actor, SteadyTime now, SyncerEffects& fx);
+  void on_moments(uint32_t learner, const Moments& moments, SteadyTime now, SyncerEffects& fx);
   void on_progress(const Progress& progress, SteadyTime now, SyncerEffects& fx);
   void on_push(const Push& push, SteadyTime now, SyncerEffects& fx);
   void on_timer(const SyncerEffects::Timer& timer, SteadyTime now, SyncerEffects& fx);
@@ -168,7 +188,19 @@ class SyncerCore {
   };
 
   SyncerCore(const Topology& topology, std::unique_ptr<Model> model, std::vector<Fragment> fragments,
-             SteadyTime now);
+             SteadyTime now, SteadyTime started);
+
+  // Registration, split: adopt newer bases (recovery), then welcome now or
+  // after a peer's moments arrive.
+  void adopt_bases(const Register& r, SteadyTime now, SyncerEffects& fx);
+  void welcome(uint32_t learner, uint64_t incarnation, std::optional<OptimizerState> moments, SteadyTime now,
+               SyncerEffects& fx);
+  struct PendingWelcome {
+    uint32_t learner;
+    uint64_t incarnation;
+  };
+  std::map<uint64_t, PendingWelcome> pending_moments_;  // by request
+  uint64_t next_request_ = 1;
 
   bool current(uint32_t learner, uint64_t incarnation) const;
   int connected_count() const;
@@ -197,7 +229,8 @@ class SyncerCore {
   std::vector<bool> dropped_;  // elastic_dp: left the group after a failure
   std::unique_ptr<AdamW> dp_optimizer_;
   uint64_t next_round_ = 1;
-  SteadyTime start_;
+  SteadyTime created_;  // this syncer's start (recovery window)
+  SteadyTime start_;    // the run's start (time base of statistics)
   SyncerStats stats_;
 };
 
