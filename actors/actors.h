@@ -21,6 +21,8 @@
 
 #include "atoll/checkpoint.h"
 #include "atoll/compute_pool.h"
+#include "atoll/event_tape.h"
+#include "atoll/message_faults.h"
 #include "atoll/job.h"
 #include "atoll/run_board.h"
 #include "atoll/topology.h"
@@ -39,6 +41,8 @@ struct SyncerArgs {
   double tick_seconds = 0.1;
   // When the run started: statistics keep this time base across restarts.
   std::optional<std::chrono::steady_clock::time_point> run_started;
+  std::shared_ptr<MessageFaults> faults;  // the send path's interposition point (null: none)
+  std::shared_ptr<EventTape> tape;        // recoveries observed (null: none)
 };
 caf::actor spawn_syncer(caf::actor_system& sys, SyncerArgs args);
 
@@ -49,6 +53,7 @@ struct LearnerArgs {
   std::shared_ptr<Directory> directory;
   ComputePool* pool = nullptr;  // outlives every learner; slot = id
   std::shared_ptr<RunBoard> board;  // re-integration times, adopted versions
+  std::shared_ptr<MessageFaults> faults;  // the send path's interposition point (null: none)
 };
 caf::actor spawn_learner(caf::actor_system& sys, LearnerArgs args);
 
@@ -78,6 +83,9 @@ struct SupervisorSpec {
   double backoff_max = 2.0;
   std::vector<ChildSpec> children;
   std::shared_ptr<RunBoard> board;
+  std::shared_ptr<EventTape> tape;  // restarts are recorded here (null: none)
+  // Extra seconds to wait before restarting a child (a fault's recovery time).
+  std::function<double(const std::string& child)> restart_hold;
 };
 caf::actor spawn_supervisor(caf::actor_system& sys, SupervisorSpec spec);
 

@@ -40,6 +40,8 @@ struct LearnerState {
   caf::actor_clock::time_point started;  // of this incarnation (re-integration time)
   bool reintegrated = false;             // welcomed once
   bool resync_armed = false;
+  caf::actor_clock::time_point stalled_until, slow_until;  // injected faults
+  double slow_factor = 1.0;
 };
 using LearnerActor = caf::stateful_actor<LearnerState>;
 
@@ -47,8 +49,21 @@ std::string who(const LearnerActor* self) {
   return "learner " + std::to_string(self->state.args.id) + "." + std::to_string(self->state.args.incarnation);
 }
 
+caf::timespan span(double seconds) {
+  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(seconds));
+}
+
 void send_to_syncer(LearnerActor* self, const Message& m) {
-  if (self->state.syncer) self->send(self->state.syncer, Packet{encode_message(m)});
+  auto& st = self->state;
+  if (!st.syncer) return;
+  if (!st.args.faults || !st.args.faults->active()) {
+    self->send(st.syncer, Packet{encode_message(m)});
+    return;
+  }
+  for (auto& d : st.args.faults->route(st.args.id, encode_message(m), self->clock().now())) {
+    if (d.delay_seconds <= 0) self->send(st.syncer, Packet{std::move(d.bytes)});
+    else self->delayed_send(st.syncer, span(d.delay_seconds), Packet{std::move(d.bytes)});
+  }
 }
 
 void resync(LearnerActor* self);
@@ -60,6 +75,11 @@ void try_step(LearnerActor* self) {
     self->delayed_send(self, kResyncAfter, resync_atom_v, st.core->steps());
   }
   if (st.computing || st.delaying || !st.core->welcomed() || st.core->blocked()) return;
+  if (const auto now = self->clock().now(); now < st.stalled_until) {  // an injected stall
+    st.delaying = true;
+    self->delayed_send(self, st.stalled_until - now, next_step_atom_v);
+    return;
+  }
   st.computing = true;
   st.step_started = self->clock().now();
   st.args.pool->submit(static_cast<int>(st.args.id), [core = st.core, me = caf::actor_cast<caf::actor>(self)] {
@@ -182,7 +202,8 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
         // A learner of speed s takes 1/s times as long per step as a speed-1
         // learner on the same machine: its wall time (queueing for a core
         // included), stretched by the extra delay before its next step.
-        const double speed = st.core->spec().speed;
+        const double slow = self->clock().now() < st.slow_until ? st.slow_factor : 1.0;  // an injected slowdown
+        const double speed = st.core->spec().speed / slow;
         const double wall = std::chrono::duration<double>(self->clock().now() - st.step_started).count();
         const double extra = speed < 1.0 ? wall * (1.0 / speed - 1.0) : 0.0;
         st.core->finish_step({static_cast<float>(loss), tokens, compute}, wall + extra);
@@ -197,8 +218,7 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
         }
         if (extra > 1e-6) {
           st.delaying = true;
-          self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(extra)),
-                             next_step_atom_v);
+          self->delayed_send(self, span(extra), next_step_atom_v);
           return;
         }
         try_step(self);
@@ -218,6 +238,16 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
           resync(self);
         }
         try_step(self);
+      },
+      [self](crash_atom) {
+        throw std::runtime_error("crash injected by the chaos plan");  // ends this learner as a bug would
+      },
+      [self](stall_atom, double seconds) {
+        self->state.stalled_until = self->clock().now() + span(seconds);
+      },
+      [self](slow_atom, double factor, double seconds) {
+        self->state.slow_factor = std::max(1.0, factor);
+        self->state.slow_until = self->clock().now() + span(seconds);
       },
       [self](step_failed_atom, std::string& what) {
         log_error(who(self) + ": inner step failed: " + what);

@@ -9,6 +9,7 @@
 #include <ctime>
 
 #include "actors.h"
+#include "run_hooks.h"
 #include "atoll/atoms.h"
 #include "atoll/log.h"
 #include "atoll/syncer_core.h"
@@ -72,7 +73,9 @@ Run::~Run() {
   if (impl_ && !impl_->waited) impl_->shut_down();
 }
 
-Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions options) {
+Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions options, const RunHooks* hooks) {
+  const RunHooks none;
+  const RunHooks& h = hooks ? *hooks : none;
   ATOLL_RETURN_IF_ERROR(validate(topology));
   // Build the syncer's core once here, so that a topology the model cannot
   // satisfy fails now, with its reason, rather than in a restart loop.
@@ -104,6 +107,8 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
     spec.max_restarts = options.max_restarts;
     spec.window_seconds = options.restart_window_seconds;
     spec.board = impl->board;
+    spec.tape = h.tape;
+    spec.restart_hold = h.restart_hold;
     return spec;
   };
   impl->started = Clock::now();
@@ -114,9 +119,9 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
                                                     caf::actor_system& s, uint64_t) {
                                   return spawn_checkpointer(s, store, dir, board);
                                 }});
-  syncers.children.push_back({"syncer", [t = topology, dir = impl->directory, board = impl->board, started](
-                                            caf::actor_system& s, uint64_t) {
-                                return spawn_syncer(s, SyncerArgs{t, dir, board, true, 0.1, started});
+  syncers.children.push_back({"syncer", [t = topology, dir = impl->directory, board = impl->board, started,
+                                         faults = h.message_faults, tape = h.tape](caf::actor_system& s, uint64_t) {
+                                return spawn_syncer(s, SyncerArgs{t, dir, board, true, 0.1, started, faults, tape});
                               }});
 
   SupervisorSpec learners = supervisor_spec("learner supervisor", SupervisorSpec::Strategy::kOneForOne);
@@ -125,9 +130,10 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
     // itself is restarted: the syncer tells incarnations apart by number.
     auto incarnations = std::make_shared<std::atomic<uint64_t>>(0);
     learners.children.push_back({Directory::learner(id), [id, job = impl->job, dir = impl->directory,
-                                                          pool = impl->pool.get(), incarnations,
-                                                          board = impl->board](caf::actor_system& s, uint64_t) {
-                                   return spawn_learner(s, LearnerArgs{id, ++*incarnations, job, dir, pool, board});
+                                                          pool = impl->pool.get(), incarnations, board = impl->board,
+                                                          faults = h.message_faults](caf::actor_system& s, uint64_t) {
+                                   return spawn_learner(s,
+                                                        LearnerArgs{id, ++*incarnations, job, dir, pool, board, faults});
                                  }});
   }
 
@@ -138,6 +144,9 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
   root.children.push_back({"learner supervisor", [learners](caf::actor_system& s, uint64_t) {
                              return spawn_supervisor(s, learners);
                            }});
+  const RunContext context{topology, impl->directory, impl->board, started};
+  for (const auto& [name, spawn] : h.children)
+    root.children.push_back({name, [spawn, context](caf::actor_system& s, uint64_t) { return spawn(s, context); }});
   impl->root = spawn_supervisor(sys, std::move(root));
   log_info("run started: " + std::to_string(m) + " learners, " + mode_name(topology.mode) + ", " +
            impl->job->description() + (store ? ", checkpoints in " + impl->checkpoint_dir : ""));

@@ -109,8 +109,9 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
           st.stopped_on_purpose.insert(st.children[j].address());
           self->send_exit(st.children[j], caf::exit_reason::kill);
         }
-    const double backoff = std::min(st.spec.backoff_max,
-                                    st.spec.backoff_initial * std::pow(2.0, static_cast<double>(recent.size() - 1)));
+    double backoff = std::min(st.spec.backoff_max,
+                              st.spec.backoff_initial * std::pow(2.0, static_cast<double>(recent.size() - 1)));
+    if (st.spec.restart_hold) backoff = std::max(backoff, st.spec.restart_hold(name));  // a fault's recovery time
     st.pending.insert(i);
     self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(backoff)),
                        restart_atom_v, static_cast<uint64_t>(i));
@@ -124,6 +125,10 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
         if (i >= st.children.size() || st.gave_up[i] || st.children[i]) return;
         start_from(self, i);
         if (st.spec.board) st.spec.board->note_restart(st.spec.children[i].name);
+        if (st.spec.tape)
+          st.spec.tape->record("recovered", {{"what", std::string("restart")},
+                                             {"child", st.spec.children[i].name},
+                                             {"incarnation", static_cast<int64_t>(st.incarnations[i])}});
         log_info(st.spec.name + ": restarted " + st.spec.children[i].name + " (incarnation " +
                  std::to_string(st.incarnations[i]) + ")");
       },

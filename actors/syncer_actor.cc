@@ -44,10 +44,18 @@ caf::timespan seconds(double s) {
   return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(std::clamp(s, 0.0, 86400.0)));
 }
 
-void send_packet(SyncerActor* self, const caf::actor& to, const Packet& p) {
+void send_packet(SyncerActor* self, uint32_t learner, const caf::actor& to, const Packet& p) {
   if (!to) return;
-  self->state.args.board->bytes_down += p.bytes.size();
-  self->send(to, p);
+  auto& st = self->state;
+  st.args.board->bytes_down += p.bytes.size();
+  if (!st.args.faults || !st.args.faults->active()) {
+    self->send(to, p);
+    return;
+  }
+  for (auto& d : st.args.faults->route(learner, p.bytes, self->clock().now())) {
+    if (d.delay_seconds <= 0) self->send(to, Packet{std::move(d.bytes)});
+    else self->delayed_send(to, seconds(d.delay_seconds), Packet{std::move(d.bytes)});
+  }
 }
 
 // `sender` receives what the core addresses to `sender_id` (a registering
@@ -59,12 +67,12 @@ void carry_out(SyncerActor* self, SyncerEffects& fx, const caf::actor* sender = 
     caf::actor to;
     if (sender && s.learner == sender_id) to = *sender;
     else if (s.learner < st.learners.size()) to = st.learners[s.learner];
-    send_packet(self, to, Packet{encode_message(s.message)});
+    send_packet(self, s.learner, to, Packet{encode_message(s.message)});
   }
   for (auto& m : fx.to_all) {
     const Packet p{encode_message(m)};
     for (uint32_t id = 0; id < st.learners.size(); ++id)
-      if (st.core->learners()[id].connected) send_packet(self, st.learners[id], p);
+      if (st.core->learners()[id].connected) send_packet(self, id, st.learners[id], p);
   }
   for (const auto& t : fx.timers) {
     switch (t.kind) {
@@ -83,6 +91,12 @@ void carry_out(SyncerActor* self, SyncerEffects& fx, const caf::actor* sender = 
     }
   }
   for (const auto& n : fx.notes) log_info("syncer: " + n);
+  if (st.args.tape)
+    for (const auto& e : fx.events)
+      st.args.tape->record("recovered", {{"what", e.what},
+                                         {"learner", int64_t{e.learner}},
+                                         {"incarnation", static_cast<int64_t>(e.incarnation)},
+                                         {"seconds", e.seconds}});
   fx = {};
 }
 

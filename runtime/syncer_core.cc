@@ -153,8 +153,12 @@ int SyncerCore::connected_count() const {
 }
 
 int SyncerCore::effective_quorum() const {
-  // Dead learners leave the set a round waits for, or K = M would hang.
-  return std::max(1, std::min(topology_.outer.quorum, connected_count()));
+  // Failed learners that are not back leave the set a round waits for, or
+  // K = M would hang; learners still joining (or being welcomed) do not.
+  int failed = 0;
+  for (const auto& l : learners_) failed += (!l.connected && l.down_at) ? 1 : 0;
+  const int live = static_cast<int>(learners_.size()) - failed;
+  return std::max(1, std::min(topology_.outer.quorum, live));
 }
 
 double SyncerCore::slowest_step_seconds() const {
@@ -191,9 +195,10 @@ void SyncerCore::on_register(const Register& r, bool same_actor, SteadyTime now,
   for (const auto& [request, p] : pending_moments_)
     if (p.learner == r.learner && p.incarnation == r.incarnation) return;  // a retry while we ask a peer
   adopt_bases(r, now, fx);
-  // A fresh learner starts with a healthy peer's AdamW moments, if there is
-  // a peer: fresh moments make its first updates several times too large.
-  if (r.bases.empty() && topology_.mode == Mode::kDecoupled) {
+  // A restarted learner starts with a healthy peer's AdamW moments, if there
+  // is a peer: fresh moments make its first updates several times too large.
+  // (At the start of a run every learner is fresh alike.)
+  if (r.bases.empty() && r.incarnation > 1 && topology_.mode == Mode::kDecoupled) {
     std::optional<uint32_t> peer;
     for (uint32_t m = 0; m < learners_.size(); ++m)
       if (m != r.learner && learners_[m].connected && learners_[m].steps > 0 &&
@@ -259,7 +264,10 @@ void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<O
     l.merged_base.assign(states_.size(), std::nullopt);
     dropped_[learner] = false;
     if (l.down_at) {
-      stats_.recovery_seconds.push_back(seconds_between(*l.down_at, now));
+      const double recovery = seconds_between(*l.down_at, now);
+      stats_.recovery_seconds.push_back(recovery);
+      fx.events.push_back({"registration", learner, incarnation, recovery});
+      l.awaiting_first_merge = now;
       l.down_at.reset();
     }
   }
@@ -539,8 +547,13 @@ void SyncerCore::close_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
   stats_.good_seconds += good * static_cast<double>(fragments_[p].size) / static_cast<double>(layout().size());
   stats_.round_ends.push_back(elapsed(now));
   for (const auto& [m, base] : who) {
-    ++learners_[m].merged;
-    if (p < learners_[m].merged_base.size()) learners_[m].merged_base[p] = base;
+    LearnerRecord& l = learners_[m];
+    ++l.merged;
+    if (p < l.merged_base.size()) l.merged_base[p] = base;
+    if (l.awaiting_first_merge) {
+      fx.events.push_back({"first_merge", m, l.incarnation, seconds_between(*l.awaiting_first_merge, now)});
+      l.awaiting_first_merge.reset();
+    }
   }
   fx.to_all.push_back(broadcast_of(p));
 }
@@ -618,7 +631,14 @@ void SyncerCore::check_step(SteadyTime now, SyncerEffects& fx) {
   stats_.quorum_sum += static_cast<double>(cs.size());
   stats_.good_seconds += good;
   stats_.round_ends.push_back(elapsed(now));
-  for (const auto& [m, a] : s.answers) ++learners_[m].merged;
+  for (const auto& [m, a] : s.answers) {
+    LearnerRecord& l = learners_[m];
+    ++l.merged;
+    if (l.awaiting_first_merge) {
+      fx.events.push_back({"first_merge", m, l.incarnation, seconds_between(*l.awaiting_first_merge, now)});
+      l.awaiting_first_merge.reset();
+    }
+  }
   s.answers.clear();
   fx.to_all.push_back(broadcast_of(0));
 }

@@ -92,7 +92,13 @@ struct Fixture : test_coordinator_fixture<TestConfig> {
   size_t params = 0;
 
   explicit Fixture(Topology t = small_topology()) : topology(std::move(t)) {
-    syncer = spawn_syncer(sys, SyncerArgs{topology, directory, board, false, 0.0, std::nullopt});
+    SyncerArgs args;
+    args.topology = topology;
+    args.directory = directory;
+    args.board = board;
+    args.use_checkpointer = false;
+    args.tick_seconds = 0.0;  // no periodic timer: the deterministic scheduler must run dry
+    syncer = spawn_syncer(sys, args);
     for (size_t m = 0; m < topology.learners.size(); ++m) {
       auto box = std::make_shared<std::vector<Message>>();
       inbox.push_back(box);
@@ -343,13 +349,21 @@ BOOST_AUTO_TEST_CASE(malformed_pushes_are_refused_counted_and_never_reach_theta)
   expect_theta(b[0], (1.0f + kMu) * kEta);
 }
 
+BOOST_AUTO_TEST_CASE(at_the_start_every_learner_is_welcomed_without_waiting_for_moments) {
+  join(0);
+  progress(0, 2);
+  join(1);  // incarnation 1: fresh like everyone at the start
+  BOOST_CHECK(received<MomentsPull>(0).empty());
+  BOOST_CHECK_EQUAL(received<Welcome>(1).size(), 1u);
+}
+
 BOOST_AUTO_TEST_CASE(a_learner_that_joins_mid_round_is_not_pulled_but_gets_the_broadcast) {
   join(0);
   join(1);
   progress(0, 4);
   progress(1, 1);
   const uint64_t round = received<Pull>(0)[0].round;
-  join(2);  // fresh: its welcome waits for a peer's moments
+  send(2, Register{2, 2, fingerprint(), "", {}});  // restarted: its welcome waits for a peer's moments
   BOOST_CHECK(received<Welcome>(2).empty());
   auto asked = received<MomentsPull>(0);  // the peer with the most steps
   BOOST_REQUIRE_EQUAL(asked.size(), 1u);
@@ -384,7 +398,7 @@ BOOST_AUTO_TEST_CASE(a_cancelled_round_does_not_reopen_without_progress) {
 BOOST_AUTO_TEST_CASE(without_a_peers_answer_a_restarted_learner_is_welcomed_after_a_timeout) {
   join(0);
   progress(0, 2);
-  join(1);
+  send(1, Register{1, 2, fingerprint(), "", {}});  // a restarted learner
   BOOST_REQUIRE_EQUAL(received<MomentsPull>(0).size(), 1u);  // learner 0 never answers
   advance_time(1500ms);
   consume_messages();

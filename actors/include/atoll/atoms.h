@@ -58,6 +58,14 @@ CAF_BEGIN_TYPE_ID_BLOCK(atoll, caf::first_custom_type_id)
   CAF_ADD_ATOM(atoll, atl, snapshot_atom, "snapshot")
   // supervisor -> itself: (restart, child)
   CAF_ADD_ATOM(atoll, atl, restart_atom, "restart")
+  // chaos -> learner: (crash) throws; (stall, seconds) no step for that long;
+  // (slow, factor, seconds) steps take factor times as long for that long
+  CAF_ADD_ATOM(atoll, atl, crash_atom, "crash")
+  CAF_ADD_ATOM(atoll, atl, stall_atom, "stall")
+  CAF_ADD_ATOM(atoll, atl, slow_atom, "slow")
+  // chaos -> itself: (fault, index) a planned fault is due; (poll) check step triggers
+  CAF_ADD_ATOM(atoll, atl, fault_atom, "fault")
+  CAF_ADD_ATOM(atoll, atl, poll_atom, "poll")
 CAF_END_TYPE_ID_BLOCK(atoll)
 
 namespace atl {

@@ -24,6 +24,8 @@
 
 namespace atl {
 
+struct RunHooks;  // for layers above the actors (chaos/); see actors/run_hooks.h
+
 struct RunOptions {
   // Where scripts/setup unpacked the data sets. Empty: $ATOLL_DATA_DIR, else ./data.
   std::string data_root;
@@ -47,7 +49,8 @@ class Run {
   // Loads the data, checks the topology against the model, and starts every
   // actor. Fails with a message naming the problem (a missing data set, a
   // fragment count the model cannot fill, ...).
-  static Result<std::unique_ptr<Run>> start(const Topology& topology, RunOptions options = {});
+  static Result<std::unique_ptr<Run>> start(const Topology& topology, RunOptions options = {},
+                                            const RunHooks* hooks = nullptr);
 
   ~Run();  // stops the run if wait() was not called
   Run(const Run&) = delete;

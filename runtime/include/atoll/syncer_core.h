@@ -11,7 +11,8 @@
 //   due     K learners did H steps since adopting p's current version
 //           (their Progress says so, or they pushed p unasked)
 //   pull    every connected learner that has not already pushed is asked
-//   quorum  K answers with steps > 0 (K capped at the connected learners)
+//   quorum  K answers with steps > 0 (K capped at the learners that have not
+//           failed, or failed and are back)
 //   grace   then wait until every pulled learner answered or
 //           gamma * (tau * T_slowest - time_to_quorum) passed, capped at
 //           grace_cap_steps * T_slowest (T_slowest: the slowest connected
@@ -77,8 +78,18 @@ struct SyncerEffects {
   std::vector<Message> to_all;      // to every connected learner
   std::vector<Timer> timers;
   std::vector<std::string> notes;   // events worth a log line
+  // Recoveries observed, for a chaos run's event tape: "registration" (a
+  // learner back after a failure; seconds since the failure was seen) and
+  // "first_merge" (its first progress merged; seconds since its welcome).
+  struct Event {
+    std::string what;
+    uint32_t learner;
+    uint64_t incarnation;
+    double seconds;
+  };
+  std::vector<Event> events;
 
-  bool empty() const { return sends.empty() && to_all.empty() && timers.empty() && notes.empty(); }
+  bool empty() const { return sends.empty() && to_all.empty() && timers.empty() && notes.empty() && events.empty(); }
 };
 
 struct LearnerRecord {
@@ -91,6 +102,7 @@ struct LearnerRecord {
   double loss = 0.0;                // moving average of the training loss, as reported
   std::optional<SteadyTime> down_at;  // when it was last seen failing
   uint64_t failures = 0;
+  std::optional<SteadyTime> awaiting_first_merge;  // welcomed after a failure, at this time
   // Per fragment: the newest base version whose progress was merged; a push
   // from that base (or an older one) would merge the same progress twice.
   std::vector<std::optional<uint64_t>> merged_base;
