@@ -114,6 +114,8 @@ void publish(SyncerActor* self) {
   }
   double loss = 0.0;
   for (const auto& l : core.learners()) {
+    m.learner_steps.push_back(l.steps);
+    m.learner_incarnations.push_back(l.incarnation);
     if (!l.connected) continue;
     ++m.connected;
     loss += l.loss;

@@ -7,15 +7,17 @@ namespace atl {
 void RunBoard::publish(const LiveMetrics& m) {
   std::lock_guard lock(mu_);
   live_ = m;
-  live_.restarts = 0;
-  for (const auto& [child, n] : restarts_) live_.restarts += n;
-  live_.bytes_up = bytes_up.load();
-  live_.bytes_down = bytes_down.load();
 }
 
 LiveMetrics RunBoard::live() const {
   std::lock_guard lock(mu_);
-  return live_;
+  LiveMetrics m = live_;
+  m.restarts = 0;
+  for (const auto& [child, n] : restarts_) m.restarts += n;
+  m.reintegrations = reintegrations_.size();
+  m.bytes_up = bytes_up.load();
+  m.bytes_down = bytes_down.load();
+  return m;
 }
 
 void RunBoard::publish_final(Final f) {

@@ -304,7 +304,10 @@ void SyncerCore::on_moments(uint32_t learner, const Moments& m, SteadyTime now, 
 }
 
 void SyncerCore::on_learner_down(uint32_t learner, SteadyTime now, SyncerEffects& fx) {
-  if (learner >= learners_.size() || !learners_[learner].connected) return;
+  if (learner >= learners_.size()) return;
+  // A learner that dies while its welcome waits for a peer's moments is not welcomed.
+  std::erase_if(pending_moments_, [&](const auto& kv) { return kv.second.learner == learner; });
+  if (!learners_[learner].connected) return;
   LearnerRecord& l = learners_[learner];
   l.connected = false;
   l.down_at = now;

@@ -410,6 +410,20 @@ BOOST_AUTO_TEST_CASE(without_a_peers_answer_a_restarted_learner_is_welcomed_afte
   BOOST_CHECK(!w[0].moments.has_value());
 }
 
+BOOST_AUTO_TEST_CASE(a_learner_that_dies_while_its_welcome_waits_is_never_welcomed) {
+  join(0);
+  progress(0, 2);
+  send(1, Register{1, 2, fingerprint(), "", {}});  // restarted: waits for learner 0's moments
+  auto asked = received<MomentsPull>(0);
+  BOOST_REQUIRE_EQUAL(asked.size(), 1u);
+  caf::anon_send_exit(learners[1], caf::exit_reason::kill);
+  consume_messages();
+  send(0, Moments{asked[0].request, moments_of(0.5f)});  // arrives after the death
+  self->send(syncer, snapshot_atom_v);
+  consume_messages();
+  BOOST_CHECK(!board->final_state().learners[1].connected);
+}
+
 BOOST_AUTO_TEST_CASE(a_restarted_syncer_takes_the_newest_base_a_learner_adopted) {
   // This syncer has just started (version 0); learners come back with the
   // versions they adopted from the syncer before it.

@@ -27,7 +27,10 @@ struct LiveMetrics {
   uint64_t versions_min = 0, versions_max = 0;
   double goodput = 0.0;       // so far
   int connected = 0;          // learners registered and alive
+  std::vector<uint64_t> learner_steps;         // per learner, of its current incarnation
+  std::vector<uint64_t> learner_incarnations;  // per learner, the last to register
   uint64_t restarts = 0;
+  uint64_t reintegrations = 0;  // restarted learners welcomed back (counted as it happens)
   uint64_t bytes_up = 0, bytes_down = 0;
 };
 
@@ -38,6 +41,8 @@ class RunBoard {
   std::atomic<uint64_t> checkpoints{0};
 
   void publish(const LiveMetrics& m);
+  // The syncer's latest snapshot, with the board's own counters (restarts,
+  // re-integrations, bytes) as of now.
   LiveMetrics live() const;
 
   // The syncer's latest word (published every tick and at the end):
