@@ -69,7 +69,8 @@ struct ChildSpec {
 // Supervision like OTP's: monitors (never links: exit_reason::kill cannot be
 // trapped), restart with exponential backoff, and a restart intensity: a
 // child that fails more than max_restarts times within window_seconds is
-// given up on and reported, not restarted forever.
+// given up on and reported, not restarted forever. A child that stops in
+// order (exit_reason::normal or user_shutdown) is not restarted.
 struct SupervisorSpec {
   enum class Strategy {
     kOneForOne,  // restart the failed child only
@@ -84,6 +85,7 @@ struct SupervisorSpec {
   std::vector<ChildSpec> children;
   std::shared_ptr<RunBoard> board;
   std::shared_ptr<EventTape> tape;  // restarts are recorded here (null: none)
+  std::shared_ptr<Directory> directory;  // the supervisor enters itself under `name` (null: not)
   // Extra seconds to wait before restarting a child (a fault's recovery time).
   std::function<double(const std::string& child)> restart_hold;
 };

@@ -170,6 +170,18 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
   self->attach_functor([dir = state.args.directory, name = Directory::learner(state.args.id), addr = self->address()] {
     dir->erase(name, addr);
   });
+  // An exception ends this learner (its supervisor restarts it); say so in our log, not CAF's.
+  self->set_exception_handler([self](std::exception_ptr& eptr) -> caf::error {
+    try {
+      std::rethrow_exception(eptr);
+    } catch (const std::exception& e) {
+      log_warn(who(self) + ": failed: " + e.what());
+      return caf::make_error(caf::sec::runtime_error, e.what());
+    } catch (...) {
+      log_warn(who(self) + ": failed with an unknown exception");
+      return caf::make_error(caf::sec::runtime_error);
+    }
+  });
   self->set_down_handler([self](const caf::down_msg& dm) {
     auto& st = self->state;
     if (dm.source != st.syncer.address()) return;
@@ -210,6 +222,14 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
         while (!st.inbox.empty()) {
           Message m = std::move(st.inbox.front());
           st.inbox.pop_front();
+          // A pull followed by a broadcast of the same fragment belongs to a
+          // round that has closed: answering it would only be counted late.
+          if (const auto* pull = std::get_if<Pull>(&m);
+              pull && std::any_of(st.inbox.begin(), st.inbox.end(), [&](const Message& later) {
+                const auto* b = std::get_if<Broadcast>(&later);
+                return b && b->fragment == pull->fragment;
+              }))
+            continue;
           handle(self, std::move(m));
         }
         if (st.syncer) {

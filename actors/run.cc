@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
+#include <thread>
 
 #include "actors.h"
 #include "run_hooks.h"
@@ -109,6 +110,7 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
     spec.board = impl->board;
     spec.tape = h.tape;
     spec.restart_hold = h.restart_hold;
+    spec.directory = impl->directory;
     return spec;
   };
   impl->started = Clock::now();
@@ -194,6 +196,19 @@ Result<Report> Run::wait() {
   }
   const double wall = std::chrono::duration<double>(Clock::now() - s.started).count();
 
+  // Learners stop first, so that no round closes after the global model is read.
+  if (caf::actor learners = s.directory->get("learner supervisor")) {
+    caf::anon_send_exit(learners, caf::exit_reason::user_shutdown);
+    const auto give_up = Clock::now() + std::chrono::seconds(10);
+    const auto any_learner = [&] {
+      for (uint32_t id = 0; id < s.topology.learners.size(); ++id)
+        if (s.directory->get(Directory::learner(id))) return true;
+      return false;
+    };
+    while ((s.directory->get("learner supervisor") || any_learner()) && Clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+
   // The global model, straight from the syncer.
   std::vector<float>& theta = s.theta;
   std::vector<uint64_t> versions;
@@ -247,6 +262,7 @@ Result<Report> Run::wait() {
   r.recovered_fragments = stats.recovered_fragments;
   r.moments_handed = stats.moments_handed;
   r.regressions_refused = s.board->regressions_refused.load();
+  r.version_decreases = s.board->version_decreases();
   r.max_adopted_versions = s.board->max_adopted();
   r.final_versions = final_state.versions;
   if (!final_state.versions.empty()) {

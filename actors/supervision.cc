@@ -80,6 +80,10 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
     while (i < st.children.size() && st.children[i].address() != dm.source) ++i;
     if (i == st.children.size()) return;
     st.children[i] = nullptr;
+    if (dm.reason == caf::exit_reason::user_shutdown || dm.reason == caf::exit_reason::normal) {
+      log_info(st.spec.name + ": " + st.spec.children[i].name + " stopped");
+      return;  // an orderly stop, not a failure
+    }
     if (st.stopped_on_purpose.erase(dm.source) > 0) {
       // A sibling stopped by rest_for_one: start it again now if every child
       // before it is back already (the restart may have come first).
@@ -116,6 +120,12 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
     self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(backoff)),
                        restart_atom_v, static_cast<uint64_t>(i));
   });
+  if (state.spec.directory) {
+    state.spec.directory->put(state.spec.name, caf::actor_cast<caf::actor>(self));
+    self->attach_functor([dir = state.spec.directory, name = state.spec.name, addr = self->address()] {
+      dir->erase(name, addr);
+    });
+  }
   for (size_t i = 0; i < n; ++i) start_child(self, i);
   return {
       [self](restart_atom, uint64_t index) {

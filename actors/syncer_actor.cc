@@ -130,6 +130,7 @@ void publish_final(SyncerActor* self) {
   auto& core = *self->state.core;
   RunBoard::Final f{true, core.stats(), core.learners(), {}, core.elapsed(self->clock().now())};
   for (uint32_t p = 0; p < core.fragments().size(); ++p) f.versions.push_back(core.version(p));
+  if (!core.recovering(self->clock().now())) self->state.args.board->note_versions(f.versions);
   self->state.args.board->publish_final(std::move(f));
   publish(self);
 }
@@ -170,7 +171,7 @@ void on_packet(SyncerActor* self, Packet& p) {
   std::optional<uint32_t> sender_id;
   if (known != st.ids.end()) sender_id = known->second;
   SyncerEffects fx;
-  auto msg = decode_message(p.bytes);
+  auto msg = decode_message(p.bytes, st.core->max_message_bytes());
   if (!msg.ok()) {
     st.core->on_malformed(sender_id, msg.status(), fx);
     return carry_out(self, fx, &sender, sender_id.value_or(0));

@@ -14,6 +14,11 @@
 #include <mutex>
 #include <thread>
 
+#include <algorithm>
+#include <filesystem>
+
+#include "atoll/chaos.h"
+#include "atoll/fault_plan.h"
 #include "atoll/fragments.h"
 #include "atoll/job.h"
 #include "atoll/log.h"
@@ -64,10 +69,81 @@ atl::Result<std::string> describe_plan(const atl::Topology& t) {
   return s;
 }
 
+// `atoll run FILE --faults PLAN`: the plan's faults on this topology, and its invariants.
+int run_with_plan(const atl::Topology& topology, const std::string& plan_path, const std::string& tape,
+                  const std::string& report_path, double seconds, const std::string& data, int threads) {
+  auto plan = atl::load_fault_plan(plan_path);
+  if (!plan.ok()) return fail(plan.status());
+  if (seconds > 0) plan->seconds = seconds;
+  atl::ChaosOptions options;
+  options.run.data_root = data;
+  options.run.compute_threads = threads;
+  options.tape_dir = std::filesystem::path(tape).parent_path().string();
+  if (options.tape_dir.empty()) options.tape_dir = ".";
+  auto result = atl::run_with_faults(topology, *plan, options);
+  if (!result.ok()) return fail(result.status());
+  if (!tape.empty() && !result->tape_path.empty() && result->tape_path != tape)
+    std::filesystem::rename(result->tape_path, tape);
+  std::fputs(result->report.to_table().c_str(), stdout);
+  std::fputs(atl::chaos_table({*result}).c_str(), stdout);
+  std::printf("event tape: %s\n", tape.c_str());
+  if (!report_path.empty()) {
+    std::ofstream(report_path) << result->report.to_json();
+    std::printf("report written to %s\n", report_path.c_str());
+  }
+  return result->ok() ? 0 : 1;
+}
+
+int chaos_command(const std::vector<std::string>& paths, const std::string& report_path, const std::string& tapes,
+                  const std::string& data, int threads) {
+  std::vector<std::string> plans;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(p, ec)) {
+      for (const auto& e : std::filesystem::directory_iterator(p))
+        if (e.is_regular_file() && e.path().extension() == ".toml") plans.push_back(e.path().string());
+    } else {
+      plans.push_back(p);
+    }
+  }
+  std::sort(plans.begin(), plans.end());
+  if (plans.empty()) return fail(atl::Status::not_found("no fault plans (*.toml) in the given paths"));
+  std::vector<atl::FaultPlan> loaded;
+  for (const auto& p : plans) {  // all plans are checked before anything runs
+    auto plan = atl::load_fault_plan(p);
+    if (!plan.ok()) return fail(plan.status());
+    loaded.push_back(std::move(*plan));
+  }
+  atl::ChaosOptions options;
+  options.run.data_root = data;
+  options.run.compute_threads = threads;
+  options.tape_dir = tapes;
+  std::vector<atl::ChaosResult> all;
+  for (const auto& plan : loaded) {
+    std::fprintf(stderr, "chaos: %s (%s) ...\n", plan.name.c_str(), plan.path.c_str());
+    auto results = atl::run_plan(plan, options);
+    if (!results.ok()) return fail(results.status());
+    for (auto& r : *results) {
+      std::fputs(atl::chaos_table({r}, /*header=*/false).c_str(), stderr);
+      all.push_back(std::move(r));
+    }
+  }
+  std::fputs(atl::chaos_table(all).c_str(), stdout);
+  if (!report_path.empty()) {
+    std::ofstream(report_path) << atl::chaos_json(all);
+    std::printf("report written to %s\n", report_path.c_str());
+  }
+  const auto failed = std::count_if(all.begin(), all.end(), [](const auto& r) { return !r.ok(); });
+  std::printf("%zu runs, %ld with broken invariants\n", all.size(), static_cast<long>(failed));
+  return failed ? 1 : 0;
+}
+
 int run_command(const std::string& file, const std::vector<std::string>& sets, const std::string& report_path,
-                double seconds, const std::string& data, int threads, bool quiet) {
+                double seconds, const std::string& data, int threads, bool quiet, const std::string& faults,
+                const std::string& tape) {
   auto topology = atl::load_topology(file, sets);
   if (!topology.ok()) return fail(topology.status());
+  if (!faults.empty()) return run_with_plan(*topology, faults, tape, report_path, seconds, data, threads);
   atl::RunOptions options;
   options.data_root = data;
   options.seconds = seconds;
@@ -141,7 +217,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Print help for every subcommand");
 
-  std::string file, report_path = "atoll-report.json", data;
+  std::string file, report_path = "atoll-report.json", data, faults, tape = "atoll-tape.jsonl";
   std::vector<std::string> sets;
   double seconds = 0;
   int threads = 0;
@@ -156,6 +232,8 @@ int main(int argc, char** argv) {
   run->add_option("--threads", threads, "Compute threads for the learners (default: one per core)");
   run->add_flag("-q,--quiet", quiet, "No progress line, only the summary");
   run->add_flag("-v,--verbose", verbose, "Log every registration, restart and refusal");
+  run->add_option("--faults", faults, "Inject the faults of this plan (TOML; see examples/chaos/) and check its invariants");
+  run->add_option("--tape", tape, "With --faults: where to write the event tape (JSON lines)")->capture_default_str();
   run->footer(
       "\nExamples:\n"
       "  atoll run                                     the default: 4 learners, MLP on MNIST (about 30 s)\n"
@@ -180,10 +258,26 @@ int main(int argc, char** argv) {
   top->add_option("file", tfile, "Topology file (TOML); none: the built-in default");
   top->add_option("--set", tsets, "Override one key (repeatable)");
 
+  std::vector<std::string> chaos_paths;
+  std::string chaos_report = "atoll-chaos.json", chaos_tapes = "atoll-tapes", chaos_data;
+  auto* chaos = app.add_subcommand("chaos", "Run fault plans (a folder of them: a chaos suite) and check their invariants");
+  chaos->add_option("plans", chaos_paths, "Fault plans (TOML) or folders of them")->required();
+  chaos->add_option("--report", chaos_report, "Where to write the JSON report (empty: none)")->capture_default_str();
+  chaos->add_option("--tapes", chaos_tapes, "Folder for the event tapes (JSON lines), one per plan and mode")
+      ->capture_default_str();
+  chaos->add_option("--data", chaos_data, "Data folder from scripts/setup (default: $ATOLL_DATA_DIR or ./data)");
+  chaos->add_option("--threads", threads, "Compute threads for the learners (default: one per core)");
+  chaos->footer(
+      "\nEach plan names a topology, faults (timed, step-triggered, random) and invariants; see\n"
+      "examples/chaos/. The table shows plan, mode, goodput, uptime, held-out loss (and that of\n"
+      "the same run without faults when the plan bounds it), faults injected, learners\n"
+      "recovered, verdict. Exit status: 0 all invariants hold; 1 some broke; 2 a bad plan.");
+
   CLI11_PARSE(app, argc, argv);
   atl::set_log_level(verbose ? atl::LogLevel::kInfo : atl::LogLevel::kWarn);
 
-  if (*run) return run_command(file, sets, report_path, seconds, data, threads, quiet);
+  if (*run) return run_command(file, sets, report_path, seconds, data, threads, quiet, faults, tape);
+  if (*chaos) return chaos_command(chaos_paths, chaos_report, chaos_tapes, chaos_data, threads);
   if (*val) {
     auto t = atl::load_topology(vfile, vsets);
     if (!t.ok()) return fail(t.status());

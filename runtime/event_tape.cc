@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 namespace atl {
 namespace {
@@ -68,6 +69,27 @@ void EventTape::record(const std::string& event, const Fields& fields) {
     std::fflush(file_);
   }
   lines_.push_back(std::move(line));
+  entries_.push_back({t, event, fields});
+}
+
+std::vector<EventTape::Entry> EventTape::entries() const {
+  std::lock_guard lock(mu_);
+  return entries_;
+}
+
+double EventTape::Entry::number(const std::string& key) const {
+  for (const auto& [k, v] : fields) {
+    if (k != key) continue;
+    if (const auto* d = std::get_if<double>(&v)) return *d;
+    if (const auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+std::string EventTape::Entry::text(const std::string& key) const {
+  for (const auto& [k, v] : fields)
+    if (k == key) return plain(v);
+  return "";
 }
 
 std::vector<std::string> EventTape::lines() const {

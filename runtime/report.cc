@@ -143,6 +143,7 @@ std::string Report::to_json() const {
   j.field("recovered_fragments", recovered_fragments);
   j.field("moments_handed", moments_handed);
   j.field("regressions_refused", regressions_refused);
+  j.field("version_decreases", version_decreases);
   j.open("final_versions", '[');
   for (uint64_t v : final_versions) j.item(v);
   j.close(']');

@@ -42,6 +42,20 @@ void RunBoard::note_adopted(uint32_t fragment, uint64_t version) {
   max_adopted_[fragment] = std::max(max_adopted_[fragment], version);
 }
 
+void RunBoard::note_versions(const std::vector<uint64_t>& versions) {
+  std::lock_guard lock(mu_);
+  if (max_published_.size() < versions.size()) max_published_.resize(versions.size(), 0);
+  for (size_t p = 0; p < versions.size(); ++p) {
+    if (versions[p] < max_published_[p]) ++version_decreases_;
+    max_published_[p] = std::max(max_published_[p], versions[p]);
+  }
+}
+
+uint64_t RunBoard::version_decreases() const {
+  std::lock_guard lock(mu_);
+  return version_decreases_;
+}
+
 std::vector<uint64_t> RunBoard::max_adopted() const {
   std::lock_guard lock(mu_);
   return max_adopted_;

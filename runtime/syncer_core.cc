@@ -92,9 +92,11 @@ void SyncerCore::continue_from(const SyncerStats& stats, const std::vector<Learn
   const uint64_t rounds = stats_.rounds;  // from a checkpoint, if one was restored
   stats_ = stats;
   stats_.rounds = std::max(stats_.rounds, rounds);
+  expected_back_.assign(learners_.size(), false);
   for (size_t m = 0; m < learners.size() && m < learners_.size(); ++m) {
     LearnerRecord& l = learners_[m];
     const LearnerRecord& old = learners[m];
+    expected_back_[m] = old.connected;
     l.incarnation = old.incarnation;
     l.past_steps = old.past_steps + old.steps;
     l.past_tokens = old.past_tokens + old.tokens;
@@ -115,6 +117,13 @@ CheckpointState SyncerCore::checkpoint(int64_t unix_ms) const {
   for (size_t m = 0; m < learners_.size(); ++m)
     c.learners.push_back({static_cast<uint32_t>(m), learners_[m].incarnation});
   return c;
+}
+
+bool SyncerCore::recovering(SteadyTime now) const {
+  if (seconds_between(created_, now) >= kRecoverySeconds) return false;
+  for (size_t m = 0; m < expected_back_.size(); ++m)
+    if (expected_back_[m] && !learners_[m].connected) return true;
+  return false;
 }
 
 uint64_t SyncerCore::total_tokens() const {
@@ -329,9 +338,11 @@ void SyncerCore::on_learner_down(uint32_t learner, SteadyTime now, SyncerEffects
 }
 
 void SyncerCore::on_malformed(std::optional<uint32_t> learner, const Status& why, SyncerEffects& fx) {
-  if (learner) return refuse(*learner, RejectReason::kMalformed, kNoFragment, std::string(why.message()), fx);
+  const RejectReason reason =
+      why.code() == Status::Code::kOutOfRange ? RejectReason::kTooLarge : RejectReason::kMalformed;
+  if (learner) return refuse(*learner, reason, kNoFragment, std::string(why.message()), fx);
   ++stats_.rejected;
-  ++stats_.rejected_by_reason[static_cast<size_t>(RejectReason::kMalformed)];
+  ++stats_.rejected_by_reason[static_cast<size_t>(reason)];
   fx.notes.push_back("refused a message from an unknown sender: " + std::string(why.message()));
 }
 
@@ -374,6 +385,10 @@ void SyncerCore::on_push(const Push& m, SteadyTime now, SyncerEffects& fx) {
   if (m.base_version > s.version)
     return refuse_answer(RejectReason::kMalformed, "base version " + std::to_string(m.base_version) +
                                                        " is ahead of the global version " + std::to_string(s.version));
+  if (topology_.mode == Mode::kDecoupled && m.round != 0 && (!s.open || m.round != s.round)) {
+    ++stats_.late;  // answers a round that already closed: late, whatever its base (not an offence)
+    return;
+  }
   const auto staleness = static_cast<uint64_t>(topology_.outer.max_staleness);
   if (m.base_version + staleness < s.version)
     return refuse_answer(RejectReason::kStale, "base version " + std::to_string(m.base_version) + " is older than " +
@@ -406,16 +421,12 @@ void SyncerCore::on_push(const Push& m, SteadyTime now, SyncerEffects& fx) {
   }
 
   if (s.open) {
-    if (m.round != 0 && m.round != s.round) {
-      ++stats_.late;  // answers a round that already closed
-      return;
-    }
     s.answers[m.learner] = std::move(a);
     s.waiting.erase(m.learner);
     return check_round(m.fragment, now, fx);
   }
-  if (m.round != 0 || m.base_version != s.version) {
-    ++stats_.late;  // its round closed before it arrived
+  if (m.base_version != s.version) {
+    ++stats_.late;  // pushed unasked on a version already replaced
     return;
   }
   if (a.steps > 0) s.answers[m.learner] = std::move(a);  // early: counts when the round opens

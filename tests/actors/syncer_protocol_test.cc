@@ -317,7 +317,7 @@ BOOST_AUTO_TEST_CASE(a_stale_push_is_refused) {
   BOOST_CHECK_EQUAL(stats().stale_refused, 1u);
 }
 
-BOOST_AUTO_TEST_CASE(malformed_pushes_are_refused_counted_and_never_reach_theta) {
+BOOST_AUTO_TEST_CASE(bad_pushes_are_refused_counted_and_never_reach_theta) {
   for (size_t m = 0; m < 2; ++m) join(m);
   progress(0, 4);
   const uint64_t round = received<Pull>(0)[0].round;
@@ -334,13 +334,18 @@ BOOST_AUTO_TEST_CASE(malformed_pushes_are_refused_counted_and_never_reach_theta)
   Push truncated = push(1, round, 0, 4, 32, 1.0f);
   truncated.delta.bytes.resize(10);
   send(1, truncated);
+  auto corrupted = encode_message(push(1, round, 0, 4, 32, 1.0f));
+  corrupted[corrupted.size() / 2] ^= 0x10;  // a byte flipped in transit
+  send_bytes(1, corrupted);
+  send_bytes(1, std::vector<uint8_t>(64 << 20, 0));  // 64 MiB: far above what this model needs
   std::vector<RejectReason> reasons;
   for (const auto& r : received<Reject>(1)) reasons.push_back(r.reason);
-  const std::vector<RejectReason> expected = {RejectReason::kMalformed, RejectReason::kBadShape,
-                                              RejectReason::kNonFinite, RejectReason::kUnknownFragment,
-                                              RejectReason::kUnknownLearner, RejectReason::kMalformed};
+  const std::vector<RejectReason> expected = {RejectReason::kMalformed,      RejectReason::kBadShape,
+                                              RejectReason::kNonFinite,      RejectReason::kUnknownFragment,
+                                              RejectReason::kUnknownLearner, RejectReason::kMalformed,
+                                              RejectReason::kMalformed,      RejectReason::kTooLarge};
   BOOST_CHECK(reasons == expected);
-  BOOST_CHECK_EQUAL(stats().rejected, 6u);
+  BOOST_CHECK_EQUAL(stats().rejected, 8u);
   // The round goes on with the good answers, and Theta stays finite.
   send(0, push(0, round, 0, 4, 32, 1.0f));
   send(1, push(1, round, 0, 4, 32, 1.0f));

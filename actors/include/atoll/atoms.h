@@ -66,6 +66,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(atoll, caf::first_custom_type_id)
   // chaos -> itself: (fault, index) a planned fault is due; (poll) check step triggers
   CAF_ADD_ATOM(atoll, atl, fault_atom, "fault")
   CAF_ADD_ATOM(atoll, atl, poll_atom, "poll")
+  // chaos -> itself: (random_fault, learner) a learner's next random failure
+  CAF_ADD_ATOM(atoll, atl, random_fault_atom, "randfault")
 CAF_END_TYPE_ID_BLOCK(atoll)
 
 namespace atl {

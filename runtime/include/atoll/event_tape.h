@@ -37,6 +37,15 @@ class EventTape {
   // Appends one line (flushed at once, so a crash loses nothing written).
   void record(const std::string& event, const Fields& fields);
 
+  struct Entry {
+    double t;  // seconds since the start
+    std::string event;
+    Fields fields;
+    // The field's value as a number (strings: NaN), or NaN if absent.
+    double number(const std::string& key) const;
+    std::string text(const std::string& key) const;  // "" if absent
+  };
+  std::vector<Entry> entries() const;
   std::vector<std::string> lines() const;
   // How many lines had this event, or this event and this value of `key`.
   uint64_t count(const std::string& event) const;
@@ -50,6 +59,7 @@ class EventTape {
   std::FILE* file_ = nullptr;
   mutable std::mutex mu_;
   std::vector<std::string> lines_;
+  std::vector<Entry> entries_;
   std::map<std::string, uint64_t> counts_;  // "event" and "event/key=value"
 };
 

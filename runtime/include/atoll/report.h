@@ -47,7 +47,8 @@ struct Report {
   std::vector<double> recovery_seconds;       // from a learner's failure (as seen) to its next welcome
   uint64_t recovered_fragments = 0;           // taken by a restarted syncer from learners' bases
   uint64_t moments_handed = 0;                // restarted learners that got a peer's AdamW moments
-  uint64_t regressions_refused = 0;           // welcomes older than what a learner held (should be 0)
+  uint64_t regressions_refused = 0;           // welcomes older than what a learner held (reordered; ignored)
+  uint64_t version_decreases = 0;             // the global version of a fragment went down (must be 0)
   std::vector<uint64_t> final_versions;       // the global version of each fragment at the end
   std::vector<uint64_t> max_adopted_versions; // the newest version any learner adopted, per fragment
   std::vector<LearnerReport> per_learner;

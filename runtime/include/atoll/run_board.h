@@ -64,6 +64,10 @@ class RunBoard {
   void note_adopted(uint32_t fragment, uint64_t version);
   std::vector<uint64_t> max_adopted() const;  // per fragment
   std::atomic<uint64_t> regressions_refused{0};
+  // The syncer's versions as it publishes them (not while it recovers after a
+  // restart): a fragment whose version goes down is counted.
+  void note_versions(const std::vector<uint64_t>& versions);
+  uint64_t version_decreases() const;
 
   void note_restart(const std::string& child);
   void note_gave_up(const std::string& child);
@@ -85,6 +89,8 @@ class RunBoard {
   std::map<std::string, uint64_t> restarts_;
   std::vector<double> reintegrations_;
   std::vector<uint64_t> max_adopted_;
+  std::vector<uint64_t> max_published_;
+  uint64_t version_decreases_ = 0;
   std::vector<std::string> gave_up_;
   bool finished_ = false;
 };

@@ -168,11 +168,19 @@ class SyncerCore {
   // actor, say): a Reject to `learner`, counted like every other refusal.
   void refuse(uint32_t learner, RejectReason reason, uint32_t fragment, std::string detail, SyncerEffects& fx);
 
+  // The largest packet a learner may send: a register with every base plus
+  // moments in fp32, with room to spare. Anything larger is refused unread.
+  size_t max_message_bytes() const { return 4 * layout().size() * sizeof(float) * 3 + (size_t{1} << 20); }
+
   const Topology& topology() const { return topology_; }
   const ParamLayout& layout() const { return model_->layout(); }
   const std::vector<Fragment>& fragments() const { return fragments_; }
   uint64_t version(uint32_t fragment) const { return states_[fragment].version; }
   const SyncerStats& stats() const { return stats_; }
+  // True while a syncer that replaced another waits for the learners that
+  // were connected to register again (bounded by kRecoverySeconds): until
+  // then its versions may still be behind what they adopted.
+  bool recovering(SteadyTime now) const;
   const std::vector<LearnerRecord>& learners() const { return learners_; }
   // Tokens trained by every incarnation of every learner, as reported.
   uint64_t total_tokens() const;
@@ -213,6 +221,7 @@ class SyncerCore {
   };
   std::map<uint64_t, PendingWelcome> pending_moments_;  // by request
   uint64_t next_request_ = 1;
+  std::vector<bool> expected_back_;  // connected under the syncer before this one
 
   bool current(uint32_t learner, uint64_t incarnation) const;
   int connected_count() const;

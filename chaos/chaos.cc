@@ -1,0 +1,182 @@
+#include "atoll/chaos.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "atoll/log.h"
+#include "injector.h"
+
+namespace atl {
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// The invariants a single run can check on its own.
+void check(const FaultPlan& plan, const EventTape& tape, const std::vector<float>& theta, ChaosResult& r) {
+  const Invariants& inv = plan.invariants;
+  const Report& rep = r.report;
+  if (inv.finite) {
+    size_t bad = 0;
+    for (float v : theta) bad += std::isfinite(v) ? 0 : 1;
+    if (theta.empty()) r.violations.push_back("finite: no global parameters at the end (the syncer was not there)");
+    else if (bad) r.violations.push_back("finite: " + std::to_string(bad) + " global parameters are not finite");
+    else if (!std::isfinite(rep.eval.loss)) r.violations.push_back("finite: the held-out loss is not finite");
+  }
+  // (A learner offered an older version, by a welcome overtaken by a newer
+  // broadcast, keeps the newer one: that is counted, not an offence.)
+  if (inv.versions_never_decrease && rep.version_decreases > 0)
+    r.violations.push_back("versions_never_decrease: a global version went down " +
+                           std::to_string(rep.version_decreases) + " times");
+  if (inv.no_adopted_version_lost)
+    for (size_t p = 0; p < rep.max_adopted_versions.size(); ++p) {
+      const uint64_t final_v = p < rep.final_versions.size() ? rep.final_versions[p] : 0;
+      if (final_v < rep.max_adopted_versions[p])
+        r.violations.push_back("no_adopted_version_lost: fragment " + std::to_string(p) + " ends at version " +
+                               std::to_string(final_v) + " but a learner adopted " +
+                               std::to_string(rep.max_adopted_versions[p]));
+    }
+  if (inv.min_goodput > 0 && !(rep.goodput >= inv.min_goodput))
+    r.violations.push_back("min_goodput: " + fmt("%.3f", rep.goodput) + " < " + fmt("%.3f", inv.min_goodput));
+
+  // Every learner killed or crashed is welcomed back within the bound, counted
+  // from the moment its recovery was allowed; the end of the run excuses only
+  // those whose deadline it cut short.
+  const auto entries = tape.entries();
+  for (const auto& e : entries) {
+    const std::string kind = e.text("kind");
+    if (e.event != "inject" || e.number("hit") != 1 || (kind != "kill" && kind != "crash")) continue;
+    ++r.faults_injected;
+    if (inv.reintegrate_within_seconds <= 0) continue;
+    const double learner = e.number("learner");
+    const double ready = e.t + (std::isnan(e.number("recover_after")) ? 0.0 : e.number("recover_after"));
+    const double deadline = ready + inv.reintegrate_within_seconds;
+    bool back = false;
+    for (const auto& f : entries)
+      back |= f.event == "recovered" && f.text("what") == "registration" && f.number("learner") == learner &&
+              f.t >= e.t && f.t <= deadline;
+    if (!back && deadline < rep.wall_seconds - 0.5)
+      r.violations.push_back("reintegrate_within_seconds: learner " + fmt("%.0f", learner) + " " + kind + "ed at " +
+                             fmt("%.2f s", e.t) + " was not welcomed back by " + fmt("%.2f s", deadline));
+  }
+  for (const auto& e : entries) {
+    if (e.event == "inject" && e.number("hit") == 1 && e.text("kind") != "kill" && e.text("kind") != "crash")
+      ++r.faults_injected;
+    if (e.event == "recovered" && e.text("what") == "restart") ++r.recoveries;
+  }
+}
+
+}  // namespace
+
+Result<ChaosResult> run_with_faults(const Topology& topology, const FaultPlan& plan, const ChaosOptions& options) {
+  Topology t = topology;
+  RunOptions run_options = options.run;
+  if (plan.seconds > 0) {
+    run_options.seconds = plan.seconds;
+    t.tokens = 0;  // the time limit ends the run, whatever the throughput of the mode
+    t.seconds = plan.seconds;
+  }
+  const auto started = std::chrono::steady_clock::now();
+  ChaosResult result;
+  result.plan = plan.name;
+  result.mode = t.mode;
+  if (!options.tape_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.tape_dir, ec);
+    result.tape_path = options.tape_dir + "/" + std::filesystem::path(plan.path).stem().string() + "-" +
+                       mode_name(t.mode) + ".jsonl";
+  }
+  auto tape = EventTape::open(result.tape_path, started);
+  if (!tape.ok()) return tape.status();
+  auto holds = std::make_shared<RestartHolds>();
+  RunHooks hooks;
+  hooks.message_faults = std::make_shared<MessageFaults>(Rng::derive(plan.seed, 0x6e7));
+  hooks.tape = *tape;
+  hooks.restart_hold = [holds](const std::string& child) { return holds->remaining_seconds(child); };
+  InjectorArgs injector{plan, hooks.message_faults, *tape, holds};
+  hooks.children.push_back({"chaos injector", [injector](caf::actor_system& sys, const RunContext& context) {
+                              return spawn_injector(sys, context, injector);
+                            }});
+  auto run = Run::start(t, run_options, &hooks);
+  if (!run.ok()) return run.status();
+  auto report = (*run)->wait();
+  if (!report.ok()) return report.status();
+  result.report = std::move(*report);
+  check(plan, **tape, (*run)->parameters(), result);
+  return result;
+}
+
+Result<std::vector<ChaosResult>> run_plan(const FaultPlan& plan, const ChaosOptions& options) {
+  std::vector<ChaosResult> out;
+  for (Mode mode : plan.modes) {
+    Topology t = plan.topology;
+    t.mode = mode;
+    auto r = run_with_faults(t, plan, options);
+    if (!r.ok()) return r.status().with_context(plan.path + " (" + mode_name(mode) + ")");
+    if (plan.invariants.max_eval_loss_increase) {
+      FaultPlan quiet = plan;  // the same run, no faults
+      quiet.faults.clear();
+      quiet.random.reset();
+      ChaosOptions no_tape = options;
+      no_tape.tape_dir.clear();
+      auto base = run_with_faults(t, quiet, no_tape);
+      if (!base.ok()) return base.status().with_context(plan.path + " (baseline, " + mode_name(mode) + ")");
+      r->baseline_eval_loss = base->report.eval.loss;
+      const double increase = r->report.eval.loss - base->report.eval.loss;
+      if (!(increase <= *plan.invariants.max_eval_loss_increase))
+        r->violations.push_back("max_eval_loss_increase: held-out loss " + fmt("%.4f", r->report.eval.loss) +
+                                " is " + fmt("%.4f", increase) + " above the run without faults (" +
+                                fmt("%.4f", base->report.eval.loss) + "), bound " +
+                                fmt("%.4f", *plan.invariants.max_eval_loss_increase));
+    }
+    out.push_back(std::move(*r));
+  }
+  return out;
+}
+
+std::string chaos_table(const std::vector<ChaosResult>& results, bool header) {
+  std::ostringstream o;
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%-28s %-11s %8s %7s %10s %9s %8s %9s  %s\n", "plan", "mode", "goodput", "uptime",
+                "eval loss", "(no-fault)", "injected", "recovered", "verdict");
+  if (header) o << buf;
+  for (const auto& r : results) {
+    const std::string base = r.baseline_eval_loss >= 0 ? fmt("%.4f", r.baseline_eval_loss) : "-";
+    std::snprintf(buf, sizeof buf, "%-28.28s %-11s %8.3f %7.3f %10.4f %9s %8llu %9llu  %s\n", r.plan.c_str(),
+                  mode_name(r.mode), r.report.goodput, r.report.uptime, r.report.eval.loss, base.c_str(),
+                  static_cast<unsigned long long>(r.faults_injected), static_cast<unsigned long long>(r.recoveries),
+                  r.ok() ? "ok" : "FAILED");
+    o << buf;
+    for (const auto& v : r.violations) o << "    broken: " << v << "\n";
+  }
+  return o.str();
+}
+
+std::string chaos_json(const std::vector<ChaosResult>& results) {
+  std::string out = "[\n";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    std::string violations = "[";
+    for (size_t k = 0; k < r.violations.size(); ++k) {
+      std::string v;
+      for (char c : r.violations[k]) v += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+      violations += (k ? ",\"" : "\"") + v + "\"";
+    }
+    violations += "]";
+    std::string report = r.report.to_json();
+    while (!report.empty() && report.back() == '\n') report.pop_back();
+    out += "{\"plan\":\"" + r.plan + "\",\"mode\":\"" + mode_name(r.mode) + "\",\"ok\":" + (r.ok() ? "true" : "false") +
+           ",\"faults_injected\":" + std::to_string(r.faults_injected) + ",\"recoveries\":" +
+           std::to_string(r.recoveries) + ",\"baseline_eval_loss\":" + fmt("%.6g", r.baseline_eval_loss) +
+           ",\"tape\":\"" + r.tape_path + "\",\"violations\":" + violations + ",\"report\":" + report + "}" +
+           (i + 1 < results.size() ? ",\n" : "\n");
+  }
+  return out + "]\n";
+}
+
+}  // namespace atl

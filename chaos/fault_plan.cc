@@ -1,0 +1,336 @@
+#include "atoll/fault_plan.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <variant>
+
+#include "atoll/topology_file.h"
+#include "toml_fields.h"
+
+namespace atl {
+namespace {
+
+using namespace toml_fields;
+
+constexpr FaultKind kAllKinds[] = {FaultKind::kKill,      FaultKind::kCrash,     FaultKind::kStall,
+                                   FaultKind::kSlow,      FaultKind::kPartition, FaultKind::kDelay,
+                                   FaultKind::kDuplicate, FaultKind::kReorder,   FaultKind::kCorrupt,
+                                   FaultKind::kKillSyncer, FaultKind::kKillCheckpointer};
+
+void no_unknown_keys(const toml::table& t, const std::string& prefix, const std::vector<std::string>& known) {
+  for (const auto& [k, v] : t) {
+    const std::string key(k.str());
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    const std::string guess = closest(key, known);
+    fail(v, prefix + key, "unknown key" + (guess.empty() ? std::string() : " (did you mean " + guess + "?)"));
+  }
+}
+
+int learner_of(const toml::node& n, const std::string& key, int learners) {
+  if (n.is_string()) {
+    if (get_string(n, key) == "*") return -1;
+    fail(n, key, "expected a learner id or \"*\"");
+  }
+  const int64_t id = get_int(n, key, 0, learners - 1);
+  return static_cast<int>(id);
+}
+
+Fault read_fault(const toml::table& t, const std::string& prefix, int learners) {
+  no_unknown_keys(t, prefix, {"kind", "at", "at_step", "learner", "recover_after", "duration", "factor", "seconds",
+                              "probability"});
+  Fault f;
+  f.where = where(t).substr(0, where(t).size() - 2);
+  const toml::node* kind = t.get("kind");
+  if (!kind) fail(t, prefix + "kind", "missing (what kind of fault?)");
+  f.kind = get_enum(*kind, prefix + "kind", parse_fault_kind);
+  const toml::node* at = t.get("at");
+  const toml::node* at_step = t.get("at_step");
+  if (!at == !at_step) fail(t, prefix + "at", "give exactly one of at (seconds) and at_step (a learner's step)");
+  if (at) {
+    f.at = get_number(*at, prefix + "at");
+    if (f.at < 0) fail(*at, prefix + "at", "must be >= 0");
+  }
+  if (at_step) f.at_step = static_cast<uint64_t>(get_int(*at_step, prefix + "at_step", 0, INT64_MAX));
+  const toml::node* learner = t.get("learner");
+  if (targets_learners(f.kind)) {
+    if (!learner) fail(t, prefix + "learner", std::string("missing: which learner does the ") +
+                                                   fault_kind_name(f.kind) + " hit? (an id or \"*\")");
+    f.learner = learner_of(*learner, prefix + "learner", learners);
+  } else if (learner) {
+    fail(*learner, prefix + "learner", std::string(fault_kind_name(f.kind)) + " does not target a learner");
+  }
+  if (at_step && f.learner < 0) fail(*at_step, prefix + "at_step", "needs a single learner whose steps to count");
+  const auto number = [&](const char* name, double& out, double lo, double hi) {
+    if (const toml::node* n = t.get(name)) {
+      out = get_number(*n, prefix + name);
+      if (!(out >= lo && out <= hi))
+        fail(*n, prefix + name, std::to_string(out) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    }
+  };
+  number("recover_after", f.recover_after, 0.0, 3600.0);
+  number("duration", f.duration, 0.0, 86400.0);
+  number("factor", f.factor, 1.0, 1000.0);
+  number("seconds", f.seconds, 0.0, 3600.0);
+  number("probability", f.probability, 0.0, 1.0);
+  const bool timed = f.kind == FaultKind::kStall || f.kind == FaultKind::kSlow || is_message_fault(f.kind);
+  if (timed && f.duration <= 0) fail(t, prefix + "duration", std::string("missing: how long does the ") +
+                                                                 fault_kind_name(f.kind) + " last?");
+  if ((f.kind == FaultKind::kDelay || f.kind == FaultKind::kReorder) && f.seconds <= 0)
+    fail(t, prefix + "seconds", std::string("missing: the ") + fault_kind_name(f.kind) + "'s " +
+                                    (f.kind == FaultKind::kDelay ? "delay" : "window") + " in seconds");
+  if (f.kind == FaultKind::kSlow && f.factor <= 1) fail(t, prefix + "factor", "missing: how many times slower (> 1)?");
+  return f;
+}
+
+RandomFaults read_random(const toml::table& t) {
+  no_unknown_keys(t, "random.", {"kind", "mtbf_seconds", "recovery", "recovery_seconds", "recovery_min", "recovery_max"});
+  RandomFaults r;
+  if (const toml::node* k = t.get("kind")) {
+    r.kind = get_enum(*k, "random.kind", parse_fault_kind);
+    if (r.kind != FaultKind::kKill && r.kind != FaultKind::kCrash) fail(*k, "random.kind", "random faults are kill or crash");
+  }
+  const toml::node* mtbf = t.get("mtbf_seconds");
+  if (!mtbf) fail(t, "random.mtbf_seconds", "missing: the mean time between failures of a learner");
+  r.mtbf_seconds = get_number(*mtbf, "random.mtbf_seconds");
+  if (r.mtbf_seconds <= 0) fail(*mtbf, "random.mtbf_seconds", "must be > 0");
+  if (const toml::node* rec = t.get("recovery")) {
+    const std::string how = get_string(*rec, "random.recovery");
+    if (how == "fixed") r.recovery = RandomFaults::Recovery::kFixed;
+    else if (how == "uniform") r.recovery = RandomFaults::Recovery::kUniform;
+    else if (how == "exponential") r.recovery = RandomFaults::Recovery::kExponential;
+    else fail(*rec, "random.recovery", "unknown distribution '" + how + "' (expected fixed, uniform or exponential)");
+  }
+  for (auto [name, out] : {std::pair{"recovery_seconds", &r.recovery_seconds}, std::pair{"recovery_min", &r.recovery_min},
+                           std::pair{"recovery_max", &r.recovery_max}})
+    if (const toml::node* n = t.get(name)) {
+      *out = get_number(*n, std::string("random.") + name);
+      if (*out < 0) fail(*n, std::string("random.") + name, "must be >= 0");
+    }
+  if (r.recovery_min > r.recovery_max) fail(t, "random.recovery_min", "is above random.recovery_max");
+  return r;
+}
+
+Invariants read_invariants(const toml::table& t) {
+  no_unknown_keys(t, "invariants.", {"versions_never_decrease", "finite", "no_adopted_version_lost",
+                                     "reintegrate_within_seconds", "min_goodput", "max_eval_loss_increase"});
+  Invariants inv;
+  if (const toml::node* n = t.get("versions_never_decrease")) inv.versions_never_decrease = get_bool(*n, "invariants.versions_never_decrease");
+  if (const toml::node* n = t.get("finite")) inv.finite = get_bool(*n, "invariants.finite");
+  if (const toml::node* n = t.get("no_adopted_version_lost")) inv.no_adopted_version_lost = get_bool(*n, "invariants.no_adopted_version_lost");
+  if (const toml::node* n = t.get("reintegrate_within_seconds")) inv.reintegrate_within_seconds = get_number(*n, "invariants.reintegrate_within_seconds");
+  if (const toml::node* n = t.get("min_goodput")) inv.min_goodput = get_number(*n, "invariants.min_goodput");
+  if (const toml::node* n = t.get("max_eval_loss_increase")) inv.max_eval_loss_increase = get_number(*n, "invariants.max_eval_loss_increase");
+  return inv;
+}
+
+// One line of an event tape: a flat JSON object of strings and numbers.
+using FlatValue = std::variant<std::string, double>;
+Result<std::map<std::string, FlatValue>> parse_flat_json(std::string_view text) {
+  std::map<std::string, FlatValue> out;
+  size_t i = 0;
+  const auto skip = [&] { while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i; };
+  const auto expect = [&](char c) -> bool {
+    skip();
+    if (i < text.size() && text[i] == c) return ++i, true;
+    return false;
+  };
+  const auto string = [&]() -> std::optional<std::string> {
+    if (!expect('"')) return std::nullopt;
+    std::string s;
+    while (i < text.size() && text[i] != '"') {
+      if (text[i] == '\\' && i + 1 < text.size()) {
+        ++i;
+        if (text[i] == 'u' && i + 4 < text.size()) {
+          s += static_cast<char>(std::strtol(std::string(text.substr(i + 1, 4)).c_str(), nullptr, 16));
+          i += 5;
+          continue;
+        }
+      }
+      s += text[i++];
+    }
+    if (i >= text.size()) return std::nullopt;
+    ++i;
+    return s;
+  };
+  if (!expect('{')) return Status::corruption("not a JSON object");
+  if (expect('}')) return out;
+  do {
+    auto key = string();
+    if (!key || !expect(':')) return Status::corruption("expected \"key\": at column " + std::to_string(i + 1));
+    skip();
+    if (i < text.size() && text[i] == '"') {
+      auto v = string();
+      if (!v) return Status::corruption("unterminated string at column " + std::to_string(i + 1));
+      out[*key] = *v;
+    } else {
+      char* end = nullptr;
+      const std::string rest(text.substr(i));
+      const double v = std::strtod(rest.c_str(), &end);
+      if (end == rest.c_str()) return Status::corruption("expected a string or a number at column " + std::to_string(i + 1));
+      i += static_cast<size_t>(end - rest.c_str());
+      out[*key] = v;
+    }
+  } while (expect(','));
+  if (!expect('}')) return Status::corruption("expected , or } at column " + std::to_string(i + 1));
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<Fault>> faults_from_tape(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::not_found(path + ": cannot read the event tape");
+  std::vector<Fault> faults;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    const std::string where = path + ":" + std::to_string(n);
+    auto obj = parse_flat_json(line);
+    if (!obj.ok()) return obj.status().with_context(where);
+    const auto num = [&](const char* k, double fallback) {
+      const auto it = obj->find(k);
+      return it != obj->end() && std::holds_alternative<double>(it->second) ? std::get<double>(it->second) : fallback;
+    };
+    const auto str = [&](const char* k) {
+      const auto it = obj->find(k);
+      return it != obj->end() && std::holds_alternative<std::string>(it->second) ? std::get<std::string>(it->second)
+                                                                                  : std::string();
+    };
+    if (str("event") != "inject" || num("hit", 0) != 1) continue;
+    auto kind = parse_fault_kind(str("kind"));
+    if (!kind.ok()) return kind.status().with_context(where);
+    Fault f;
+    f.kind = *kind;
+    f.at = num("t", -1);
+    if (f.at < 0) return Status::corruption(where + ": an injection without a time");
+    f.learner = static_cast<int>(num("learner", -1));
+    f.recover_after = num("recover_after", 0);
+    f.duration = num("duration", 0);
+    f.factor = num("factor", 1);
+    f.seconds = num("seconds", 0);
+    f.probability = num("probability", 1);
+    f.where = where;
+    faults.push_back(f);
+  }
+  return faults;
+}
+
+const char* fault_kind_name(FaultKind k) {
+  switch (k) {
+    case FaultKind::kKill: return "kill";
+    case FaultKind::kCrash: return "crash";
+    case FaultKind::kStall: return "stall";
+    case FaultKind::kSlow: return "slow";
+    case FaultKind::kPartition: return "partition";
+    case FaultKind::kDelay: return "delay";
+    case FaultKind::kDuplicate: return "duplicate";
+    case FaultKind::kReorder: return "reorder";
+    case FaultKind::kCorrupt: return "corrupt";
+    case FaultKind::kKillSyncer: return "kill_syncer";
+    case FaultKind::kKillCheckpointer: return "kill_checkpointer";
+  }
+  return "unknown";
+}
+
+Result<FaultKind> parse_fault_kind(std::string_view name) {
+  std::string expected;
+  for (FaultKind k : kAllKinds) {
+    if (name == fault_kind_name(k)) return k;
+    expected += std::string(expected.empty() ? "" : ", ") + fault_kind_name(k);
+  }
+  return Status::invalid_argument("unknown fault kind '" + std::string(name) + "' (expected " + expected + ")");
+}
+
+bool targets_learners(FaultKind k) { return k != FaultKind::kKillSyncer && k != FaultKind::kKillCheckpointer; }
+
+bool is_message_fault(FaultKind k) {
+  return k == FaultKind::kPartition || k == FaultKind::kDelay || k == FaultKind::kDuplicate ||
+         k == FaultKind::kReorder || k == FaultKind::kCorrupt;
+}
+
+Result<FaultPlan> load_fault_plan(const std::string& path) {
+  namespace fs = std::filesystem;
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    const std::string d(e.description());
+    if (e.source().begin.line == 0 || d.find("could not be opened") != std::string::npos)
+      return Status::not_found(path + ": " + d);
+    return Status::invalid_argument(path + ":" + std::to_string(e.source().begin.line) + ": " + d);
+  }
+  FaultPlan plan;
+  plan.path = path;
+  plan.name = fs::path(path).stem().string();
+  try {
+    no_unknown_keys(root, "",
+                    {"name", "topology", "set", "seconds", "seed", "modes", "fault", "random", "invariants", "replay"});
+    if (const toml::node* n = root.get("name")) plan.name = get_string(*n, "name");
+    std::string topology_file;
+    if (const toml::node* n = root.get("topology")) {
+      topology_file = get_string(*n, "topology");
+      if (fs::path(topology_file).is_relative()) topology_file = (fs::path(path).parent_path() / topology_file).string();
+    }
+    std::vector<std::string> sets;
+    if (const toml::node* n = root.get("set")) {
+      const auto* arr = n->as_array();
+      if (!arr) fail(*n, "set", "expected an array of \"key=value\" strings");
+      for (size_t i = 0; i < arr->size(); ++i) sets.push_back(get_string((*arr)[i], "set[" + std::to_string(i) + "]"));
+    }
+    auto topology = load_topology(topology_file, sets);
+    if (!topology.ok()) return topology.status().with_context(path + ": topology");
+    plan.topology = *topology;
+    const int learners = static_cast<int>(plan.topology.learners.size());
+    if (const toml::node* n = root.get("seconds")) {
+      plan.seconds = get_number(*n, "seconds");
+      if (plan.seconds < 0) fail(*n, "seconds", "must be >= 0");
+    }
+    if (const toml::node* n = root.get("seed")) plan.seed = static_cast<uint64_t>(get_int(*n, "seed", 0, INT64_MAX));
+    if (const toml::node* n = root.get("modes")) {
+      const auto* arr = n->as_array();
+      if (!arr || arr->empty()) fail(*n, "modes", "expected a non-empty array of modes");
+      for (size_t i = 0; i < arr->size(); ++i) plan.modes.push_back(get_enum((*arr)[i], "modes[" + std::to_string(i) + "]", parse_mode));
+    } else {
+      plan.modes.push_back(plan.topology.mode);
+    }
+    if (const toml::node* n = root.get("fault")) {
+      const auto* arr = n->as_array();
+      if (!arr) fail(*n, "fault", "expected an array of tables ([[fault]])");
+      for (size_t i = 0; i < arr->size(); ++i) {
+        const std::string prefix = "fault[" + std::to_string(i) + "].";
+        const auto* t = (*arr)[i].as_table();
+        if (!t) fail((*arr)[i], prefix.substr(0, prefix.size() - 1), "expected a table");
+        plan.faults.push_back(read_fault(*t, prefix, learners));
+      }
+    }
+    if (const toml::node* n = root.get("replay")) {
+      std::string tape = get_string(*n, "replay");
+      if (fs::path(tape).is_relative()) tape = (fs::path(path).parent_path() / tape).string();
+      auto replayed = faults_from_tape(tape);
+      if (!replayed.ok()) fail(*n, "replay", std::string(replayed.status().message()));
+      for (const auto& f : *replayed)
+        if (f.learner >= learners) fail(*n, "replay", f.where + ": learner " + std::to_string(f.learner) +
+                                                          " is not in the topology");
+      plan.faults.insert(plan.faults.end(), replayed->begin(), replayed->end());
+    }
+    if (const toml::node* n = root.get("random")) {
+      const auto* t = n->as_table();
+      if (!t) fail(*n, "random", "expected a table ([random])");
+      plan.random = read_random(*t);
+    }
+    if (const toml::node* n = root.get("invariants")) {
+      const auto* t = n->as_table();
+      if (!t) fail(*n, "invariants", "expected a table ([invariants])");
+      plan.invariants = read_invariants(*t);
+    }
+    if (plan.seconds <= 0 && plan.topology.tokens == 0 && plan.topology.seconds <= 0)
+      fail(root, "seconds", "the run would never end: set seconds or the topology's tokens");
+  } catch (const KeyError& e) {
+    return Status::invalid_argument(e.text);
+  }
+  return plan;
+}
+
+}  // namespace atl

@@ -1,0 +1,123 @@
+// FaultPlan: a seeded script of faults, and what must still hold (DESIGN section 8).
+//
+//   name = "a learner killed mid-run comes back"
+//   topology = "../topologies/synthetic.toml"   # relative to the plan; omit: the built-in default
+//   set = ["tokens=400000"]                      # overrides, as `atoll run --set`
+//   seconds = 8                                  # run length (0: the topology's budget)
+//   seed = 7                                     # random faults and message faults
+//   modes = ["decoupled", "dp"]                  # run under each (default: the topology's)
+//   replay = "tapes/kill_learner-decoupled.jsonl"  # also inject, at their times, the faults that
+//                                                  # hit in this event tape (random ones included)
+//
+//   [[fault]]
+//   kind = "kill"          # kill crash stall slow partition delay duplicate reorder corrupt
+//                          # kill_syncer kill_checkpointer
+//   at = 2.0               # seconds after the start ...
+//   at_step = 500          # ... or when `learner` reaches this inner step (one of the two)
+//   learner = 1            # a learner id, or "*" for every learner
+//   recover_after = 1.0    # kill, crash, kill_*: seconds before the supervisor may restart it
+//   duration = 2.0         # stall, slow, partition, delay, duplicate, reorder, corrupt
+//   factor = 3.0           # slow: steps take factor times as long
+//   seconds = 0.05         # delay: added latency; reorder: the window
+//   probability = 1.0      # delay, duplicate, reorder, corrupt: share of messages
+//
+//   [random]               # Poisson failures, per learner, seeded
+//   kind = "kill"          # kill or crash
+//   mtbf_seconds = 30
+//   recovery = "uniform"   # fixed (recovery_seconds) | uniform (recovery_min..max) | exponential (mean recovery_seconds)
+//   recovery_min = 4
+//   recovery_max = 6
+//
+//   [invariants]
+//   versions_never_decrease = true      # the global version of a fragment never goes down (after a
+//                                       # restarted syncer has recovered)
+//   finite = true                       # the global parameters and the held-out loss stay finite
+//   no_adopted_version_lost = true      # the final global versions are the newest any learner adopted
+//   reintegrate_within_seconds = 5      # every killed or crashed learner is welcomed back within this
+//                                       # (from the moment its recovery was allowed)
+//   min_goodput = 0.5
+//   max_eval_loss_increase = 0.05       # over the same run without faults (which is run too)
+//
+// A bad plan is refused with the file, the line and the key.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "atoll/status.h"
+#include "atoll/topology.h"
+
+namespace atl {
+
+enum class FaultKind : uint8_t {
+  kKill,              // exit_reason::kill, untrappable
+  kCrash,             // an exception inside the learner
+  kStall,             // no inner step for `duration`
+  kSlow,              // steps `factor` times as long for `duration`
+  kPartition,         // messages between the learner and the syncer dropped for `duration`
+  kDelay,             // ... delivered `seconds` late
+  kDuplicate,         // ... delivered twice
+  kReorder,           // ... late by a random time up to `seconds`, so they overtake each other
+  kCorrupt,           // ... with a byte flipped
+  kKillSyncer,
+  kKillCheckpointer,
+};
+const char* fault_kind_name(FaultKind kind);
+Result<FaultKind> parse_fault_kind(std::string_view name);
+bool targets_learners(FaultKind kind);
+bool is_message_fault(FaultKind kind);
+
+struct Fault {
+  FaultKind kind = FaultKind::kKill;
+  double at = -1.0;          // seconds after the start; < 0 when triggered by a step
+  uint64_t at_step = 0;
+  int learner = -1;          // -1: every learner
+  double recover_after = 0.0;
+  double duration = 0.0;
+  double factor = 1.0;
+  double seconds = 0.0;
+  double probability = 1.0;
+  std::string where;         // "plan.toml:12", for messages
+};
+
+struct RandomFaults {
+  enum class Recovery { kFixed, kUniform, kExponential };
+  FaultKind kind = FaultKind::kKill;
+  double mtbf_seconds = 0.0;
+  Recovery recovery = Recovery::kFixed;
+  double recovery_seconds = 5.0;             // fixed, or the exponential's mean
+  double recovery_min = 4.0, recovery_max = 6.0;  // uniform
+};
+
+struct Invariants {
+  bool versions_never_decrease = true;
+  bool finite = true;
+  bool no_adopted_version_lost = true;
+  double reintegrate_within_seconds = 0.0;  // 0: not checked
+  double min_goodput = 0.0;                 // 0: not checked
+  std::optional<double> max_eval_loss_increase;
+};
+
+struct FaultPlan {
+  std::string name;
+  std::string path;
+  Topology topology;
+  std::vector<Mode> modes;  // at least one
+  double seconds = 0.0;
+  uint64_t seed = 1;
+  std::vector<Fault> faults;
+  std::optional<RandomFaults> random;
+  Invariants invariants;
+};
+
+// Reads a plan, its topology (relative to the plan's folder) and overrides.
+Result<FaultPlan> load_fault_plan(const std::string& path);
+
+// The faults an event tape (atoll/event_tape.h) records as injected and hit,
+// as timed faults at their recorded times. Errors name the file and line.
+Result<std::vector<Fault>> faults_from_tape(const std::string& path);
+
+}  // namespace atl

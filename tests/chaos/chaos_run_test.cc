@@ -1,0 +1,90 @@
+// Chaos runs end to end, quickly: every learner killed at once comes back;
+// step-triggered faults fire; the tape records injections and recoveries;
+// broken invariants are reported, not hidden.
+#include <boost/test/unit_test.hpp>
+
+#include <fstream>
+#include <iterator>
+
+#include "atoll/chaos.h"
+#include "test_support.h"
+
+namespace atl {
+namespace {
+
+FaultPlan small_plan(double seconds) {
+  FaultPlan p;
+  p.name = "test";
+  p.path = "test.toml";
+  p.seconds = seconds;
+  p.topology.data.kind = DataKind::kSynthetic;
+  p.topology.data.examples = 50000;
+  p.topology.model.hidden = {32};
+  p.topology.learners.assign(3, LearnerSpec{1.0, 32});
+  p.topology.outer.sync_every = 20;
+  p.topology.checkpoint.dir = "";
+  p.modes = {Mode::kDecoupled};
+  return p;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(chaos_run_test)
+
+BOOST_AUTO_TEST_CASE(every_learner_killed_at_once_is_reintegrated) {
+  FaultPlan plan = small_plan(3.0);
+  Fault kill;
+  kill.kind = FaultKind::kKill;
+  kill.at = 1.0;
+  kill.learner = -1;
+  kill.recover_after = 0.3;
+  plan.faults = {kill};
+  plan.invariants.reintegrate_within_seconds = 1.5;
+  auto r = run_with_faults(plan.topology, plan, {});
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+  BOOST_TEST_MESSAGE(chaos_table({*r}));
+  BOOST_CHECK_MESSAGE(r->ok(), chaos_table({*r}));
+  BOOST_CHECK_EQUAL(r->faults_injected, 3u);
+  BOOST_CHECK_EQUAL(r->recoveries, 3u);
+  BOOST_CHECK_EQUAL(r->report.reintegration_seconds.size(), 3u);
+  for (const auto& l : r->report.per_learner) {
+    BOOST_CHECK_EQUAL(l.incarnation, 2u);
+    BOOST_CHECK_GT(l.last_incarnation_tokens, 0u);
+  }
+  BOOST_CHECK_EQUAL(r->report.version_decreases, 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_step_triggered_crash_fires_and_is_recorded) {
+  FaultPlan plan = small_plan(2.5);
+  Fault crash;
+  crash.kind = FaultKind::kCrash;
+  crash.at_step = 500;
+  crash.learner = 1;
+  plan.faults = {crash};
+  testing::TempDir tapes;
+  ChaosOptions options;
+  options.tape_dir = tapes.path();
+  auto r = run_with_faults(plan.topology, plan, options);
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+  BOOST_CHECK_EQUAL(r->faults_injected, 1u);
+  BOOST_CHECK_EQUAL(r->report.per_learner[1].restarts, 1u);
+  std::ifstream in(r->tape_path);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  BOOST_CHECK(all.find("\"event\":\"inject\",\"kind\":\"crash\",\"hit\":1,\"learner\":1") != std::string::npos);
+  BOOST_CHECK(all.find("\"what\":\"restart\",\"child\":\"learner 1\"") != std::string::npos);
+  BOOST_CHECK(all.find("\"what\":\"registration\",\"learner\":1") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(an_invariant_that_cannot_hold_is_reported_broken) {
+  FaultPlan plan = small_plan(1.5);
+  plan.invariants.min_goodput = 1.5;  // no run can reach it
+  auto r = run_with_faults(plan.topology, plan, {});
+  BOOST_REQUIRE(r.ok());
+  BOOST_REQUIRE_EQUAL(r->violations.size(), 1u);
+  BOOST_CHECK(r->violations[0].find("min_goodput") != std::string::npos);
+  BOOST_CHECK(chaos_table({*r}).find("FAILED") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace atl

@@ -1,0 +1,177 @@
+// Fault plans: what users write to torture a run. A good plan means exactly
+// what it says; every mistake names the file, the line and the key.
+#include <boost/test/unit_test.hpp>
+
+#include <fstream>
+
+#include "atoll/event_tape.h"
+#include "atoll/fault_plan.h"
+#include "test_support.h"
+
+namespace atl {
+namespace {
+
+struct Plans {
+  testing::TempDir dir;
+  Plans() { std::ofstream(dir.file("topo.toml")) << "[data]\nkind = \"synthetic\"\n[outer]\nsync_every = 10\n"; }
+  Result<FaultPlan> load(const std::string& text) {
+    std::ofstream(dir.file("plan.toml")) << "topology = \"topo.toml\"\nseconds = 3\n" << text;
+    return load_fault_plan(dir.file("plan.toml"));
+  }
+  void expect_error(const std::string& text, const std::string& wanted) {
+    auto p = load(text);
+    BOOST_REQUIRE_MESSAGE(!p.ok(), "accepted: " << text);
+    BOOST_CHECK_MESSAGE(p.status().message().find(wanted) != std::string_view::npos,
+                        "wanted '" << wanted << "' in: " << p.status().to_string());
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(fault_plan_test)
+
+BOOST_AUTO_TEST_CASE(a_plan_with_every_kind_of_fault_means_what_it_says) {
+  Plans t;
+  auto p = t.load(R"(
+modes = ["decoupled", "dp"]
+seed = 9
+[[fault]]
+kind = "kill"
+at = 1.0
+learner = "*"
+recover_after = 0.5
+[[fault]]
+kind = "crash"
+at_step = 300
+learner = 2
+[[fault]]
+kind = "stall"
+at = 1
+learner = 0
+duration = 1
+[[fault]]
+kind = "slow"
+at = 1
+learner = 1
+duration = 2
+factor = 3
+[[fault]]
+kind = "partition"
+at = 2
+learner = 3
+duration = 1
+[[fault]]
+kind = "delay"
+at = 2
+learner = "*"
+duration = 1
+seconds = 0.05
+[[fault]]
+kind = "duplicate"
+at = 2
+learner = 1
+duration = 1
+probability = 0.5
+[[fault]]
+kind = "reorder"
+at = 2
+learner = 1
+duration = 1
+seconds = 0.01
+[[fault]]
+kind = "corrupt"
+at = 2
+learner = 0
+duration = 1
+[[fault]]
+kind = "kill_syncer"
+at = 2.5
+[[fault]]
+kind = "kill_checkpointer"
+at = 2.6
+[random]
+mtbf_seconds = 30
+recovery = "uniform"
+recovery_min = 4
+recovery_max = 6
+[invariants]
+reintegrate_within_seconds = 10
+min_goodput = 0.8
+max_eval_loss_increase = 0.05
+)");
+  BOOST_REQUIRE_MESSAGE(p.ok(), p.status().to_string());
+  BOOST_CHECK_EQUAL(p->name, "plan");
+  BOOST_CHECK_EQUAL(p->seconds, 3.0);
+  BOOST_CHECK_EQUAL(p->seed, 9u);
+  BOOST_CHECK(p->topology.data.kind == DataKind::kSynthetic);
+  BOOST_CHECK_EQUAL(p->topology.outer.sync_every, 10);
+  BOOST_REQUIRE_EQUAL(p->modes.size(), 2u);
+  BOOST_REQUIRE_EQUAL(p->faults.size(), 11u);
+  BOOST_CHECK(p->faults[0].kind == FaultKind::kKill);
+  BOOST_CHECK_EQUAL(p->faults[0].learner, -1);  // "*"
+  BOOST_CHECK_EQUAL(p->faults[0].recover_after, 0.5);
+  BOOST_CHECK_EQUAL(p->faults[1].at_step, 300u);
+  BOOST_CHECK_LT(p->faults[1].at, 0.0);
+  BOOST_CHECK_EQUAL(p->faults[3].factor, 3.0);
+  BOOST_CHECK_EQUAL(p->faults[6].probability, 0.5);
+  BOOST_CHECK(p->faults[10].kind == FaultKind::kKillCheckpointer);
+  BOOST_CHECK(p->faults[4].where.find("plan.toml:") != std::string::npos);
+  BOOST_REQUIRE(p->random.has_value());
+  BOOST_CHECK(p->random->recovery == RandomFaults::Recovery::kUniform);
+  BOOST_CHECK_EQUAL(p->invariants.min_goodput, 0.8);
+  BOOST_REQUIRE(p->invariants.max_eval_loss_increase.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(mistakes_name_the_file_line_and_key) {
+  Plans t;
+  t.expect_error("[[fault]]\nkind = \"kil\"\nat = 1\nlearner = 0\n", "plan.toml:4: fault[0].kind: unknown fault kind 'kil'");
+  t.expect_error("[[fault]]\nkind = \"kill\"\nat = 1\nlearnr = 0\n", "fault[0].learnr: unknown key (did you mean learner?)");
+  t.expect_error("[[fault]]\nkind = \"kill\"\nlearner = 0\n", "give exactly one of at (seconds) and at_step");
+  t.expect_error("[[fault]]\nkind = \"kill\"\nat = 1\n", "fault[0].learner: missing");
+  t.expect_error("[[fault]]\nkind = \"kill\"\nat = 1\nlearner = 9\n", "plan.toml:6: fault[0].learner: 9 is outside [0, 3]");
+  t.expect_error("[[fault]]\nkind = \"kill_syncer\"\nat = 1\nlearner = 0\n", "kill_syncer does not target a learner");
+  t.expect_error("[[fault]]\nkind = \"partition\"\nat = 1\nlearner = 0\n", "fault[0].duration: missing");
+  t.expect_error("[[fault]]\nkind = \"slow\"\nat = 1\nlearner = 0\nduration = 1\n", "fault[0].factor: missing");
+  t.expect_error("[[fault]]\nkind = \"crash\"\nat_step = 5\nlearner = \"*\"\n", "needs a single learner");
+  t.expect_error("[random]\nrecovery = \"normal\"\nmtbf_seconds = 3\n", "random.recovery: unknown distribution 'normal'");
+  t.expect_error("[random]\nkind = \"kill\"\n", "random.mtbf_seconds: missing");
+  t.expect_error("[invariants]\nmin_goodpt = 0.5\n", "invariants.min_goodpt: unknown key (did you mean min_goodput?)");
+  t.expect_error("modes = [\"fast\"]\n", "modes[0]: unknown mode 'fast'");
+  t.expect_error("seeds = 3\n", "plan.toml:3: seeds: unknown key (did you mean seed?)");
+  t.expect_error("set = [\"outer.quorum=9\"]\n", "outer.quorum = 9 exceeds the 4 learners");
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_plan_is_not_found_by_name) {
+  auto p = load_fault_plan("/nonexistent/plan.toml");
+  BOOST_CHECK(p.status().code() == Status::Code::kNotFound);
+}
+
+BOOST_AUTO_TEST_CASE(a_tape_replays_as_the_faults_that_hit_at_their_times) {
+  Plans t;
+  {
+    auto tape = EventTape::open(t.dir.file("run.jsonl"), std::chrono::steady_clock::now());
+    BOOST_REQUIRE(tape.ok());
+    (*tape)->record("inject", {{"kind", std::string("kill")}, {"hit", int64_t{1}}, {"learner", int64_t{2}},
+                               {"recover_after", 4.5}});
+    (*tape)->record("inject", {{"kind", std::string("kill")}, {"hit", int64_t{0}}, {"learner", int64_t{1}}});
+    (*tape)->record("recovered", {{"what", std::string("restart")}, {"child", std::string("learner 2")}});
+    (*tape)->record("inject", {{"kind", std::string("delay")}, {"hit", int64_t{1}}, {"learner", int64_t{-1}},
+                               {"duration", 2.0}, {"seconds", 0.05}});
+  }
+  auto p = t.load("replay = \"run.jsonl\"\n");
+  BOOST_REQUIRE_MESSAGE(p.ok(), p.status().to_string());
+  BOOST_REQUIRE_EQUAL(p->faults.size(), 2u);  // the miss and the recovery are not faults
+  BOOST_CHECK(p->faults[0].kind == FaultKind::kKill);
+  BOOST_CHECK_EQUAL(p->faults[0].learner, 2);
+  BOOST_CHECK_EQUAL(p->faults[0].recover_after, 4.5);
+  BOOST_CHECK_GE(p->faults[0].at, 0.0);
+  BOOST_CHECK(p->faults[1].kind == FaultKind::kDelay);
+  BOOST_CHECK_EQUAL(p->faults[1].learner, -1);
+  BOOST_CHECK_EQUAL(p->faults[1].seconds, 0.05);
+  std::ofstream(t.dir.file("bad.jsonl")) << "{\"t\":1,\"event\":\"inject\",\"kind\":\"melt\",\"hit\":1}\n";
+  t.expect_error("replay = \"bad.jsonl\"\n", "bad.jsonl:1: unknown fault kind 'melt'");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace atl
