@@ -64,6 +64,20 @@ void check(const FaultPlan& plan, const EventTape& tape, const std::vector<float
       r.violations.push_back("reintegrate_within_seconds: learner " + fmt("%.0f", learner) + " " + kind + "ed at " +
                              fmt("%.2f s", e.t) + " was not welcomed back by " + fmt("%.2f s", deadline));
   }
+  double down = 0.0;
+  for (const auto& e : entries) {
+    const std::string kind = e.text("kind");
+    if (e.event != "inject" || e.number("hit") != 1 || (kind != "kill" && kind != "crash")) continue;
+    double back = rep.wall_seconds;
+    for (const auto& f : entries)
+      if (f.event == "recovered" && f.text("what") == "registration" && f.number("learner") == e.number("learner") &&
+          f.t >= e.t) {
+        back = std::min(back, f.t);
+        break;
+      }
+    down += std::max(0.0, back - e.t);
+  }
+  if (rep.wall_seconds > 0 && rep.learners > 0) r.alive_fraction = 1.0 - down / (rep.learners * rep.wall_seconds);
   for (const auto& e : entries) {
     if (e.event == "inject" && e.number("hit") == 1 && e.text("kind") != "kill" && e.text("kind") != "crash")
       ++r.faults_injected;
@@ -142,13 +156,13 @@ Result<std::vector<ChaosResult>> run_plan(const FaultPlan& plan, const ChaosOpti
 std::string chaos_table(const std::vector<ChaosResult>& results, bool header) {
   std::ostringstream o;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-28s %-11s %8s %7s %10s %9s %8s %9s  %s\n", "plan", "mode", "goodput", "uptime",
-                "eval loss", "(no-fault)", "injected", "recovered", "verdict");
+  std::snprintf(buf, sizeof buf, "%-28s %-11s %8s %6s %7s %10s %9s %8s %9s  %s\n", "plan", "mode", "goodput",
+                "alive", "uptime", "eval loss", "(no-fault)", "injected", "recovered", "verdict");
   if (header) o << buf;
   for (const auto& r : results) {
     const std::string base = r.baseline_eval_loss >= 0 ? fmt("%.4f", r.baseline_eval_loss) : "-";
-    std::snprintf(buf, sizeof buf, "%-28.28s %-11s %8.3f %7.3f %10.4f %9s %8llu %9llu  %s\n", r.plan.c_str(),
-                  mode_name(r.mode), r.report.goodput, r.report.uptime, r.report.eval.loss, base.c_str(),
+    std::snprintf(buf, sizeof buf, "%-28.28s %-11s %8.3f %6.3f %7.3f %10.4f %9s %8llu %9llu  %s\n", r.plan.c_str(),
+                  mode_name(r.mode), r.report.goodput, r.alive_fraction, r.report.uptime, r.report.eval.loss, base.c_str(),
                   static_cast<unsigned long long>(r.faults_injected), static_cast<unsigned long long>(r.recoveries),
                   r.ok() ? "ok" : "FAILED");
     o << buf;
@@ -171,6 +185,7 @@ std::string chaos_json(const std::vector<ChaosResult>& results) {
     std::string report = r.report.to_json();
     while (!report.empty() && report.back() == '\n') report.pop_back();
     out += "{\"plan\":\"" + r.plan + "\",\"mode\":\"" + mode_name(r.mode) + "\",\"ok\":" + (r.ok() ? "true" : "false") +
+           ",\"alive_fraction\":" + fmt("%.6g", r.alive_fraction) +
            ",\"faults_injected\":" + std::to_string(r.faults_injected) + ",\"recoveries\":" +
            std::to_string(r.recoveries) + ",\"baseline_eval_loss\":" + fmt("%.6g", r.baseline_eval_loss) +
            ",\"tape\":\"" + r.tape_path + "\",\"violations\":" + violations + ",\"report\":" + report + "}" +

@@ -31,6 +31,9 @@ struct ChaosResult {
   uint64_t faults_injected = 0;  // injections that hit a running target
   uint64_t recoveries = 0;       // components restarted by their supervisor
   double baseline_eval_loss = -1.0;  // the run without faults; < 0: not run
+  // Share of learner time the learners were up (from the tape: each kill or
+  // crash to that learner's next registration). Bounds any mode's goodput.
+  double alive_fraction = 1.0;
   std::vector<std::string> violations;  // each broken invariant, with its figures
   std::string tape_path;
   bool ok() const { return violations.empty(); }
