@@ -60,9 +60,9 @@ int fail(const atl::Status& s) {
 atl::Result<std::string> describe_plan(const atl::Topology& t) {
   auto model = atl::make_model(t);
   if (!model.ok()) return model.status();
-  const int count = t.mode == atl::Mode::kDecoupled ? t.outer.fragments : 1;
-  auto fragments = atl::plan_fragments((*model)->layout(), count);
-  if (!fragments.ok()) return fragments.status().with_context("outer.fragments");
+  auto fragments = atl::plan_fragments((*model)->layout(), t);
+  if (!fragments.ok()) return fragments.status();
+  const size_t count = fragments->size();
   std::string s = (*model)->describe() + " (" + std::to_string((*model)->layout().size()) + " parameters), " +
                   std::to_string(count) + " fragment" + (count > 1 ? "s" : "") + ":";
   for (const auto& f : *fragments) s += " " + std::to_string(f.size) + " " + atl::merge_rule_name(f.rule);

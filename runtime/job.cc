@@ -37,6 +37,12 @@ Result<std::unique_ptr<Model>> make_model(const Topology& t) {
   return std::unique_ptr<Model>(std::make_unique<Mlp>(c));
 }
 
+Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, const Topology& t) {
+  auto fragments = plan_fragments(layout, t.mode == Mode::kDecoupled ? t.outer.fragments : 1);
+  if (!fragments.ok()) return fragments.status().with_context("outer.fragments");
+  return fragments;
+}
+
 std::vector<float> initial_parameters(const Model& model, const Topology& t) {
   std::vector<float> params(model.layout().size());
   model.init(params, Rng::derive(t.seed, 0x1417));  // a stream of its own, apart from data seeds

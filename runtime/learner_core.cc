@@ -45,9 +45,8 @@ Result<std::unique_ptr<LearnerCore>> LearnerCore::create(uint32_t id, uint64_t i
                                     std::to_string(t.learners.size()) + " learners");
   auto model = make_model(t);
   if (!model.ok()) return model.status();
-  const int count = t.mode == Mode::kDecoupled ? t.outer.fragments : 1;
-  auto fragments = plan_fragments((*model)->layout(), count);
-  if (!fragments.ok()) return fragments.status().with_context("outer.fragments");
+  auto fragments = plan_fragments((*model)->layout(), t);
+  if (!fragments.ok()) return fragments.status();
   return std::unique_ptr<LearnerCore>(
       new LearnerCore(id, incarnation, std::move(job), std::move(*model), std::move(*fragments)));
 }

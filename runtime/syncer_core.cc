@@ -26,9 +26,8 @@ Result<std::unique_ptr<SyncerCore>> SyncerCore::create(const Topology& topology,
                                                       std::optional<SteadyTime> started) {
   auto model = make_model(topology);
   if (!model.ok()) return model.status();
-  const int count = topology.mode == Mode::kDecoupled ? topology.outer.fragments : 1;
-  auto fragments = plan_fragments((*model)->layout(), count);
-  if (!fragments.ok()) return fragments.status().with_context("outer.fragments");
+  auto fragments = plan_fragments((*model)->layout(), topology);
+  if (!fragments.ok()) return fragments.status();
   return std::unique_ptr<SyncerCore>(
       new SyncerCore(topology, std::move(*model), std::move(*fragments), now, started.value_or(now)));
 }

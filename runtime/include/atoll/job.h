@@ -13,6 +13,7 @@
 #include "atoll/batch.h"
 #include "atoll/data_source.h"
 #include "atoll/example_set.h"
+#include "atoll/fragments.h"
 #include "atoll/model.h"
 #include "atoll/status.h"
 #include "atoll/topology.h"
@@ -22,6 +23,10 @@ namespace atl {
 // A fresh model object (with its own scratch memory) for the topology's
 // [model] and the input and output sizes of its [data].
 Result<std::unique_ptr<Model>> make_model(const Topology& topology);
+
+// The fragments a topology gives its model: outer.fragments in decoupled
+// mode, one (the whole model) in dp and elastic_dp. Errors name the key.
+Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, const Topology& topology);
 
 // The initial global parameters: the model's initialization from the topology's seed.
 std::vector<float> initial_parameters(const Model& model, const Topology& topology);
