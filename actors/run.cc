@@ -14,6 +14,7 @@
 #include "atoll/atoms.h"
 #include "atoll/log.h"
 #include "atoll/syncer_core.h"
+#include "atoll/transformer.h"
 
 namespace atl {
 namespace {
@@ -296,6 +297,9 @@ Result<Report> Run::wait() {
     r.eval.accuracy = e.accuracy();
     r.eval.count = e.count;
     if (s.topology.data.kind == DataKind::kText) r.eval.bits_per_byte = e.bits_per_byte();
+    if (auto* lm = dynamic_cast<Transformer*>(model->get()))
+      r.sample = lm->sample(theta, "Fellow-Citizens of the Senate and House of Representatives: ", 160, 0.8,
+                            s.topology.seed);
   } else {
     r.eval.loss = r.eval.accuracy = std::numeric_limits<double>::quiet_NaN();
   }

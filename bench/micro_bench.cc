@@ -14,6 +14,7 @@
 #include "atoll/merge.h"
 #include "atoll/mlp.h"
 #include "atoll/rng.h"
+#include "atoll/transformer.h"
 
 namespace atl {
 namespace {
@@ -74,6 +75,72 @@ void BM_MlpTrainStep(benchmark::State& state) {
   state.counters["examples/s"] = benchmark::Counter(batch, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_MlpTrainStep)->Arg(64)->Arg(256)->Unit(benchmark::kMicrosecond);
+
+// One training step of the default transformer (4 layers, width 128, 4
+// heads, context 128) on 8 windows: forward, backward, AdamW. GFLOP/s counts
+// Transformer::train_flops.
+void BM_TransformerTrainStep(benchmark::State& state) {
+  const int rows = static_cast<int>(state.range(0));
+  Transformer model(TransformerConfig{});
+  std::vector<float> params(model.layout().size()), grads(params.size());
+  model.init(params, 1);
+  AdamW opt(model.layout(), {});
+  Rng rng(2);
+  Batch b;
+  b.rows = rows;
+  b.y_cols = 129;
+  b.tokens = int64_t{rows} * 128;
+  for (int i = 0; i < rows * 129; ++i) b.y.push_back(static_cast<int32_t>(32 + rng.below(90)));
+  for (auto _ : state) {
+    model.forward_backward(params, b, grads);
+    opt.update(params, grads);
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(model.train_flops(rows), benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+  state.counters["tokens/s"] = benchmark::Counter(double(rows) * 128, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_TransformerTrainStep)->Arg(8)->Unit(benchmark::kMillisecond);
+
+// Exactly the matrix products of that training step (same shapes, same
+// count, forward and backward), and nothing else: the GEMM rate the step is
+// measured against.
+void BM_TransformerGemms(benchmark::State& state) {
+  const int rows = static_cast<int>(state.range(0));
+  const Eigen::Index C = 128, T = 128, H = 4, hs = C / H, V = 256, L = 4, N = rows * T;
+  using M = Eigen::MatrixXf;
+  struct Shape { Eigen::Index m, k, n; int count; };
+  std::vector<Shape> shapes;
+  for (auto [out, in] : {std::pair{3 * C, C}, {C, C}, {4 * C, C}, {C, 4 * C}}) {
+    shapes.push_back({out, in, N, int(L)});   // y = W x
+    shapes.push_back({out, N, in, int(L)});   // dW = dy x^T
+    shapes.push_back({in, out, N, int(L)});   // dx = W^T dy
+  }
+  shapes.push_back({V, C, N, 1});             // logits
+  shapes.push_back({V, N, C, 1});             // d head
+  shapes.push_back({C, V, N, 1});             // d lnf
+  const int heads = int(L * rows * H);
+  shapes.push_back({T, hs, T, heads});        // K^T Q
+  shapes.push_back({hs, T, T, heads});        // V P
+  shapes.push_back({hs, T, T, heads});        // dV = dO P^T
+  shapes.push_back({T, hs, T, heads});        // dP = V^T dO
+  shapes.push_back({hs, T, T, heads});        // dQ = K dS
+  shapes.push_back({hs, T, T, heads});        // dK = Q dS^T
+  std::vector<std::array<M, 3>> mats;
+  double flops = 0;
+  for (const auto& s : shapes) {
+    mats.push_back({M::Random(s.m, s.k), M::Random(s.k, s.n), M(s.m, s.n)});
+    flops += 2.0 * double(s.m * s.k * s.n) * s.count;
+  }
+  for (auto _ : state)
+    for (size_t i = 0; i < shapes.size(); ++i)
+      for (int c = 0; c < shapes[i].count; ++c) {
+        mats[i][2].noalias() = mats[i][0] * mats[i][1];
+        benchmark::DoNotOptimize(mats[i][2].data());
+      }
+  state.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_TransformerGemms)->Arg(8)->Unit(benchmark::kMillisecond);
 
 // The inner optimizer on the whole MLP (203530 parameters).
 void BM_AdamW(benchmark::State& state) {

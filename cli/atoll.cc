@@ -223,7 +223,8 @@ int main(int argc, char** argv) {
   int threads = 0;
   bool quiet = false, verbose = false;
 
-  auto* run = app.add_subcommand("run", "Train: the topology in FILE, or the built-in default (4 learners, MLP on MNIST)");
+  auto* run = app.add_subcommand(
+      "run", "Train: the topology in FILE, or the built-in default (a byte-level transformer on the State of the Union)");
   run->add_option("file", file, "Topology file (TOML); see examples/topologies/ and `atoll topology`");
   run->add_option("--set", sets, "Override one key, e.g. --set outer.quorum=2 --set mode=dp (repeatable)");
   run->add_option("--report", report_path, "Where to write the JSON report (empty: none)")->capture_default_str();
@@ -236,7 +237,8 @@ int main(int argc, char** argv) {
   run->add_option("--tape", tape, "With --faults: where to write the event tape (JSON lines)")->capture_default_str();
   run->footer(
       "\nExamples:\n"
-      "  atoll run                                     the default: 4 learners, MLP on MNIST (about 30 s)\n"
+      "  atoll run                                     the default: transformer on State of the Union text (~3 min)\n"
+      "  atoll run examples/topologies/mnist.toml      an MLP on MNIST (about 30 s)\n"
       "  atoll run --set mode=dp                       the data-parallel baseline, all else equal\n"
       "  atoll run --set outer.sync_every=50 --seconds 10\n"
       "  atoll run examples/topologies/synthetic.toml  needs no data files\n"

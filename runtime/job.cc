@@ -6,11 +6,14 @@
 #include "atoll/mnist.h"
 #include "atoll/rng.h"
 #include "atoll/text_corpus.h"
+#include "atoll/transformer.h"
 
 namespace atl {
 namespace {
 
 constexpr int kEvalBatch = 1000;
+constexpr int kEvalWindows = 256;     // text: held-out windows when data.eval_examples = 0
+constexpr int kTextEvalBatch = 16;
 
 std::string data_dir(const Topology& t, const std::string& root, const char* fallback) {
   return t.data.dir.empty() ? root + "/" + fallback : t.data.dir;
@@ -29,7 +32,8 @@ ExampleSet head(ExampleSet set, int limit) {
 Result<std::unique_ptr<Model>> make_model(const Topology& t) {
   ATOLL_RETURN_IF_ERROR(validate(t));
   if (t.model.kind == ModelKind::kTransformer)
-    return Status::invalid_argument("model.kind = \"transformer\" is not implemented yet");
+    return std::unique_ptr<Model>(std::make_unique<Transformer>(
+        TransformerConfig{t.model.layers, t.model.width, t.model.heads, t.model.context, 256}));
   MlpConfig c;
   c.hidden = t.model.hidden;
   c.inputs = t.data.kind == DataKind::kMnist ? 784 : t.data.features;
@@ -108,8 +112,32 @@ Result<std::shared_ptr<const Job>> Job::load(const Topology& t, const std::strin
                           " features, " + std::to_string(t.data.classes) + " classes";
       break;
     }
-    case DataKind::kText:
-      return Status::invalid_argument("data.kind = \"text\" is not implemented yet");
+    case DataKind::kText: {
+      const std::string dir = data_dir(t, data_root, "sotu");
+      auto corpus = read_text_corpus(dir, TextCorpusOptions{".txt", t.data.holdout_every});
+      if (!corpus.ok()) {
+        Status st = corpus.status().with_context("data.kind = \"text\"");
+        if (st.code() != Status::Code::kNotFound) return st;
+        return Status::not_found(std::string(st.message()) +
+                                 " (run scripts/setup, or point --data or ATOLL_DATA_DIR at its data folder)");
+      }
+      const auto shards = split_documents(corpus->train, m, Rng::derive(t.seed, 0x5a4d));
+      for (const auto& shard : shards) {
+        if (shard.size() <= static_cast<size_t>(t.model.context) + 1)
+          return Status::invalid_argument(dir + ": a learner's shard has " + std::to_string(shard.size()) +
+                                          " bytes, not enough for one window of model.context + 1");
+        job->text_.push_back(std::make_shared<const std::vector<uint8_t>>(shard));
+      }
+      const auto heldout = concatenate(corpus->heldout);
+      const int windows = t.data.eval_examples > 0 ? t.data.eval_examples : kEvalWindows;
+      job->eval_ = text_batches(heldout, t.model.context, kTextEvalBatch, static_cast<size_t>(windows));
+      job->description_ = "State of the Union text: " + std::to_string(corpus->train.size()) + " speeches (" +
+                          std::to_string(corpus->train_bytes()) + " bytes) to train, " +
+                          std::to_string(corpus->heldout.size()) + " held out (" +
+                          std::to_string(corpus->heldout_bytes()) + " bytes; " + std::to_string(windows) +
+                          " windows evaluated)";
+      return std::shared_ptr<const Job>(std::move(job));
+    }
   }
   if (job->examples_->size() < static_cast<size_t>(m))
     return Status::invalid_argument("data has " + std::to_string(job->examples_->size()) +
@@ -120,6 +148,7 @@ Result<std::shared_ptr<const Job>> Job::load(const Topology& t, const std::strin
 
 std::unique_ptr<DataSource> Job::make_stream(uint32_t learner, uint64_t incarnation) const {
   const uint64_t seed = Rng::derive(Rng::derive(topology_.seed, learner), incarnation);
+  if (!text_.empty()) return std::make_unique<TextStream>(text_.at(learner), topology_.model.context, seed);
   return std::make_unique<ExampleStream>(examples_, shards_.at(learner), seed);
 }
 

@@ -95,4 +95,118 @@ void softmax_xent_backward(In<S> probs, std::span<const int32_t> labels, S scale
     dlogits(static_cast<Eigen::Index>(labels[static_cast<size_t>(j)]), j) -= scale;
 }
 
+// ---- embedding: x[:, n] = wte[:, token_n] + wpe[:, n % T]
+//      wte (C, V), wpe (C, T), x (C, N) with N = B * T, tokens N ids
+template <class S>
+void embedding_forward(In<S> wte, In<S> wpe, std::span<const int32_t> tokens, int T, Out<S> x) {
+  for (Eigen::Index n = 0; n < x.cols(); ++n)
+    x.col(n) = wte.col(tokens[static_cast<size_t>(n)]) + wpe.col(n % T);
+}
+// dwte[:, token_n] += dx[:, n] ; dwpe[:, n % T] += dx[:, n]
+template <class S>
+void embedding_backward(In<S> dx, std::span<const int32_t> tokens, int T, Out<S> dwte, Out<S> dwpe) {
+  for (Eigen::Index n = 0; n < dx.cols(); ++n) {
+    dwte.col(tokens[static_cast<size_t>(n)]) += dx.col(n);
+    dwpe.col(n % T) += dx.col(n);
+  }
+}
+
+// ---- layer norm over each column: y = (x - mean) * rstd * w + b
+//      x, y (C, N); w, b (C); saves mean and rstd (N) for the backward
+template <class S>
+void layernorm_forward(In<S> x, VecIn<S> w, VecIn<S> b, Out<S> y, VecOut<S> mean, VecOut<S> rstd) {
+  constexpr S kEps = S(1e-5);
+  const auto c = static_cast<S>(x.rows());
+  mean = x.colwise().sum().transpose() / c;
+  for (Eigen::Index n = 0; n < x.cols(); ++n) {
+    const S var = (x.col(n).array() - mean(n)).square().sum() / c;
+    rstd(n) = S(1) / std::sqrt(var + kEps);
+    y.col(n) = ((x.col(n).array() - mean(n)) * rstd(n) * w.array() + b.array()).matrix();
+  }
+}
+// dw += sum_n dy * xhat ; db += sum_n dy ;
+// dx += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * w
+// (dx accumulates: the residual stream adds several gradients into it)
+template <class S>
+void layernorm_backward(In<S> x, VecIn<S> w, VecIn<S> mean, VecIn<S> rstd, In<S> dy, Out<S> dx, VecOut<S> dw,
+                        VecOut<S> db) {
+  const auto c = static_cast<S>(x.rows());
+  for (Eigen::Index n = 0; n < x.cols(); ++n) {
+    const auto xhat = ((x.col(n).array() - mean(n)) * rstd(n)).eval();
+    const auto dxhat = (dy.col(n).array() * w.array()).eval();
+    dw.array() += dy.col(n).array() * xhat;
+    db += dy.col(n);
+    const S m1 = dxhat.sum() / c, m2 = (dxhat * xhat).sum() / c;
+    dx.col(n).array() += rstd(n) * (dxhat - m1 - xhat * m2);
+  }
+}
+
+// ---- gelu (tanh approximation): y = 0.5 x (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2/pi)
+template <class S>
+void gelu_forward(In<S> x, Out<S> y) {
+  const S k = S(0.7978845608028654);
+  y = (S(0.5) * x.array() * (S(1) + (k * (x.array() + S(0.044715) * x.array().cube())).tanh())).matrix();
+}
+// dx = dy * gelu'(x) (overwrites)
+template <class S>
+void gelu_backward(In<S> x, In<S> dy, Out<S> dx) {
+  const S k = S(0.7978845608028654);
+  const auto u = (k * (x.array() + S(0.044715) * x.array().cube())).eval();
+  const auto t = u.tanh().eval();
+  const auto du = (k * (S(1) + S(3 * 0.044715) * x.array().square())).eval();
+  dx = (dy.array() * (S(0.5) * (S(1) + t) + S(0.5) * x.array() * (S(1) - t.square()) * du)).matrix();
+}
+
+// ---- causal multi-head self-attention
+//      qkv (3C, N): rows [0, C) queries, [C, 2C) keys, [2C, 3C) values; N = B * T
+//      out (C, N); probs (T, T * B * H): the softmax of each (batch, head),
+//      column i of a (T, T) block = query i's weights over keys j <= i
+template <class S>
+void attention_forward(In<S> qkv, int B, int T, int H, Out<S> out, Out<S> probs) {
+  const Eigen::Index C = qkv.rows() / 3, hs = C / H;
+  const S scale = S(1) / std::sqrt(static_cast<S>(hs));
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) {
+      const auto q = qkv.block(h * hs, b * T, hs, T);
+      const auto k = qkv.block(C + h * hs, b * T, hs, T);
+      const auto v = qkv.block(2 * C + h * hs, b * T, hs, T);
+      auto p = probs.block(0, (static_cast<Eigen::Index>(b) * H + h) * T, T, T);
+      p.noalias() = k.transpose() * q;  // (keys, queries)
+      for (Eigen::Index i = 0; i < T; ++i) {
+        auto col = p.col(i).head(i + 1);
+        const S mx = col.maxCoeff() * scale;
+        col = ((col.array() * scale) - mx).exp().matrix();
+        col /= col.sum();
+        p.col(i).tail(T - i - 1).setZero();  // keys after the query: masked
+      }
+      out.block(h * hs, b * T, hs, T).noalias() = v * p;
+    }
+}
+// dqkv (overwritten) from dout, using qkv and the saved probs
+template <class S>
+void attention_backward(In<S> qkv, In<S> probs, In<S> dout, int B, int T, int H, Out<S> dqkv) {
+  const Eigen::Index C = qkv.rows() / 3, hs = C / H;
+  const S scale = S(1) / std::sqrt(static_cast<S>(hs));
+  Mat<S> dp(T, T);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) {
+      const auto q = qkv.block(h * hs, b * T, hs, T);
+      const auto k = qkv.block(C + h * hs, b * T, hs, T);
+      const auto v = qkv.block(2 * C + h * hs, b * T, hs, T);
+      const auto p = probs.block(0, (static_cast<Eigen::Index>(b) * H + h) * T, T, T);
+      const auto dO = dout.block(h * hs, b * T, hs, T);
+      dqkv.block(2 * C + h * hs, b * T, hs, T).noalias() = dO * p.transpose();  // dV
+      dp.noalias() = v.transpose() * dO;                                        // dP (keys, queries)
+      // softmax backward per query column, then the 1/sqrt(hs) of the scores
+      for (Eigen::Index i = 0; i < T; ++i) {
+        auto col = dp.col(i).head(i + 1);
+        const S dot = (col.array() * p.col(i).head(i + 1).array()).sum();
+        col = (p.col(i).head(i + 1).array() * (col.array() - dot) * scale).matrix();
+        dp.col(i).tail(T - i - 1).setZero();
+      }
+      dqkv.block(h * hs, b * T, hs, T).noalias() = k * dp;                    // dQ
+      dqkv.block(C + h * hs, b * T, hs, T).noalias() = q * dp.transpose();    // dK
+    }
+}
+
 }  // namespace atl::layers

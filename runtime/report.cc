@@ -150,6 +150,7 @@ std::string Report::to_json() const {
   j.open("max_adopted_versions", '[');
   for (uint64_t v : max_adopted_versions) j.item(v);
   j.close(']');
+  j.field("sample", sample);
   j.open("per_learner", '[');
   for (const auto& l : per_learner) {
     j.open(nullptr, '{');
@@ -194,7 +195,7 @@ std::string Report::to_table() const {
   row("goodput", num("%.3f", goodput));
   row("uptime", num("%.3f", uptime));
   row("held-out loss", num("%.4f", eval.loss));
-  if (eval.bits_per_byte > 0 && eval.accuracy == 0) row("bits per byte", num("%.4f", eval.bits_per_byte));
+  if (eval.bits_per_byte > 0) row("bits per byte", num("%.4f", eval.bits_per_byte) + num(" (next byte right %.1f%%)", 100 * eval.accuracy));
   else row("held-out accuracy", num("%.2f%%", 100 * eval.accuracy));
   row("bytes up / down", human_bytes(double(bytes.learner_to_syncer)) + " / " + human_bytes(double(bytes.syncer_to_learners)));
   row("bytes per token", num("%.1f", bytes_per_token));
@@ -214,6 +215,11 @@ std::string Report::to_table() const {
   }
   if (recovered_fragments) row("recovered fragments", std::to_string(recovered_fragments) + " (from learners' bases)");
   for (const auto& g : gave_up) row("gave up on", g);
+  if (!sample.empty()) {
+    std::string shown;
+    for (char c : sample) shown += (c == '\n' || c == '\r') ? ' ' : (static_cast<unsigned char>(c) < 0x20 ? '?' : c);
+    row("sample", "\"" + shown + "\"");
+  }
   o << "  learner  speed  batch    steps     tokens  merged  restarts  step ms\n";
   for (const auto& l : per_learner) {
     std::snprintf(buf, sizeof buf, "  %7u  %5.2f  %5d  %7llu  %9llu  %6llu  %8llu  %7.2f%s\n", l.id, l.speed, l.batch_size,

@@ -44,9 +44,11 @@ int main(int argc, char** argv) {
     topology = *loaded;
   } else {
     // Built in code: three learners on synthetic data, so it runs anywhere.
+    topology.model.kind = atl::ModelKind::kMlp;
     topology.data.kind = atl::DataKind::kSynthetic;
     topology.model.hidden = {64};
     topology.learners = {{1.0, 32}, {1.0, 32}, {0.5, 32}};
+    topology.outer.fragments = 2;
     topology.outer.sync_every = 50;
     topology.checkpoint.dir = "";
     topology.tokens = 100'000'000;  // the deadline or a signal ends it

@@ -17,6 +17,7 @@ constexpr int kLearners = 3, kH = 5, kBatch = 16, kRounds = 8;
 
 Topology diloco_topology() {
   Topology t;
+  t.model.kind = ModelKind::kMlp;
   t.data.kind = DataKind::kSynthetic;
   t.data.features = 8;
   t.data.classes = 4;

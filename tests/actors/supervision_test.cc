@@ -17,6 +17,7 @@ using namespace std::chrono_literals;
 
 Topology small_run() {
   Topology t;
+  t.model.kind = ModelKind::kMlp;
   t.data.kind = DataKind::kSynthetic;
   t.data.features = 16;
   t.data.classes = 4;

@@ -59,6 +59,7 @@ struct TestConfig : caf::actor_system_config {
 // the head); H = 4; K = 1; grace = gamma * tau * T = 0.2 s with T = 0.1 s.
 Topology small_topology() {
   Topology t;
+  t.model.kind = ModelKind::kMlp;
   t.data.kind = DataKind::kSynthetic;
   t.data.features = 4;
   t.data.classes = 3;

@@ -17,10 +17,12 @@ FaultPlan small_plan(double seconds) {
   p.name = "test";
   p.path = "test.toml";
   p.seconds = seconds;
+  p.topology.model.kind = ModelKind::kMlp;
   p.topology.data.kind = DataKind::kSynthetic;
   p.topology.data.examples = 50000;
   p.topology.model.hidden = {32};
   p.topology.learners.assign(3, LearnerSpec{1.0, 32});
+  p.topology.outer.fragments = 2;
   p.topology.outer.sync_every = 20;
   p.topology.checkpoint.dir = "";
   p.modes = {Mode::kDecoupled};

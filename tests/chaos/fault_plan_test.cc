@@ -13,7 +13,10 @@ namespace {
 
 struct Plans {
   testing::TempDir dir;
-  Plans() { std::ofstream(dir.file("topo.toml")) << "[data]\nkind = \"synthetic\"\n[outer]\nsync_every = 10\n"; }
+  Plans() {
+    std::ofstream(dir.file("topo.toml"))
+        << "[model]\nkind = \"mlp\"\n[data]\nkind = \"synthetic\"\n[outer]\nfragments = 2\nsync_every = 10\n";
+  }
   Result<FaultPlan> load(const std::string& text) {
     std::ofstream(dir.file("plan.toml")) << "topology = \"topo.toml\"\nseconds = 3\n" << text;
     return load_fault_plan(dir.file("plan.toml"));

@@ -50,7 +50,7 @@ batch_size = 16
   want.outer.quorum = 2;
   want.outer.push_codec = Codec::kInt8;
   want.outer.barrier = true;
-  want.learners = {{1.0, 64}, {0.5, 16}};
+  want.learners = {{1.0, 8}, {0.5, 16}};
   BOOST_CHECK(*t == want);
 }
 
@@ -107,6 +107,8 @@ BOOST_AUTO_TEST_CASE(printed_topologies_read_back_unchanged) {
   t.inner.beta2 = 0.95f;
   t.outer.nesterov = {0.5f, 0.9f};
   t.outer.blend_alpha = 0.1f;
+  t.model.kind = ModelKind::kMlp;
+  t.data.kind = DataKind::kMnist;
   t.model.hidden = {128, 64};
   t.learners = {{1.0, 32}, {0.7, 48}};
   auto back = parse_topology(to_toml(t), "printed.toml");

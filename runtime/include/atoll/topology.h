@@ -51,14 +51,14 @@ Result<Weighting> parse_weighting(std::string_view name);
 struct LearnerSpec {
   // Relative compute speed: 0.5 takes twice as long per inner step as 1.0.
   double speed = 1.0;
-  // Examples (classifier) or windows (language model) per inner step.
-  int batch_size = 64;
+  // Examples (classifier) or windows of model.context bytes (language model) per inner step.
+  int batch_size = 8;
 
   friend bool operator==(const LearnerSpec&, const LearnerSpec&) = default;
 };
 
 struct ModelSpec {
-  ModelKind kind = ModelKind::kMlp;
+  ModelKind kind = ModelKind::kTransformer;
   std::vector<int> hidden = {256};  // mlp: hidden layer widths
   int layers = 4;                   // transformer: blocks
   int width = 128;                  // transformer: model width
@@ -69,10 +69,10 @@ struct ModelSpec {
 };
 
 struct DataSpec {
-  DataKind kind = DataKind::kMnist;
+  DataKind kind = DataKind::kText;
   std::string dir;         // empty: <data root>/mnist or <data root>/sotu
   int holdout_every = 10;  // text: every n-th document is held out
-  int eval_examples = 0;   // examples (or windows) evaluated; 0: the whole held-out set
+  int eval_examples = 0;   // examples evaluated (0: the whole held-out set); text: windows (0: 256)
   int features = 32;       // synthetic: inputs per example
   int classes = 10;        // synthetic: clusters (labels)
   int examples = 8192;     // synthetic: training examples (plus a quarter as many held out)
@@ -84,8 +84,8 @@ struct DataSpec {
 // dp and elastic_dp ignore fragments, sync_every and the codecs: every step,
 // every learner sends its fp32 gradient and gets the fp32 parameters back.
 struct OuterSpec {
-  int fragments = 2;              // P
-  int sync_every = 100;           // H: a learner pushes a fragment every H of its inner steps
+  int fragments = 12;             // P
+  int sync_every = 24;            // H: a learner pushes a fragment every H of its inner steps
   int overlap = 2;                // tau: a broadcast may arrive up to tau steps after a push
   int quorum = 1;                 // K: distinct learners a round waits for
   double grace_gamma = 1.0;       // grace = clamp(gamma*(tau*step - to_quorum - sync), 0, cap)
@@ -115,15 +115,20 @@ struct CheckpointSpec {
   friend bool operator==(const CheckpointSpec&, const CheckpointSpec&) = default;
 };
 
+// The defaults are the built-in job of `atoll run`: a byte-level transformer
+// on the State of the Union corpus, four learners of heterogeneous speed
+// (about 3 minutes on 2 cores). examples/topologies/mnist.toml is the MLP on
+// MNIST.
 struct Topology {
   Mode mode = Mode::kDecoupled;
   uint64_t seed = 1;
-  uint64_t tokens = 2'000'000;  // training budget over all learners
+  uint64_t tokens = 2'500'000;  // training budget over all learners
   double seconds = 0.0;         // wall-clock limit; 0: none
-  std::vector<LearnerSpec> learners = {{1.0, 64}, {1.0, 64}, {0.7, 64}, {0.5, 64}};
+  std::vector<LearnerSpec> learners = {{1.0, 8}, {1.0, 8}, {0.7, 8}, {0.5, 8}};
   ModelSpec model;
   DataSpec data;
-  AdamWConfig inner;
+  // lr 1e-3, betas 0.9/0.95, eps 1e-8, weight decay 0.1, 50 warmup steps, cosine to 0.1.
+  AdamWConfig inner = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 50, 0, 0.1f};
   OuterSpec outer;
   CheckpointSpec checkpoint;
 
