@@ -147,7 +147,6 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
 
 caf::behavior checkpointer(caf::event_based_actor* self, std::shared_ptr<CheckpointStore> store,
                            std::shared_ptr<Directory> directory, std::shared_ptr<RunBoard> board) {
-  directory->put(Directory::kCheckpointer, caf::actor_cast<caf::actor>(self));
   self->attach_functor([directory, addr = self->address()] { directory->erase(Directory::kCheckpointer, addr); });
   return {
       [store, board](save_atom, Packet& file) {
@@ -178,7 +177,11 @@ caf::actor spawn_supervisor(caf::actor_system& sys, SupervisorSpec spec) {
 
 caf::actor spawn_checkpointer(caf::actor_system& sys, std::shared_ptr<CheckpointStore> store,
                               std::shared_ptr<Directory> directory, std::shared_ptr<RunBoard> board) {
-  return sys.spawn<caf::detached>(checkpointer, std::move(store), std::move(directory), std::move(board));
+  // Entered here, not when its thread first runs: the syncer started right
+  // after it must find it, or a fresh process would not restore.
+  auto handle = sys.spawn<caf::detached>(checkpointer, std::move(store), directory, std::move(board));
+  directory->put(Directory::kCheckpointer, handle);
+  return handle;
 }
 
 }  // namespace atl

@@ -66,6 +66,10 @@ std::vector<uint8_t> encode_checkpoint(const CheckpointState& state) {
   for (unsigned i = 0; i < ls.size(); ++i) {
     ls[i].setLearner(state.learners[i].learner);
     ls[i].setIncarnation(state.learners[i].incarnation);
+    ls[i].setPastSteps(state.learners[i].past_steps);
+    ls[i].setPastTokens(state.learners[i].past_tokens);
+    ls[i].setSteps(state.learners[i].steps);
+    ls[i].setTokens(state.learners[i].tokens);
   }
   const size_t payload = capnp::computeSerializedSizeInWords(builder) * sizeof(capnp::word);
   std::vector<uint8_t> out(kHeaderBytes + payload);
@@ -125,7 +129,9 @@ Result<CheckpointState> decode_checkpoint(std::span<const uint8_t> bytes) {
                                   std::to_string(r.momentum.size()) + " momentum entries");
       s.fragments.push_back(std::move(r));
     }
-    for (auto l : root.getLearners()) s.learners.push_back({l.getLearner(), l.getIncarnation()});
+    for (auto l : root.getLearners())
+      s.learners.push_back(
+          {l.getLearner(), l.getIncarnation(), l.getPastSteps(), l.getPastTokens(), l.getSteps(), l.getTokens()});
     return s;
   } catch (const kj::Exception& e) {
     return Status::corruption(std::string("malformed record: ") + e.getDescription().cStr());

@@ -14,7 +14,11 @@ struct FragmentRecord {
 
 struct LearnerRecord {
   learner @0 :UInt32;
-  incarnation @1 :UInt64;
+  incarnation @1 :UInt64;   # the last one registered
+  pastSteps @2 :UInt64;     # trained by earlier incarnations
+  pastTokens @3 :UInt64;
+  steps @4 :UInt64;         # trained by that incarnation, as last reported
+  tokens @5 :UInt64;
 }
 
 struct Checkpoint {

@@ -33,7 +33,11 @@ struct CheckpointState {
   };
   struct LearnerRecord {
     uint32_t learner = 0;
-    uint64_t incarnation = 0;
+    uint64_t incarnation = 0;  // the last one registered
+    // Training done so far, so that a syncer restarted in a new process
+    // continues the token budget: by earlier incarnations, and by the last
+    // one as it last reported (it may come back and report more).
+    uint64_t past_steps = 0, past_tokens = 0, steps = 0, tokens = 0;
     friend bool operator==(const LearnerRecord&, const LearnerRecord&) = default;
   };
 
