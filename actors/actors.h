@@ -43,6 +43,7 @@ struct SyncerArgs {
   std::optional<std::chrono::steady_clock::time_point> run_started;
   std::shared_ptr<MessageFaults> faults;  // the send path's interposition point (null: none)
   std::shared_ptr<EventTape> tape;        // recoveries observed (null: none)
+  std::string cluster_token;              // required of every Register (empty: none)
 };
 caf::actor spawn_syncer(caf::actor_system& sys, SyncerArgs args);
 
@@ -54,6 +55,7 @@ struct LearnerArgs {
   ComputePool* pool = nullptr;  // outlives every learner; slot = id
   std::shared_ptr<RunBoard> board;  // re-integration times, adopted versions
   std::shared_ptr<MessageFaults> faults;  // the send path's interposition point (null: none)
+  std::string cluster_token;  // proven in every Register (empty: one process, none needed)
 };
 caf::actor spawn_learner(caf::actor_system& sys, LearnerArgs args);
 
@@ -90,5 +92,32 @@ struct SupervisorSpec {
   std::function<double(const std::string& child)> restart_hold;
 };
 caf::actor spawn_supervisor(caf::actor_system& sys, SupervisorSpec spec);
+
+// ---- across processes (cluster.cc; atoll/cluster.h says how it fits)
+
+// Loads CAF's middleman with heartbeats: a peer silent for `timeout_seconds`
+// is dropped (CAF 0.17 has heartbeats off by default).
+void enable_network(caf::actor_system_config& cfg, double heartbeat_seconds, double timeout_seconds);
+
+struct GatewayArgs {
+  Topology topology;
+  std::shared_ptr<Directory> directory;  // where the current syncer is found
+  std::shared_ptr<RunBoard> board;       // refusals are counted here
+  std::string cluster_token;
+  size_t max_message_bytes = 0;          // larger packets are dropped unread
+};
+caf::actor spawn_gateway(caf::actor_system& sys, GatewayArgs args);
+// Publishes `gateway` on host:port (0: any); the port it got.
+Result<uint16_t> publish_gateway(caf::actor_system& sys, const caf::actor& gateway, const std::string& host,
+                                 uint16_t port);
+
+struct SyncerLinkArgs {
+  std::string host;
+  uint16_t port = 0;
+  std::shared_ptr<Directory> directory;  // the gateway is entered as the syncer
+  std::shared_ptr<RunBoard> board;       // fail()ed after give_up_seconds without a connection
+  double give_up_seconds = 60.0;
+};
+caf::actor spawn_syncer_link(caf::actor_system& sys, SyncerLinkArgs args);
 
 }  // namespace atl

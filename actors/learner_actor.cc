@@ -40,6 +40,8 @@ struct LearnerState {
   caf::actor_clock::time_point started;  // of this incarnation (re-integration time)
   bool reintegrated = false;             // welcomed once
   bool resync_armed = false;
+  RejectReason last_refusal = RejectReason::kMalformed;  // logged once per streak
+  bool stopping = false;  // the run is over for us: no more steps
   caf::actor_clock::time_point stalled_until, slow_until;  // injected faults
   double slow_factor = 1.0;
 };
@@ -68,13 +70,24 @@ void send_to_syncer(LearnerActor* self, const Message& m) {
 
 void resync(LearnerActor* self);
 
+// In one process the syncer answers from its own handle. In another it is
+// reached through its node's gateway and answers from the syncer actor behind
+// it: then any actor of that node speaks for it.
+bool from_syncer(LearnerActor* self) {
+  const auto& syncer = self->state.syncer;
+  const auto& sender = self->current_sender();
+  if (!syncer || !sender) return false;
+  if (sender->address() == syncer.address()) return true;
+  return syncer.node() != self->node() && sender->node() == syncer.node();
+}
+
 void try_step(LearnerActor* self) {
   auto& st = self->state;
   if (st.core->welcomed() && st.core->blocked() && !st.resync_armed) {
     st.resync_armed = true;  // a broadcast that never comes must not block us forever
     self->delayed_send(self, kResyncAfter, resync_atom_v, st.core->steps());
   }
-  if (st.computing || st.delaying || !st.core->welcomed() || st.core->blocked()) return;
+  if (st.stopping || st.computing || st.delaying || !st.core->welcomed() || st.core->blocked()) return;
   if (const auto now = self->clock().now(); now < st.stalled_until) {  // an injected stall
     st.delaying = true;
     self->delayed_send(self, st.stalled_until - now, next_step_atom_v);
@@ -102,6 +115,7 @@ void handle(LearnerActor* self, Message m) {
       return;
     }
     st.registered = true;
+    st.last_refusal = RejectReason::kMalformed;
     for (uint32_t f = 0; f < st.core->fragments().size(); ++f) st.args.board->note_adopted(f, st.core->version(f));
     st.args.board->regressions_refused += st.core->regressions_refused() - refused_before;
     if (!st.reintegrated) {
@@ -119,13 +133,29 @@ void handle(LearnerActor* self, Message m) {
     if (Status s = st.core->apply(*b); !s.ok()) log_warn(who(self) + ": broadcast dropped: " + s.to_string());
     else if (b->fragment < st.core->fragments().size())
       st.args.board->note_adopted(b->fragment, st.core->version(b->fragment));
+  } else if (auto* d = std::get_if<Done>(&m)) {
+    log_info(who(self) + ": the run is over (" + d->reason + ")");
+    st.args.board->finish();
+    st.stopping = true;
+    self->quit(caf::exit_reason::normal);  // a normal stop: not restarted
   } else if (auto* r = std::get_if<Reject>(&m)) {
-    log_warn(who(self) + ": the syncer refused (" + reject_reason_name(r->reason) + "): " + r->detail);
+    if (r->reason == RejectReason::kBadToken || r->reason == RejectReason::kFingerprintMismatch) {
+      // Joining again cannot help: end this side of the run, saying why.
+      const std::string why = who(self) + " refused by the syncer (" + reject_reason_name(r->reason) + "): " + r->detail;
+      log_error(why);
+      st.args.board->fail(why);
+      st.stopping = true;
+      self->quit(caf::exit_reason::normal);
+      return;
+    }
+    if (r->reason != st.last_refusal || r->reason != RejectReason::kDuplicateLearner)
+      log_warn(who(self) + ": the syncer refused (" + reject_reason_name(r->reason) + "): " + r->detail);
+    st.last_refusal = r->reason;
     if (!st.core->refused(*r)) {
       log_error(who(self) + ": its replica is not finite; restarting");
       self->quit(caf::make_error(caf::sec::runtime_error, "replica diverged"));
-    } else if (r->reason == RejectReason::kStale) {
-      resync(self);  // we missed a broadcast: fetch the current global model
+    } else if (r->reason == RejectReason::kStale || (r->reason == RejectReason::kUnknownLearner && st.registered)) {
+      resync(self);  // we missed a broadcast, or the syncer restarted and does not know us
     }
   } else {
     log_warn(who(self) + ": unexpected " + message_name(m) + " from the syncer");
@@ -144,7 +174,7 @@ void lookup(LearnerActor* self) {
     st.registered = false;
     self->monitor(s);
   }
-  send_to_syncer(self, st.core->make_register(""));
+  send_to_syncer(self, st.core->make_register(st.args.cluster_token));
   self->delayed_send(self, kRegisterRetry, lookup_atom_v);  // again, unless welcomed by then
 }
 
@@ -194,8 +224,7 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
   return {
       [self](Packet& p) {
         auto& st = self->state;
-        if (caf::actor_cast<caf::actor_addr>(self->current_sender()) != st.syncer.address())
-          return;  // only the syncer talks to learners
+        if (!from_syncer(self)) return;  // only the syncer talks to learners
         auto msg = decode_message(p.bytes);
         if (!msg.ok()) {
           log_warn(who(self) + ": dropped a malformed message: " + msg.status().to_string());
@@ -219,7 +248,7 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
         const double wall = std::chrono::duration<double>(self->clock().now() - st.step_started).count();
         const double extra = speed < 1.0 ? wall * (1.0 / speed - 1.0) : 0.0;
         st.core->finish_step({static_cast<float>(loss), tokens, compute}, wall + extra);
-        while (!st.inbox.empty()) {
+        while (!st.inbox.empty() && !st.stopping) {
           Message m = std::move(st.inbox.front());
           st.inbox.pop_front();
           // A pull followed by a broadcast of the same fragment belongs to a
@@ -232,7 +261,7 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
             continue;
           handle(self, std::move(m));
         }
-        if (st.syncer) {
+        if (st.syncer && !st.stopping) {
           for (const auto& push : st.core->due_pushes()) send_to_syncer(self, push);
           send_to_syncer(self, st.core->progress());
         }

@@ -12,6 +12,8 @@
 #include "actors.h"
 #include "run_hooks.h"
 #include "atoll/atoms.h"
+#include "atoll/cluster.h"
+#include "atoll/cluster_token.h"
 #include "atoll/log.h"
 #include "atoll/syncer_core.h"
 #include "atoll/transformer.h"
@@ -23,11 +25,40 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kSnapshotTimeout = std::chrono::seconds(30);
 
 struct Config : caf::actor_system_config {
-  explicit Config(int threads) {
+  Config(int threads, const RunOptions::Cluster& cluster) {
     register_types(*this);
     set("scheduler.max-threads", threads);
+    if (!cluster.listen.empty() || !cluster.join.empty())
+      enable_network(*this, cluster.heartbeat_seconds, cluster.connection_timeout_seconds);
   }
 };
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Which learners run in this process: all of them, none (the syncer's
+// process) or the ones named (a learner process).
+Result<std::vector<uint32_t>> local_learners(const Topology& topology, const RunOptions::Cluster& c) {
+  const size_t m = topology.learners.size();
+  if (!c.listen.empty()) return std::vector<uint32_t>{};
+  std::vector<uint32_t> ids;
+  if (c.join.empty()) {
+    for (uint32_t id = 0; id < m; ++id) ids.push_back(id);
+    return ids;
+  }
+  if (c.learner_ids.empty()) return Status::invalid_argument("a joining process needs at least one learner id");
+  for (uint32_t id : c.learner_ids) {
+    if (id >= m)
+      return Status::invalid_argument("learner id " + std::to_string(id) + " is not in this topology of " +
+                                      std::to_string(m) + " learners (ids 0.." + std::to_string(m - 1) + ")");
+    if (std::find(ids.begin(), ids.end(), id) != ids.end())
+      return Status::invalid_argument("learner id " + std::to_string(id) + " is given twice");
+    ids.push_back(id);
+  }
+  return ids;
+}
 
 std::string default_run_name() {
   const std::time_t now = std::time(nullptr);
@@ -59,14 +90,22 @@ struct Run::Impl {
   caf::actor root;
   Clock::time_point started;
   bool waited = false;
+  std::vector<uint32_t> local_ids;  // learners in this process
+  bool joined = false;              // the syncer is in another process
+  caf::actor gateway, link;         // across processes (null otherwise)
+  uint16_t port = 0;
   std::vector<float> theta;  // the global model at the end
 
   void shut_down() {
     if (!system) return;
+    for (const auto& a : {gateway, link})
+      if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
     system->await_all_actors_done();
     pool->wait_idle();
   }
+
+  Result<Report> learner_side_report(double wall);
 };
 
 Run::Run(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -81,8 +120,27 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
   ATOLL_RETURN_IF_ERROR(validate(topology));
   // Build the syncer's core once here, so that a topology the model cannot
   // satisfy fails now, with its reason, rather than in a restart loop.
-  if (auto probe = SyncerCore::create(topology, Clock::now()); !probe.ok()) return probe.status();
+  auto probe = SyncerCore::create(topology, Clock::now());
+  if (!probe.ok()) return probe.status();
+  const size_t max_message_bytes = (*probe)->max_message_bytes();
+  probe->reset();
+  const auto& cluster = options.cluster;
+  if (!cluster.listen.empty() && !cluster.join.empty())
+    return Status::invalid_argument("a process either listens (it holds the syncer) or joins (it holds learners), not both");
+  std::optional<Endpoint> listen_at, join_at;
+  if (!cluster.listen.empty() || !cluster.join.empty()) {
+    if (cluster.token.size() < kMinTokenBytes)
+      return Status::invalid_argument("a run across processes needs a cluster token of at least " +
+                                      std::to_string(kMinTokenBytes) + " bytes");
+    auto endpoint = parse_endpoint(cluster.listen.empty() ? cluster.join : cluster.listen);
+    if (!endpoint.ok()) return endpoint.status();
+    (cluster.listen.empty() ? join_at : listen_at) = *endpoint;
+  }
+  auto local_ids = local_learners(topology, cluster);
+  if (!local_ids.ok()) return local_ids.status();
   auto impl = std::make_unique<Impl>();
+  impl->local_ids = *local_ids;
+  impl->joined = join_at.has_value();
   impl->topology = topology;
   impl->options = options;
   if (impl->options.data_root.empty()) impl->options.data_root = default_data_root();
@@ -91,12 +149,12 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
   impl->job = std::move(*job);
   const int m = static_cast<int>(topology.learners.size());
   impl->pool = std::make_unique<ComputePool>(options.compute_threads, m);
-  impl->config = std::make_unique<Config>(std::max(1, options.control_threads));
+  impl->config = std::make_unique<Config>(std::max(1, options.control_threads), cluster);
   impl->system = std::make_unique<caf::actor_system>(*impl->config);
   auto& sys = *impl->system;
 
   std::shared_ptr<CheckpointStore> store;
-  if (!topology.checkpoint.dir.empty()) {
+  if (!topology.checkpoint.dir.empty() && !impl->joined) {
     impl->checkpoint_dir =
         topology.checkpoint.dir + "/" + (options.run_name.empty() ? default_run_name() : options.run_name);
     store = std::make_shared<CheckpointStore>(impl->checkpoint_dir, topology.checkpoint.keep);
@@ -123,40 +181,60 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
                                   return spawn_checkpointer(s, store, dir, board);
                                 }});
   syncers.children.push_back({"syncer", [t = topology, dir = impl->directory, board = impl->board, started,
-                                         faults = h.message_faults, tape = h.tape](caf::actor_system& s, uint64_t) {
-                                return spawn_syncer(s, SyncerArgs{t, dir, board, true, 0.1, started, faults, tape});
+                                         faults = h.message_faults, tape = h.tape,
+                                         token = cluster.token](caf::actor_system& s, uint64_t) {
+                                return spawn_syncer(s, SyncerArgs{t, dir, board, true, 0.1, started, faults, tape, token});
                               }});
 
   SupervisorSpec learners = supervisor_spec("learner supervisor", SupervisorSpec::Strategy::kOneForOne);
-  for (uint32_t id = 0; id < static_cast<uint32_t>(m); ++id) {
-    // Incarnations count for the whole run, even if the learner supervisor
-    // itself is restarted: the syncer tells incarnations apart by number.
-    auto incarnations = std::make_shared<std::atomic<uint64_t>>(0);
+  // Incarnations count for the whole run, even if the learner supervisor
+  // itself is restarted: the syncer tells incarnations apart by number. A
+  // learner process starts above any process before it (the clock, in ms).
+  const uint64_t first_incarnation = impl->joined ? static_cast<uint64_t>(unix_ms()) * 1000 : 0;
+  for (uint32_t id : impl->local_ids) {
+    auto incarnations = std::make_shared<std::atomic<uint64_t>>(first_incarnation);
     learners.children.push_back({Directory::learner(id), [id, job = impl->job, dir = impl->directory,
                                                           pool = impl->pool.get(), incarnations, board = impl->board,
-                                                          faults = h.message_faults](caf::actor_system& s, uint64_t) {
-                                   return spawn_learner(s,
-                                                        LearnerArgs{id, ++*incarnations, job, dir, pool, board, faults});
+                                                          faults = h.message_faults,
+                                                          token = cluster.token](caf::actor_system& s, uint64_t) {
+                                   return spawn_learner(s, LearnerArgs{id, ++*incarnations, job, dir, pool, board,
+                                                                       faults, token});
                                  }});
   }
 
   SupervisorSpec root = supervisor_spec("root supervisor", SupervisorSpec::Strategy::kOneForOne);
-  root.children.push_back({"syncer supervisor", [syncers](caf::actor_system& s, uint64_t) {
-                             return spawn_supervisor(s, syncers);
-                           }});
-  root.children.push_back({"learner supervisor", [learners](caf::actor_system& s, uint64_t) {
-                             return spawn_supervisor(s, learners);
-                           }});
+  if (!impl->joined)
+    root.children.push_back({"syncer supervisor", [syncers](caf::actor_system& s, uint64_t) {
+                               return spawn_supervisor(s, syncers);
+                             }});
+  if (!impl->local_ids.empty())
+    root.children.push_back({"learner supervisor", [learners](caf::actor_system& s, uint64_t) {
+                               return spawn_supervisor(s, learners);
+                             }});
   const RunContext context{topology, impl->directory, impl->board, started};
   for (const auto& [name, spawn] : h.children)
     root.children.push_back({name, [spawn, context](caf::actor_system& s, uint64_t) { return spawn(s, context); }});
   impl->root = spawn_supervisor(sys, std::move(root));
-  log_info("run started: " + std::to_string(m) + " learners, " + mode_name(topology.mode) + ", " +
+  if (listen_at) {
+    impl->gateway = spawn_gateway(sys, GatewayArgs{topology, impl->directory, impl->board, cluster.token, max_message_bytes});
+    auto port = publish_gateway(sys, impl->gateway, listen_at->host, listen_at->port);
+    if (!port.ok()) {
+      impl->shut_down();
+      return port.status();
+    }
+    impl->port = *port;
+    log_info("serving learners on " + listen_at->host + ":" + std::to_string(impl->port));
+  }
+  if (join_at)
+    impl->link = spawn_syncer_link(sys, SyncerLinkArgs{join_at->host, join_at->port, impl->directory, impl->board,
+                                                       cluster.give_up_seconds});
+  log_info("run started: " + std::to_string(impl->local_ids.size()) + " of " + std::to_string(m) + " learners here, " + mode_name(topology.mode) + ", " +
            impl->job->description() + (store ? ", checkpoints in " + impl->checkpoint_dir : ""));
   return std::unique_ptr<Run>(new Run(std::move(impl)));
 }
 
 const Topology& Run::topology() const { return impl_->topology; }
+uint16_t Run::port() const { return impl_->port; }
 const std::string& Run::checkpoint_dir() const { return impl_->checkpoint_dir; }
 LiveMetrics Run::metrics() const { return impl_->board->live(); }
 bool Run::finished() const { return impl_->board->finished(); }
@@ -169,6 +247,36 @@ bool Run::kill_learner(uint32_t id) {
   if (!learner) return false;
   caf::anon_send_exit(learner, caf::exit_reason::kill);
   return true;
+}
+
+// A learner process knows what its learners adopted and how often they
+// restarted; training totals and quality are the syncer's to report.
+Result<Report> Run::Impl::learner_side_report(double wall) {
+  Impl& s = *this;
+  s.shut_down();
+  if (const std::string failure = s.board->failure(); !failure.empty()) return Status::unavailable(failure);
+  Report r;
+  r.mode = mode_name(s.topology.mode);
+  r.data = s.job->description();
+  r.learners = static_cast<int>(s.local_ids.size());
+  r.wall_seconds = wall;
+  r.restarts = s.board->restarts();
+  r.regressions_refused = s.board->regressions_refused.load();
+  r.max_adopted_versions = s.board->max_adopted();
+  r.gave_up = s.board->gave_up();
+  for (uint32_t id : s.local_ids) {
+    LearnerReport l;
+    l.id = id;
+    l.speed = s.topology.learners[id].speed;
+    l.batch_size = s.topology.learners[id].batch_size;
+    l.restarts = s.board->restarts_of(Directory::learner(id));
+    l.gave_up = std::find(r.gave_up.begin(), r.gave_up.end(), Directory::learner(id)) != r.gave_up.end();
+    r.per_learner.push_back(l);
+  }
+  auto model = make_model(s.topology);
+  r.model = (*model)->describe();
+  r.eval.loss = r.eval.accuracy = std::numeric_limits<double>::quiet_NaN();
+  return r;
 }
 
 Result<Report> Run::wait() {
@@ -190,12 +298,13 @@ Result<Report> Run::wait() {
       learners_lost += g.starts_with("learner ") ? 1 : 0;
       syncer_lost |= g == "syncer" || g == "checkpointer" || g.ends_with("supervisor");
     }
-    if (syncer_lost || learners_lost == s.topology.learners.size()) {
+    if (syncer_lost || (!s.local_ids.empty() && learners_lost == s.local_ids.size())) {
       log_error("the run cannot go on: gave up on " + std::string(syncer_lost ? "the syncer" : "every learner"));
       break;
     }
   }
   const double wall = std::chrono::duration<double>(Clock::now() - s.started).count();
+  s.board->finish();  // also when the time limit ended the run
 
   // Learners stop first, so that no round closes after the global model is read.
   if (caf::actor learners = s.directory->get("learner supervisor")) {
@@ -209,6 +318,8 @@ Result<Report> Run::wait() {
     while ((s.directory->get("learner supervisor") || any_learner()) && Clock::now() < give_up)
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+
+  if (s.joined) return s.learner_side_report(wall);
 
   // The global model, straight from the syncer.
   std::vector<float>& theta = s.theta;
@@ -254,7 +365,7 @@ Result<Report> Run::wait() {
   r.grace_wait_mean_ms = 1000.0 * stats.grace_wait_mean();
   r.late = stats.late;
   r.stale_refused = stats.stale_refused;
-  r.rejected = stats.rejected;
+  r.rejected = stats.rejected + s.board->gateway_refusals.load();
   r.cancelled_rounds = stats.cancelled_rounds;
   r.restarts = s.board->restarts();
   r.checkpoints = s.board->checkpoints.load();

@@ -91,6 +91,10 @@ void carry_out(SyncerActor* self, SyncerEffects& fx, const caf::actor* sender = 
     }
   }
   for (const auto& n : fx.notes) log_info("syncer: " + n);
+  for (const auto& e : fx.events)
+    if (e.what == "first_merge")
+      log_info("syncer: learner " + std::to_string(e.learner) + " is merged again, " + std::to_string(e.seconds) +
+               " s after it came back");
   if (st.args.tape)
     for (const auto& e : fx.events)
       st.args.tape->record("recovered", {{"what", e.what},
@@ -152,14 +156,24 @@ void maybe_checkpoint(SyncerActor* self) {
   st.checkpoint_at = now;
 }
 
+// Tells every connected learner the run is over: learners in other
+// processes end here.
+void finish(SyncerActor* self, const std::string& why) {
+  auto& st = self->state;
+  st.finished = true;
+  log_info("syncer: " + why);
+  const Packet done{encode_message(Done{why})};
+  for (uint32_t id = 0; id < st.learners.size(); ++id)
+    if (st.learners[id]) send_packet(self, id, st.learners[id], done);
+  publish_final(self);
+  st.args.board->finish();
+}
+
 void check_budget(SyncerActor* self) {
   auto& st = self->state;
   const uint64_t budget = st.args.topology.tokens;
   if (st.finished || budget == 0 || st.core->total_tokens() < budget) return;
-  st.finished = true;
-  log_info("syncer: token budget of " + std::to_string(budget) + " reached");
-  publish_final(self);
-  st.args.board->finish();
+  finish(self, "token budget of " + std::to_string(budget) + " reached");
 }
 
 void on_packet(SyncerActor* self, Packet& p) {
@@ -178,6 +192,15 @@ void on_packet(SyncerActor* self, Packet& p) {
   }
   if (auto* r = std::get_if<Register>(&*msg)) {
     const bool same_actor = r->learner < st.learners.size() && st.learners[r->learner] == sender;
+    // Another process holds this id and its connection is alive (else its
+    // down would have cleared the slot): two processes were given one id.
+    // (A restart in the same process gets a new incarnation instead.)
+    if (const caf::actor& holder = r->learner < st.learners.size() ? st.learners[r->learner] : caf::actor{};
+        holder && !same_actor && holder.node() != sender.node() && st.core->admits(*r)) {
+      st.core->refuse(r->learner, RejectReason::kDuplicateLearner, 0xffffffffu,
+                      "learner " + std::to_string(r->learner) + " is already connected from another process", fx);
+      return carry_out(self, fx, &sender, r->learner);
+    }
     st.core->on_register(*r, same_actor, now, fx);
     const bool refused = std::any_of(fx.sends.begin(), fx.sends.end(), [&](const auto& s) {
       return s.learner == r->learner && std::holds_alternative<Reject>(s.message);
@@ -250,11 +273,15 @@ caf::behavior running(SyncerActor* self) {
         carry_out(self, fx);
       },
       [self](tick_atom) {
+        if (!self->state.finished && self->state.args.board->finished())
+          finish(self, "the run was stopped");  // Run::stop(), a signal, a time limit
         publish_final(self);  // kept current: a syncer restarted after a kill continues from it
         maybe_checkpoint(self);
         self->delayed_send(self, seconds(self->state.args.tick_seconds), tick_atom_v);
       },
       [self](snapshot_atom) -> Packet {
+        if (!self->state.finished && self->state.args.board->finished())
+          finish(self, "the run was stopped");  // Run::wait() asks at the end, maybe before a tick
         publish_final(self);
         const auto& core = *self->state.core;
         Welcome w;
@@ -280,6 +307,7 @@ caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
     return {};
   }
   state.core = std::move(*core);
+  if (!state.args.cluster_token.empty()) state.core->require_token(state.args.cluster_token);
   state.learners.resize(state.args.topology.learners.size());
   if (const auto previous = state.args.board->final_state(); previous.valid) {
     state.core->continue_from(previous.stats, previous.learners);

@@ -3,14 +3,18 @@
 //   atoll run [FILE] [--set key=value]... [--report FILE.json] [--seconds N]
 //   atoll validate FILE [--set key=value]...
 //   atoll topology [FILE] [--set key=value]...      (prints the effective topology)
+//   atoll syncer [FILE] --listen HOST:PORT           (learners join from other processes)
+//   atoll learner --join HOST:PORT --id N
 #include <CLI/CLI.hpp>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -18,6 +22,8 @@
 #include <filesystem>
 
 #include "atoll/chaos.h"
+#include "atoll/cluster.h"
+#include "atoll/cluster_token.h"
 #include "atoll/fault_plan.h"
 #include "atoll/fragments.h"
 #include "atoll/job.h"
@@ -49,6 +55,18 @@ std::string progress_line(const atl::LiveMetrics& m, const atl::Topology& t) {
                 static_cast<unsigned long long>(m.versions_max), m.goodput, m.connected, t.learners.size(),
                 human(double(m.bytes_up + m.bytes_down)).c_str());
   return buf;
+}
+
+std::string learner_ids(const atl::RunOptions& options) {
+  std::string s;
+  for (uint32_t id : options.cluster.learner_ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+  return s;
+}
+
+std::string versions_text(const std::vector<uint64_t>& versions) {
+  std::string s = "[";
+  for (size_t i = 0; i < versions.size(); ++i) s += (i ? " " : "") + std::to_string(versions[i]);
+  return s + "]";
 }
 
 int fail(const atl::Status& s) {
@@ -138,16 +156,11 @@ int chaos_command(const std::vector<std::string>& paths, const std::string& repo
   return failed ? 1 : 0;
 }
 
-int run_command(const std::string& file, const std::vector<std::string>& sets, const std::string& report_path,
-                double seconds, const std::string& data, int threads, bool quiet, const std::string& faults,
-                const std::string& tape) {
-  auto topology = atl::load_topology(file, sets);
-  if (!topology.ok()) return fail(topology.status());
-  if (!faults.empty()) return run_with_plan(*topology, faults, tape, report_path, seconds, data, threads);
-  atl::RunOptions options;
-  options.data_root = data;
-  options.seconds = seconds;
-  options.compute_threads = threads;
+// Starts a run, shows its progress, waits, prints the summary and writes the
+// report. `started` sees the run once it is up (to print a port, say).
+int drive(const atl::Topology& topology_in, const atl::RunOptions& options, const std::string& report_path,
+          bool quiet, const std::function<void(atl::Run&)>& started = {}) {
+  const atl::Topology* topology = &topology_in;
   const bool live = !quiet && ::isatty(STDOUT_FILENO);
   std::mutex out;
   std::string line;  // the progress line currently on screen
@@ -162,7 +175,9 @@ int run_command(const std::string& file, const std::vector<std::string>& sets, c
     });
   auto run = atl::Run::start(*topology, options);
   if (!run.ok()) return fail(run.status());
+  if (started) started(**run);
   std::signal(SIGINT, on_sigint);
+  std::signal(SIGTERM, on_sigint);
   std::atomic<bool> done{false};
   std::thread printer([&] {
     int ticks = 0;
@@ -193,8 +208,16 @@ int run_command(const std::string& file, const std::vector<std::string>& sets, c
     std::fprintf(stdout, "\r\033[2K");
   }
   atl::set_log_sink(nullptr);
-  if (!report.ok()) return fail(report.status());
-  std::fputs(report->to_table().c_str(), stdout);
+  if (!report.ok()) {
+    std::fprintf(stderr, "atoll: %s\n", report.status().to_string().c_str());
+    return 1;  // the run started and could not finish (a refusal, a lost syncer)
+  }
+  if (!options.cluster.join.empty()) {
+    std::printf("learners %s: done; newest adopted versions %s; restarts %llu\n", learner_ids(options).c_str(),
+                versions_text(report->max_adopted_versions).c_str(), static_cast<unsigned long long>(report->restarts));
+  } else {
+    std::fputs(report->to_table().c_str(), stdout);
+  }
   if (!report_path.empty()) {
     std::ofstream f(report_path);
     f << report->to_json();
@@ -205,6 +228,152 @@ int run_command(const std::string& file, const std::vector<std::string>& sets, c
     std::printf("report written to %s\n", report_path.c_str());
   }
   return report->gave_up.empty() ? 0 : 1;
+}
+
+int run_command(const std::string& file, const std::vector<std::string>& sets, const std::string& report_path,
+                double seconds, const std::string& data, int threads, bool quiet, const std::string& faults,
+                const std::string& tape) {
+  auto topology = atl::load_topology(file, sets);
+  if (!topology.ok()) return fail(topology.status());
+  if (!faults.empty()) return run_with_plan(*topology, faults, tape, report_path, seconds, data, threads);
+  atl::RunOptions options;
+  options.data_root = data;
+  options.seconds = seconds;
+  options.compute_threads = threads;
+  return drive(*topology, options, report_path, quiet);
+}
+
+// ---- across processes
+
+struct ClusterFlags {
+  std::string listen = "127.0.0.1:7070", join, token_file, port_file, run_name;
+  uint32_t id = 0;
+  double give_up = 60, timeout = 5;
+};
+
+int syncer_command(const std::string& file, const std::vector<std::string>& sets, const ClusterFlags& c,
+                   const std::string& report_path, double seconds, const std::string& data, bool quiet) {
+  auto topology = atl::load_topology(file, sets);
+  if (!topology.ok()) return fail(topology.status());
+  auto token = atl::load_cluster_token(c.token_file);
+  if (!token.ok()) return fail(token.status());
+  atl::RunOptions options;
+  options.data_root = data;
+  options.seconds = seconds;
+  options.run_name = c.run_name;
+  options.cluster.listen = c.listen;
+  options.cluster.token = *token;
+  options.cluster.connection_timeout_seconds = c.timeout;
+  return drive(*topology, options, report_path, quiet, [&](atl::Run& run) {
+    const auto at = atl::parse_endpoint(c.listen);
+    std::printf("atoll syncer: serving learners on %s:%u (%zu learners expected)\n", at->host.c_str(), run.port(),
+                topology->learners.size());
+    std::fflush(stdout);
+    if (!c.port_file.empty()) {
+      const std::string tmp = c.port_file + ".tmp";
+      std::ofstream(tmp) << run.port() << "\n";
+      std::filesystem::rename(tmp, c.port_file);  // readers never see half a number
+    }
+  });
+}
+
+int learner_command(const ClusterFlags& c, const std::string& report_path, const std::string& data, int threads) {
+  auto at = atl::parse_endpoint(c.join);
+  if (!at.ok()) return fail(at.status());
+  auto token = atl::load_cluster_token(c.token_file);
+  if (!token.ok()) return fail(token.status());
+  auto topology = atl::fetch_topology(*at, c.id, *token, c.give_up);
+  if (!topology.ok()) {
+    std::fprintf(stderr, "atoll: %s\n", topology.status().to_string().c_str());
+    return 1;
+  }
+  atl::RunOptions options;
+  options.data_root = data;
+  options.compute_threads = threads;
+  options.cluster.join = c.join;
+  options.cluster.learner_ids = {c.id};
+  options.cluster.token = *token;
+  options.cluster.give_up_seconds = c.give_up;
+  options.cluster.connection_timeout_seconds = c.timeout;
+  return drive(*topology, options, report_path, /*quiet=*/true);
+}
+
+pid_t spawn_self(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execv("/proc/self/exe", argv.data());
+    std::perror("atoll: exec");
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// `atoll run FILE --processes`: the syncer and each learner as local
+// processes joined over loopback with a fresh token, for convenience and
+// to try the multi-process path on one machine.
+int processes_command(const std::string& file, const std::vector<std::string>& sets, const std::string& report_path,
+                      double seconds, const std::string& data, bool quiet) {
+  auto topology = atl::load_topology(file, sets);
+  if (!topology.ok()) return fail(topology.status());
+  ::setenv(atl::kTokenEnv, atl::make_cluster_token().c_str(), 1);  // children inherit it; never printed
+  const std::string port_file =
+      (std::filesystem::temp_directory_path() / ("atoll-port-" + std::to_string(::getpid()))).string();
+  std::filesystem::remove(port_file);
+  std::vector<std::string> syncer = {"atoll", "syncer", "--listen", "127.0.0.1:0", "--port-file", port_file,
+                                     "--report", report_path};
+  if (!file.empty()) syncer.insert(syncer.begin() + 2, file);
+  for (const auto& s : sets) syncer.insert(syncer.end(), {"--set", s});
+  if (seconds > 0) syncer.insert(syncer.end(), {"--seconds", std::to_string(seconds)});
+  if (!data.empty()) syncer.insert(syncer.end(), {"--data", data});
+  if (quiet) syncer.push_back("--quiet");
+  std::signal(SIGINT, SIG_IGN);  // the children get it from the terminal and end in order
+  const pid_t syncer_pid = spawn_self(syncer);
+  std::string port;
+  for (int i = 0; i < 600 && port.empty(); ++i) {  // up to 60 s to load data and listen
+    std::ifstream(port_file) >> port;
+    if (port.empty()) {
+      int status = 0;
+      if (::waitpid(syncer_pid, &status, WNOHANG) == syncer_pid) {
+        std::fprintf(stderr, "atoll: the syncer process ended before it listened\n");
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  std::filesystem::remove(port_file);
+  if (port.empty()) {
+    ::kill(syncer_pid, SIGTERM);
+    return fail(atl::Status::unavailable("the syncer process did not listen within 60 s"));
+  }
+  std::vector<pid_t> learners;
+  for (size_t id = 0; id < topology->learners.size(); ++id) {
+    std::vector<std::string> learner = {"atoll", "learner", "--join", "127.0.0.1:" + port, "--id", std::to_string(id),
+                                        "--threads", "1", "--report", ""};
+    if (!data.empty()) learner.insert(learner.end(), {"--data", data});
+    learners.push_back(spawn_self(learner));
+  }
+  int status = 0;
+  ::waitpid(syncer_pid, &status, 0);
+  const int syncer_status = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  // Learners end when the syncer says the run is over; one that missed it is stopped.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  int learners_failed = 0;
+  for (pid_t pid : learners) {
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid, SIGTERM);
+        ::waitpid(pid, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    learners_failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  if (learners_failed) std::fprintf(stderr, "atoll: %d learner process(es) did not end cleanly\n", learners_failed);
+  return syncer_status;
 }
 
 }  // namespace
@@ -235,6 +404,9 @@ int main(int argc, char** argv) {
   run->add_flag("-v,--verbose", verbose, "Log every registration, restart and refusal");
   run->add_option("--faults", faults, "Inject the faults of this plan (TOML; see examples/chaos/) and check its invariants");
   run->add_option("--tape", tape, "With --faults: where to write the event tape (JSON lines)")->capture_default_str();
+  bool processes = false;
+  run->add_flag("--processes", processes,
+                "Run the syncer and each learner as separate local processes (over loopback, with a fresh token)");
   run->footer(
       "\nExamples:\n"
       "  atoll run                                     the default: transformer on State of the Union text (~3 min)\n"
@@ -275,10 +447,61 @@ int main(int argc, char** argv) {
       "the same run without faults when the plan bounds it), faults injected, learners\n"
       "recovered, verdict. Exit status: 0 all invariants hold; 1 some broke; 2 a bad plan.");
 
+  ClusterFlags cluster;
+  std::string sfile, sreport = "atoll-report.json", sdata;
+  std::vector<std::string> ssets;
+  double sseconds = 0;
+  bool squiet = false;
+  auto* syncer = app.add_subcommand("syncer", "Hold the syncer of a run whose learners join from other processes");
+  syncer->add_option("file", sfile, "Topology file (TOML); none: the built-in default");
+  syncer->add_option("--set", ssets, "Override one key (repeatable)");
+  syncer->add_option("--listen", cluster.listen, "HOST:PORT to serve learners on (port 0: any free one)")
+      ->capture_default_str();
+  syncer->add_option("--token-file", cluster.token_file, "File holding the cluster token (default: $ATOLL_TOKEN)");
+  syncer->add_option("--run-name", cluster.run_name,
+                     "Checkpoint folder name inside checkpoint.dir; the same name again resumes from its checkpoints "
+                     "(default: a fresh run-<date>-<pid>)");
+  syncer->add_option("--port-file", cluster.port_file, "Write the port served on to this file once listening");
+  syncer->add_option("--timeout", cluster.timeout, "Seconds of silence (no heartbeat) before a learner counts as failed")
+      ->capture_default_str();
+  syncer->add_option("--report", sreport, "Where to write the JSON report (empty: none)")->capture_default_str();
+  syncer->add_option("--seconds", sseconds, "Stop after this many seconds, whatever the token budget");
+  syncer->add_option("--data", sdata, "Data folder (held-out evaluation; default: $ATOLL_DATA_DIR or ./data)");
+  syncer->add_flag("-q,--quiet", squiet, "No progress line, only the summary");
+  syncer->add_flag("-v,--verbose", verbose, "Log every registration, restart and refusal");
+  syncer->footer(
+      "\nLearners join with `atoll learner --join HOST:PORT --id N`, proving the same cluster token\n"
+      "(at least 16 bytes, from --token-file or $ATOLL_TOKEN; never printed). Joins with a wrong\n"
+      "token, an unknown or duplicate id or another model are refused, logged and counted.\n"
+      "Example:\n"
+      "  head -c 32 /dev/urandom | base64 > token && chmod 600 token\n"
+      "  atoll syncer examples/topologies/default.toml --listen 0.0.0.0:7070 --token-file token --run-name exp1\n"
+      "The traffic is not encrypted: see README.md, \"Across machines\".");
+
+  std::string ldata, lreport;
+  auto* learner = app.add_subcommand("learner", "Run one learner in this process, joining a syncer over the network");
+  learner->add_option("--join", cluster.join, "HOST:PORT of the syncer")->required();
+  learner->add_option("--id", cluster.id, "Learner id, from 0 to the topology's learners - 1")->required();
+  learner->add_option("--token-file", cluster.token_file, "File holding the cluster token (default: $ATOLL_TOKEN)");
+  learner->add_option("--give-up", cluster.give_up, "Seconds without a syncer before giving up")->capture_default_str();
+  learner->add_option("--timeout", cluster.timeout, "Seconds of silence (no heartbeat) before the syncer counts as lost")
+      ->capture_default_str();
+  learner->add_option("--data", ldata, "Data folder (default: $ATOLL_DATA_DIR or ./data)");
+  learner->add_option("--threads", threads, "Compute threads (default: one per core)");
+  learner->add_option("--report", lreport, "Where to write this process's JSON report (empty: none)");
+  learner->add_flag("-v,--verbose", verbose, "Log every connection, registration and refusal");
+  learner->footer(
+      "\nThe topology comes from the syncer. The learner trains on without the syncer, reconnects\n"
+      "with backoff and pushes again; it exits 0 when the syncer says the run is over, 1 when refused\n"
+      "(wrong token, unknown id) or when no syncer answered for --give-up seconds.");
+
   CLI11_PARSE(app, argc, argv);
   atl::set_log_level(verbose ? atl::LogLevel::kInfo : atl::LogLevel::kWarn);
 
+  if (*run && processes) return processes_command(file, sets, report_path, seconds, data, quiet);
   if (*run) return run_command(file, sets, report_path, seconds, data, threads, quiet, faults, tape);
+  if (*syncer) return syncer_command(sfile, ssets, cluster, sreport, sseconds, sdata, squiet);
+  if (*learner) return learner_command(cluster, lreport, ldata, threads);
   if (*chaos) return chaos_command(chaos_paths, chaos_report, chaos_tapes, chaos_data, threads);
   if (*val) {
     auto t = atl::load_topology(vfile, vsets);

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <string>
 
+#include "atoll/cluster_token.h"
+
 namespace atl {
 namespace {
 
@@ -64,8 +66,10 @@ LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<cons
       grads_(params_.size()),
       tracks_(fragments_.size()) {}
 
-Register LearnerCore::make_register(std::string token) const {
-  Register r{id_, incarnation_, model_->layout().fingerprint(), std::move(token), {}};
+Register LearnerCore::make_register(std::string_view cluster_token) const {
+  const uint64_t fingerprint = model_->layout().fingerprint();
+  Register r{id_, incarnation_, fingerprint,
+             cluster_token.empty() ? "" : join_proof(cluster_token, id_, incarnation_, fingerprint), {}};
   if (welcomed_)
     for (uint32_t p = 0; p < tracks_.size(); ++p)
       r.bases.push_back({p, tracks_[p].version, encode_payload(Codec::kFp32, 0, tracks_[p].base)});

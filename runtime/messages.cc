@@ -212,6 +212,7 @@ struct Encoder {
     put(m.bases, b.initBases(static_cast<unsigned>(m.bases.size())));
   }
   void operator()(const MomentsPull& m) { env.initMomentsPull().setRequest(m.request); }
+  void operator()(const Done& m) { env.initDone().setReason(m.reason); }
   void operator()(const Moments& m) {
     auto b = env.initMoments();
     b.setRequest(m.request);
@@ -315,6 +316,8 @@ Message decode_envelope(s::Envelope::Reader env) {
       auto r = env.getMoments();
       return Moments{r.getRequest(), get(r.getState())};
     }
+    case s::Envelope::DONE:
+      return Done{env.getDone().getReason().cStr()};
     case s::Envelope::REJECT: {
       auto r = env.getReject();
       return Reject{checked_enum<RejectReason>(static_cast<uint16_t>(r.getReason()), 9, "reject reason"),
@@ -344,7 +347,7 @@ const char* reject_reason_name(RejectReason r) {
 
 const char* message_name(const Message& m) {
   static constexpr const char* kNames[] = {"register", "welcome", "pull",   "push",         "broadcast",
-                                           "progress", "reject",  "moments_pull", "moments"};
+                                           "progress", "reject",  "moments_pull", "moments", "done"};
   return kNames[m.index()];
 }
 

@@ -94,6 +94,19 @@ std::vector<std::string> RunBoard::gave_up() const {
   return gave_up_;
 }
 
+void RunBoard::fail(const std::string& why) {
+  {
+    std::lock_guard lock(mu_);
+    if (failure_.empty()) failure_ = why;
+  }
+  finish();
+}
+
+std::string RunBoard::failure() const {
+  std::lock_guard lock(mu_);
+  return failure_;
+}
+
 void RunBoard::finish() {
   std::lock_guard lock(mu_);
   finished_ = true;

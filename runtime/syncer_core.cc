@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cmath>
 
+#include "atoll/cluster_token.h"
 #include "atoll/job.h"
 #include "atoll/merge.h"
 #include "atoll/nesterov.h"
@@ -81,8 +82,21 @@ Status SyncerCore::restore(const CheckpointState& state) {
     s.answers.clear();
     s.waiting.clear();
   }
-  for (const auto& l : state.learners)
-    if (l.learner < learners_.size()) learners_[l.learner].incarnation = std::max(learners_[l.learner].incarnation, l.incarnation);
+  for (const auto& saved : state.learners) {
+    if (saved.learner >= learners_.size()) continue;
+    LearnerRecord& l = learners_[saved.learner];
+    // A syncer in a new process knows nothing yet: it takes the training
+    // counts (its token budget goes on). One restarted in-process has fresher
+    // ones from the syncer before it (continue_from) and keeps those.
+    if (l.registrations == 0 && l.past_tokens + l.tokens == 0) {
+      l.past_steps = saved.past_steps;
+      l.past_tokens = saved.past_tokens;
+      l.steps = saved.steps;
+      l.tokens = saved.tokens;
+      l.registrations = saved.incarnation > 0 ? 1 : 0;  // the same incarnation coming back is not new
+    }
+    l.incarnation = std::max(l.incarnation, saved.incarnation);
+  }
   stats_.rounds = std::max(stats_.rounds, state.rounds);
   return {};
 }
@@ -96,9 +110,14 @@ void SyncerCore::continue_from(const SyncerStats& stats, const std::vector<Learn
     LearnerRecord& l = learners_[m];
     const LearnerRecord& old = learners[m];
     expected_back_[m] = old.connected;
+    // The last incarnation's counts stay its own: if it registers again, its
+    // next Progress replaces them (its counts are cumulative); a new
+    // incarnation folds them into the past when it is welcomed.
     l.incarnation = old.incarnation;
-    l.past_steps = old.past_steps + old.steps;
-    l.past_tokens = old.past_tokens + old.tokens;
+    l.past_steps = old.past_steps;
+    l.past_tokens = old.past_tokens;
+    l.steps = old.steps;
+    l.tokens = old.tokens;
     l.merged = old.merged;
     l.failures = old.failures;
     l.step_seconds = old.step_seconds;
@@ -114,7 +133,8 @@ CheckpointState SyncerCore::checkpoint(int64_t unix_ms) const {
   for (size_t p = 0; p < states_.size(); ++p)
     c.fragments.push_back({static_cast<uint32_t>(p), states_[p].version, states_[p].values, states_[p].momentum});
   for (size_t m = 0; m < learners_.size(); ++m)
-    c.learners.push_back({static_cast<uint32_t>(m), learners_[m].incarnation});
+    c.learners.push_back({static_cast<uint32_t>(m), learners_[m].incarnation, learners_[m].past_steps,
+                          learners_[m].past_tokens, learners_[m].steps, learners_[m].tokens});
   return c;
 }
 
@@ -176,7 +196,14 @@ double SyncerCore::slowest_step_seconds() const {
   return t;
 }
 
+bool SyncerCore::admits(const Register& r) const {
+  return token_.empty() || check_join_proof(token_, r.token, r.learner, r.incarnation, r.fingerprint);
+}
+
 void SyncerCore::on_register(const Register& r, bool same_actor, SteadyTime now, SyncerEffects& fx) {
+  if (!admits(r))
+    return refuse(r.learner, RejectReason::kBadToken, kNoFragment,
+                  r.token.empty() ? "no cluster token given" : "the cluster token does not match", fx);
   if (r.learner >= learners_.size())
     return refuse(r.learner, RejectReason::kUnknownLearner, kNoFragment,
                   "learner " + std::to_string(r.learner) + " is not in this topology of " +

@@ -115,6 +115,12 @@ struct Moments {
   state @1 :OptimizerState;
 }
 
+# syncer -> learners: the run is over (its token budget is reached): stop
+# training; a learner in its own process exits.
+struct Done {
+  reason @0 :Text;
+}
+
 struct Envelope {
   union {
     register @0 :Register;
@@ -126,5 +132,6 @@ struct Envelope {
     reject @6 :Reject;
     momentsPull @7 :MomentsPull;
     moments @8 :Moments;
+    done @9 :Done;
   }
 }

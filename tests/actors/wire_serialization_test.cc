@@ -47,7 +47,8 @@ std::vector<Message> one_of_each() {
           Push{1, 2, 0, 9, 3, 24, 1536, 0.03, encode_payload(Codec::kInt4, 64, testing::random_vector(40, 2))},
           Broadcast{0, 4, values},
           Progress{1, 2, 100, 6400, 0.001, {{3, 24}}},
-          Reject{RejectReason::kNonFinite, 0, "value 7 is NaN"}};
+          Reject{RejectReason::kNonFinite, 0, "value 7 is NaN"},
+          Done{"budget reached"}};
 }
 
 }  // namespace

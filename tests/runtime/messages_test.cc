@@ -73,6 +73,7 @@ std::vector<Message> one_of_each() {
       Broadcast{3, 44, some_payload(Codec::kFp32, 20, 6)},
       Progress{1, 2, 300, 19200, 0.0125, {{4, 10}, {5, 3}}, 1.75f},
       Reject{RejectReason::kStale, 3, "base version 2 < 4 - 1"},
+      Done{"token budget of 2500000 reached"},
   };
 }
 

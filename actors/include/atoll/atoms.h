@@ -68,6 +68,11 @@ CAF_BEGIN_TYPE_ID_BLOCK(atoll, caf::first_custom_type_id)
   CAF_ADD_ATOM(atoll, atl, poll_atom, "poll")
   // chaos -> itself: (random_fault, learner) a learner's next random failure
   CAF_ADD_ATOM(atoll, atl, random_fault_atom, "randfault")
+  // learner process -> gateway: (topology, Packet register) -> Packet welcome
+  // without fragments (the run's topology) or reject
+  CAF_ADD_ATOM(atoll, atl, topology_atom, "topology")
+  // syncer link -> itself: connect to the gateway (again)
+  CAF_ADD_ATOM(atoll, atl, relink_atom, "relink")
 CAF_END_TYPE_ID_BLOCK(atoll)
 
 namespace atl {

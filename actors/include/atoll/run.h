@@ -42,6 +42,22 @@ struct RunOptions {
   // one child within restart_window_seconds and it is given up on.
   int max_restarts = 10;
   double restart_window_seconds = 10.0;
+
+  // Across processes (atoll/cluster.h). Neither `listen` nor `join`: the
+  // whole run in this process.
+  struct Cluster {
+    // "HOST:PORT": this process holds the syncer and checkpointer and
+    // serves learners there (port 0: any free port; see Run::port()).
+    std::string listen;
+    // "HOST:PORT": this process holds learners `learner_ids`; the syncer is there.
+    std::string join;
+    std::vector<uint32_t> learner_ids;
+    // Required with listen or join; never printed (atoll/cluster_token.h).
+    std::string token;
+    double heartbeat_seconds = 1.0;
+    double connection_timeout_seconds = 5.0;  // a peer silent this long is dropped
+    double give_up_seconds = 60.0;            // joined: no syncer for this long ends the run
+  } cluster;
 };
 
 class Run {
@@ -57,6 +73,8 @@ class Run {
   Run& operator=(const Run&) = delete;
 
   const Topology& topology() const;
+  // The port the syncer serves learners on (cluster.listen); 0 otherwise.
+  uint16_t port() const;
   // Where this run writes checkpoints (empty when disabled).
   const std::string& checkpoint_dir() const;
   // A snapshot of the live metrics (published a few times per second).

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "atoll/adamw.h"
@@ -35,8 +36,9 @@ class LearnerCore {
   const LearnerSpec& spec() const { return topology().learners[id_]; }
 
   // Carries the learner's bases once it has some: a restarted syncer recovers
-  // the newest global version from them.
-  Register make_register(std::string token) const;
+  // the newest global version from them. With a cluster token (joins from
+  // another process) it carries join_proof() of it, never the token itself.
+  Register make_register(std::string_view cluster_token) const;
 
   // Adopts the global model. The first welcome sets every fragment's values,
   // version and base, and the peer's AdamW moments when there are some. A

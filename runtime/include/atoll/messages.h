@@ -127,7 +127,12 @@ struct Moments {
   friend bool operator==(const Moments&, const Moments&) = default;
 };
 
-using Message = std::variant<Register, Welcome, Pull, Push, Broadcast, Progress, Reject, MomentsPull, Moments>;
+struct Done {
+  std::string reason;
+  friend bool operator==(const Done&, const Done&) = default;
+};
+
+using Message = std::variant<Register, Welcome, Pull, Push, Broadcast, Progress, Reject, MomentsPull, Moments, Done>;
 
 // "register", "welcome", ...
 const char* message_name(const Message& message);

@@ -39,6 +39,9 @@ class RunBoard {
   std::atomic<uint64_t> bytes_up{0};    // learner -> syncer, counted where the syncer receives
   std::atomic<uint64_t> bytes_down{0};  // syncer -> learners, counted where the syncer sends
   std::atomic<uint64_t> checkpoints{0};
+  // Refused at a syncer process's door (a bad token, an unknown id, an
+  // oversized packet) before reaching the syncer, which counts the rest.
+  std::atomic<uint64_t> gateway_refusals{0};
 
   void publish(const LiveMetrics& m);
   // The syncer's latest snapshot, with the board's own counters (restarts,
@@ -78,6 +81,10 @@ class RunBoard {
   // The token budget was reached (set once; wakes wait_finished).
   void finish();
   bool finished() const;
+  // Ends the run because it cannot go on (a learner process refused for a
+  // bad token, say); the first reason is kept.
+  void fail(const std::string& why);
+  std::string failure() const;  // empty: none
   // Waits until finish() or the deadline; returns finished().
   bool wait_finished_until(std::chrono::steady_clock::time_point deadline) const;
 
@@ -93,6 +100,7 @@ class RunBoard {
   uint64_t version_decreases_ = 0;
   std::vector<std::string> gave_up_;
   bool finished_ = false;
+  std::string failure_;
 };
 
 }  // namespace atl

@@ -154,6 +154,13 @@ class SyncerCore {
   Status restore(const CheckpointState& state);
   CheckpointState checkpoint(int64_t unix_ms) const;
 
+  // From now on a Register must carry join_proof() of this token
+  // (atoll/cluster_token.h), else it is refused as bad_token before anything
+  // else is looked at. Empty (the default, one process): no proof needed.
+  void require_token(std::string token) { token_ = std::move(token); }
+  // True if `reg` carries the proof the token requires (or none is required).
+  bool admits(const Register& reg) const;
+
   // `same_actor`: the actor that registered this learner id before sends it
   // again (a resync after lost messages), rather than a new actor.
   void on_register(const Register& reg, bool same_actor, SteadyTime now, SyncerEffects& fx);
@@ -253,6 +260,7 @@ class SyncerCore {
   SteadyTime created_;  // this syncer's start (recovery window)
   SteadyTime start_;    // the run's start (time base of statistics)
   SyncerStats stats_;
+  std::string token_;  // the cluster token; empty: joins need no proof
 };
 
 }  // namespace atl
