@@ -24,6 +24,7 @@
 #include "atoll/event_tape.h"
 #include "atoll/message_faults.h"
 #include "atoll/job.h"
+#include "atoll/run.h"
 #include "atoll/run_board.h"
 #include "atoll/topology.h"
 #include "directory.h"
@@ -97,7 +98,8 @@ caf::actor spawn_supervisor(caf::actor_system& sys, SupervisorSpec spec);
 
 // Loads CAF's middleman with heartbeats: a peer silent for `timeout_seconds`
 // is dropped (CAF 0.17 has heartbeats off by default).
-void enable_network(caf::actor_system_config& cfg, double heartbeat_seconds, double timeout_seconds);
+// With cluster.tls(), CAF's openssl module too.
+void enable_network(caf::actor_system_config& cfg, const RunOptions::Cluster& cluster);
 
 struct GatewayArgs {
   Topology topology;
@@ -107,9 +109,9 @@ struct GatewayArgs {
   size_t max_message_bytes = 0;          // larger packets are dropped unread
 };
 caf::actor spawn_gateway(caf::actor_system& sys, GatewayArgs args);
-// Publishes `gateway` on host:port (0: any); the port it got.
+// Publishes `gateway` on host:port (0: any), over TLS if `tls`; the port it got.
 Result<uint16_t> publish_gateway(caf::actor_system& sys, const caf::actor& gateway, const std::string& host,
-                                 uint16_t port);
+                                 uint16_t port, bool tls);
 
 struct SyncerLinkArgs {
   std::string host;
@@ -117,6 +119,7 @@ struct SyncerLinkArgs {
   std::shared_ptr<Directory> directory;  // the gateway is entered as the syncer
   std::shared_ptr<RunBoard> board;       // fail()ed after give_up_seconds without a connection
   double give_up_seconds = 60.0;
+  bool tls = false;
 };
 caf::actor spawn_syncer_link(caf::actor_system& sys, SyncerLinkArgs args);
 

@@ -5,6 +5,7 @@
 
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -144,8 +145,10 @@ void connect(LinkActor* self) {
   auto& st = self->state;
   if (st.gateway || st.connecting) return;
   st.connecting = true;
-  self->request(self->system().middleman().actor_handle(), kConnectTimeout, caf::connect_atom_v, st.args.host,
-                st.args.port)
+  auto& sys = self->system();
+  const caf::io::middleman_actor connector =
+      st.args.tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
+  self->request(connector, kConnectTimeout, caf::connect_atom_v, st.args.host, st.args.port)
       .then(
           [self](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
             auto& link = self->state;
@@ -188,26 +191,36 @@ caf::behavior syncer_link(LinkActor* self, SyncerLinkArgs args) {
 }
 
 struct ClientConfig : caf::actor_system_config {
-  ClientConfig() {
+  explicit ClientConfig(const RunOptions::Cluster& cluster) {
     register_types(*this);
     set("scheduler.max-threads", 1);
-    enable_network(*this, 1.0, 5.0);
+    enable_network(*this, cluster);
   }
 };
 
 }  // namespace
 
-void enable_network(caf::actor_system_config& cfg, double heartbeat_seconds, double timeout_seconds) {
+void enable_network(caf::actor_system_config& cfg, const RunOptions::Cluster& cluster) {
   cfg.load<caf::io::middleman>();
-  cfg.set("middleman.heartbeat-interval", span(heartbeat_seconds));
-  cfg.set("middleman.connection-timeout", span(timeout_seconds));
+  cfg.set("middleman.heartbeat-interval", span(cluster.heartbeat_seconds));
+  // Over TLS, CAF 0.17.6's connection timeout drops healthy connections
+  // within 0.1-0.3 s (measured with a 5 s timeout), so it stays off there:
+  // a frozen peer is then found only when TCP gives up.
+  if (!cluster.tls()) cfg.set("middleman.connection-timeout", span(cluster.connection_timeout_seconds));
+  if (cluster.tls()) {
+    cfg.load<caf::openssl::manager>();
+    cfg.openssl_certificate = cluster.tls_certificate;
+    cfg.openssl_key = cluster.tls_key;
+    cfg.openssl_cafile = cluster.tls_ca;  // set: peers must present a certificate it signed
+  }
 }
 
 caf::actor spawn_gateway(caf::actor_system& sys, GatewayArgs args) { return sys.spawn(gateway, std::move(args)); }
 
 Result<uint16_t> publish_gateway(caf::actor_system& sys, const caf::actor& gateway, const std::string& host,
-                                 uint16_t port) {
-  auto bound = sys.middleman().publish(gateway, port, host.empty() ? nullptr : host.c_str(), true);
+                                 uint16_t port, bool tls) {
+  const char* at = host.empty() ? nullptr : host.c_str();
+  auto bound = tls ? caf::openssl::publish(gateway, port, at, true) : sys.middleman().publish(gateway, port, at, true);
   if (!bound) return Status::unavailable("cannot listen on " + host + ":" + std::to_string(port) + ": " + sys.render(bound.error()));
   return *bound;
 }
@@ -232,9 +245,10 @@ Result<Endpoint> parse_endpoint(std::string_view text) {
   return e;
 }
 
-Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const std::string& token,
+Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const RunOptions::Cluster& cluster,
                                 double wait_seconds) {
-  ClientConfig cfg;
+  const std::string& token = cluster.token;
+  ClientConfig cfg(cluster);
   caf::actor_system sys{cfg};
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_seconds));
   double backoff = kBackoffInitial;
@@ -247,7 +261,8 @@ Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const 
       std::this_thread::sleep_for(span(backoff));
       backoff = std::min(kBackoffMax, backoff * 2);
     }
-    auto gateway = sys.middleman().remote_actor(syncer.host, syncer.port);
+    auto gateway = cluster.tls() ? caf::openssl::remote_actor(sys, syncer.host, syncer.port)
+                                 : sys.middleman().remote_actor(syncer.host, syncer.port);
     if (!gateway) {
       if (last_error.empty()) log_warn("waiting for the syncer at " + syncer.to_string() + " (" + sys.render(gateway.error()) + ")");
       last_error = sys.render(gateway.error());

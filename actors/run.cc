@@ -29,7 +29,7 @@ struct Config : caf::actor_system_config {
     register_types(*this);
     set("scheduler.max-threads", threads);
     if (!cluster.listen.empty() || !cluster.join.empty())
-      enable_network(*this, cluster.heartbeat_seconds, cluster.connection_timeout_seconds);
+      enable_network(*this, cluster);
   }
 };
 
@@ -217,17 +217,18 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
   impl->root = spawn_supervisor(sys, std::move(root));
   if (listen_at) {
     impl->gateway = spawn_gateway(sys, GatewayArgs{topology, impl->directory, impl->board, cluster.token, max_message_bytes});
-    auto port = publish_gateway(sys, impl->gateway, listen_at->host, listen_at->port);
+    auto port = publish_gateway(sys, impl->gateway, listen_at->host, listen_at->port, cluster.tls());
     if (!port.ok()) {
       impl->shut_down();
       return port.status();
     }
     impl->port = *port;
-    log_info("serving learners on " + listen_at->host + ":" + std::to_string(impl->port));
+    log_info("serving learners on " + listen_at->host + ":" + std::to_string(impl->port) +
+             (cluster.tls() ? " (TLS)" : ""));
   }
   if (join_at)
     impl->link = spawn_syncer_link(sys, SyncerLinkArgs{join_at->host, join_at->port, impl->directory, impl->board,
-                                                       cluster.give_up_seconds});
+                                                       cluster.give_up_seconds, cluster.tls()});
   log_info("run started: " + std::to_string(impl->local_ids.size()) + " of " + std::to_string(m) + " learners here, " + mode_name(topology.mode) + ", " +
            impl->job->description() + (store ? ", checkpoints in " + impl->checkpoint_dir : ""));
   return std::unique_ptr<Run>(new Run(std::move(impl)));

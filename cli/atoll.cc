@@ -247,9 +247,23 @@ int run_command(const std::string& file, const std::vector<std::string>& sets, c
 
 struct ClusterFlags {
   std::string listen = "127.0.0.1:7070", join, token_file, port_file, run_name;
+  std::string tls_cert, tls_key, tls_ca;
   uint32_t id = 0;
   double give_up = 60, timeout = 5;
 };
+
+// All three TLS files or none; each must be readable.
+atl::Status set_tls(const ClusterFlags& c, atl::RunOptions::Cluster& cluster) {
+  const int given = !c.tls_cert.empty() + !c.tls_key.empty() + !c.tls_ca.empty();
+  if (given == 0) return {};
+  if (given != 3) return atl::Status::invalid_argument("TLS needs all of --tls-cert, --tls-key and --tls-ca");
+  for (const auto& f : {c.tls_cert, c.tls_key, c.tls_ca})
+    if (!std::ifstream(f)) return atl::Status::not_found(f + ": cannot read this TLS file");
+  cluster.tls_certificate = c.tls_cert;
+  cluster.tls_key = c.tls_key;
+  cluster.tls_ca = c.tls_ca;
+  return {};
+}
 
 int syncer_command(const std::string& file, const std::vector<std::string>& sets, const ClusterFlags& c,
                    const std::string& report_path, double seconds, const std::string& data, bool quiet) {
@@ -264,6 +278,7 @@ int syncer_command(const std::string& file, const std::vector<std::string>& sets
   options.cluster.listen = c.listen;
   options.cluster.token = *token;
   options.cluster.connection_timeout_seconds = c.timeout;
+  if (atl::Status s = set_tls(c, options.cluster); !s.ok()) return fail(s);
   return drive(*topology, options, report_path, quiet, [&](atl::Run& run) {
     const auto at = atl::parse_endpoint(c.listen);
     std::printf("atoll syncer: serving learners on %s:%u (%zu learners expected)\n", at->host.c_str(), run.port(),
@@ -282,11 +297,6 @@ int learner_command(const ClusterFlags& c, const std::string& report_path, const
   if (!at.ok()) return fail(at.status());
   auto token = atl::load_cluster_token(c.token_file);
   if (!token.ok()) return fail(token.status());
-  auto topology = atl::fetch_topology(*at, c.id, *token, c.give_up);
-  if (!topology.ok()) {
-    std::fprintf(stderr, "atoll: %s\n", topology.status().to_string().c_str());
-    return 1;
-  }
   atl::RunOptions options;
   options.data_root = data;
   options.compute_threads = threads;
@@ -295,6 +305,12 @@ int learner_command(const ClusterFlags& c, const std::string& report_path, const
   options.cluster.token = *token;
   options.cluster.give_up_seconds = c.give_up;
   options.cluster.connection_timeout_seconds = c.timeout;
+  if (atl::Status s = set_tls(c, options.cluster); !s.ok()) return fail(s);
+  auto topology = atl::fetch_topology(*at, c.id, options.cluster, c.give_up);
+  if (!topology.ok()) {
+    std::fprintf(stderr, "atoll: %s\n", topology.status().to_string().c_str());
+    return 1;
+  }
   return drive(*topology, options, report_path, /*quiet=*/true);
 }
 
@@ -464,6 +480,11 @@ int main(int argc, char** argv) {
   syncer->add_option("--port-file", cluster.port_file, "Write the port served on to this file once listening");
   syncer->add_option("--timeout", cluster.timeout, "Seconds of silence (no heartbeat) before a learner counts as failed")
       ->capture_default_str();
+  syncer->add_option("--tls-cert", cluster.tls_cert,
+                     "TLS (experimental: drops connections at CAF 0.17.6, see README): this process's certificate "
+                     "(PEM); with --tls-key and --tls-ca");
+  syncer->add_option("--tls-key", cluster.tls_key, "TLS: this process's private key (PEM)");
+  syncer->add_option("--tls-ca", cluster.tls_ca, "TLS: the CA that signed every learner's certificate (PEM)");
   syncer->add_option("--report", sreport, "Where to write the JSON report (empty: none)")->capture_default_str();
   syncer->add_option("--seconds", sseconds, "Stop after this many seconds, whatever the token budget");
   syncer->add_option("--data", sdata, "Data folder (held-out evaluation; default: $ATOLL_DATA_DIR or ./data)");
@@ -476,7 +497,7 @@ int main(int argc, char** argv) {
       "Example:\n"
       "  head -c 32 /dev/urandom | base64 > token && chmod 600 token\n"
       "  atoll syncer examples/topologies/default.toml --listen 0.0.0.0:7070 --token-file token --run-name exp1\n"
-      "The traffic is not encrypted: see README.md, \"Across machines\".");
+      "Without --tls-* the traffic is not encrypted: see README.md, \"Across machines\".");
 
   std::string ldata, lreport;
   auto* learner = app.add_subcommand("learner", "Run one learner in this process, joining a syncer over the network");
@@ -486,6 +507,11 @@ int main(int argc, char** argv) {
   learner->add_option("--give-up", cluster.give_up, "Seconds without a syncer before giving up")->capture_default_str();
   learner->add_option("--timeout", cluster.timeout, "Seconds of silence (no heartbeat) before the syncer counts as lost")
       ->capture_default_str();
+  learner->add_option("--tls-cert", cluster.tls_cert,
+                      "TLS (experimental: drops connections at CAF 0.17.6, see README): this process's certificate "
+                      "(PEM); with --tls-key and --tls-ca");
+  learner->add_option("--tls-key", cluster.tls_key, "TLS: this process's private key (PEM)");
+  learner->add_option("--tls-ca", cluster.tls_ca, "TLS: the CA that signed the syncer's certificate (PEM)");
   learner->add_option("--data", ldata, "Data folder (default: $ATOLL_DATA_DIR or ./data)");
   learner->add_option("--threads", threads, "Compute threads (default: one per core)");
   learner->add_option("--report", lreport, "Where to write this process's JSON report (empty: none)");

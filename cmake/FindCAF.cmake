@@ -4,12 +4,14 @@
 # module, so the imported targets are made here by hand:
 #   CAF::core  libcaf_core + headers (+ Threads)
 #   CAF::io    libcaf_io (the middleman: TCP between processes)
+#   CAF::openssl  libcaf_openssl (TLS for the middleman)
 include(FindPackageHandleStandardArgs)
 find_package(Threads REQUIRED)
 
 find_path(CAF_INCLUDE_DIR caf/all.hpp)
 find_library(CAF_CORE_LIBRARY NAMES caf_core)
 find_library(CAF_IO_LIBRARY NAMES caf_io)
+find_library(CAF_OPENSSL_LIBRARY NAMES caf_openssl)
 
 if(CAF_INCLUDE_DIR AND EXISTS "${CAF_INCLUDE_DIR}/caf/config.hpp")
   file(STRINGS "${CAF_INCLUDE_DIR}/caf/config.hpp" _caf_version_line
@@ -24,7 +26,7 @@ if(CAF_INCLUDE_DIR AND EXISTS "${CAF_INCLUDE_DIR}/caf/config.hpp")
 endif()
 
 find_package_handle_standard_args(CAF
-  REQUIRED_VARS CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY
+  REQUIRED_VARS CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY CAF_OPENSSL_LIBRARY
   VERSION_VAR CAF_VERSION)
 
 if(CAF_FOUND AND NOT TARGET CAF::core)
@@ -37,5 +39,9 @@ if(CAF_FOUND AND NOT TARGET CAF::core)
   set_target_properties(CAF::io PROPERTIES
     IMPORTED_LOCATION "${CAF_IO_LIBRARY}"
     INTERFACE_LINK_LIBRARIES CAF::core)
+  add_library(CAF::openssl SHARED IMPORTED)
+  set_target_properties(CAF::openssl PROPERTIES
+    IMPORTED_LOCATION "${CAF_OPENSSL_LIBRARY}"
+    INTERFACE_LINK_LIBRARIES CAF::io)
 endif()
-mark_as_advanced(CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY)
+mark_as_advanced(CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY CAF_OPENSSL_LIBRARY)

@@ -3,7 +3,7 @@
 // one process.
 //
 //   syncer process:  Run::start(topology, {.cluster = {.listen = "0.0.0.0:7070", .token = ...}})
-//   learner process: auto t = fetch_topology(endpoint, id, token, 60);
+//   learner process: auto t = fetch_topology(endpoint, id, cluster, 60);
 //                    Run::start(*t, {.cluster = {.join = "host:7070", .learner_ids = {id}, .token = ...}})
 //
 // The syncer process publishes a gateway actor on its port. The gateway
@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 
+#include "atoll/run.h"
 #include "atoll/status.h"
 #include "atoll/topology.h"
 
@@ -36,10 +37,11 @@ struct Endpoint {
 Result<Endpoint> parse_endpoint(std::string_view text);
 
 // Asks the syncer at `syncer` for the topology of the run, as learner
-// `learner` proving `token`. Retries with backoff for up to `wait_seconds`
+// `learner` proving the cluster token. Retries with backoff for up to `wait_seconds`
 // while the syncer is not there yet; a refusal (bad token, unknown id) is
 // returned at once with the syncer's reason.
-Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const std::string& token,
+// `cluster` gives the token and, if set, the TLS files.
+Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const RunOptions::Cluster& cluster,
                                 double wait_seconds);
 
 }  // namespace atl

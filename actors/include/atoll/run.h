@@ -57,6 +57,11 @@ struct RunOptions {
     double heartbeat_seconds = 1.0;
     double connection_timeout_seconds = 5.0;  // a peer silent this long is dropped
     double give_up_seconds = 60.0;            // joined: no syncer for this long ends the run
+    // TLS (CAF's openssl module) when set: this process's certificate and
+    // key (PEM), and the CA every peer's certificate must be signed by. Both
+    // sides verify each other; all processes of a run use TLS or none does.
+    std::string tls_certificate, tls_key, tls_ca;
+    bool tls() const { return !tls_certificate.empty(); }
   } cluster;
 };
 
