@@ -22,6 +22,7 @@ echo "a frozen learner process was found after ${found_after} s (timeout 2 s, he
 kill -CONT "$l1_pid"
 # Thawed, it finds its connection gone, reconnects and registers again.
 wait_for syncer "learner 1 registered" 60 2
+wait_for syncer "learner 1 is merged again" 60 1
 
 kill -9 "$l1_pid"
 wait_for syncer "learner 1 is down" 30 2
