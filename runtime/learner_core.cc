@@ -26,12 +26,12 @@ AdamWConfig inner_config(const Topology& t, uint32_t id) {
   if (c.total_steps == 0 && t.tokens > 0) {
     // Spread the cosine over this learner's expected share of the token budget.
     double share = 0.0, total = 0.0;
-    for (size_t m = 0; m < t.learners.size(); ++m) {
-      const double rate = t.learners[m].speed * t.learners[m].batch_size;
+    for (uint32_t m = 0; m < t.learners.size(); ++m) {
+      const double rate = t.learners[m].speed * static_cast<double>(tokens_per_step(t, m));
       total += rate;
       if (m == id) share = rate;
     }
-    const double steps = static_cast<double>(t.tokens) * share / total / t.learners[id].batch_size;
+    const double steps = static_cast<double>(t.tokens) * share / total / static_cast<double>(tokens_per_step(t, id));
     c.total_steps = std::max<int64_t>(c.warmup_steps + 1, static_cast<int64_t>(steps));
   }
   return c;

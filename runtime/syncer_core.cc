@@ -52,9 +52,10 @@ SyncerCore::SyncerCore(const Topology& topology, std::unique_ptr<Model> model, s
   if (topology_.mode != Mode::kDecoupled) {
     AdamWConfig c = topology_.inner;
     if (c.total_steps == 0 && topology_.tokens > 0) {
-      uint64_t batch = 0;
-      for (const auto& l : topology_.learners) batch += static_cast<uint64_t>(l.batch_size);
-      c.total_steps = std::max<int64_t>(c.warmup_steps + 1, static_cast<int64_t>(topology_.tokens / batch));
+      uint64_t per_step = 0;  // tokens of one synchronous step, all learners
+      for (uint32_t m = 0; m < topology_.learners.size(); ++m)
+        per_step += static_cast<uint64_t>(tokens_per_step(topology_, m));
+      c.total_steps = std::max<int64_t>(c.warmup_steps + 1, static_cast<int64_t>(topology_.tokens / per_step));
     }
     dp_optimizer_ = std::make_unique<AdamW>(model_->layout(), c);
   }

@@ -78,6 +78,11 @@ Result<Weighting> parse_weighting(std::string_view name) {
   return parse_enum("weighting", name, kAll, weighting_name);
 }
 
+int64_t tokens_per_step(const Topology& t, uint32_t learner) {
+  const int64_t batch = t.learners[learner].batch_size;
+  return t.model.kind == ModelKind::kTransformer ? batch * t.model.context : batch;
+}
+
 Status validate(const Topology& t) {
   Checker c;
   const int m = static_cast<int>(t.learners.size());

@@ -135,6 +135,10 @@ struct Topology {
   friend bool operator==(const Topology&, const Topology&) = default;
 };
 
+// Tokens one inner step of `learner` trains: batch_size examples, or
+// batch_size windows of model.context predicted bytes.
+int64_t tokens_per_step(const Topology& topology, uint32_t learner);
+
 // Checks every value against its range and the others ("outer.quorum = 5
 // exceeds the 4 learners"). Model-dependent checks (fragments vs tensors)
 // happen when the model is built.
