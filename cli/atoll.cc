@@ -430,6 +430,7 @@ int main(int argc, char** argv) {
       "  atoll run --set mode=dp                       the data-parallel baseline, all else equal\n"
       "  atoll run --set outer.sync_every=50 --seconds 10\n"
       "  atoll run examples/topologies/synthetic.toml  needs no data files\n"
+      "  atoll run --processes                         syncer and learners as separate local processes\n"
       "  atoll topology > mine.toml                    start a topology file from the defaults\n"
       "\nThe report (JSON) has mode, tokens, tokens_per_second, goodput, uptime, eval.loss,\n"
       "eval.accuracy, bytes.*, bytes_per_token, rounds, quorum_mean, grace_wait_mean_ms,\n"
@@ -524,6 +525,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   atl::set_log_level(verbose ? atl::LogLevel::kInfo : atl::LogLevel::kWarn);
 
+  if (*run && processes && !faults.empty())
+    return fail(atl::Status::invalid_argument("--faults needs the whole run in one process; drop --processes"));
   if (*run && processes) return processes_command(file, sets, report_path, seconds, data, quiet);
   if (*run) return run_command(file, sets, report_path, seconds, data, threads, quiet, faults, tape);
   if (*syncer) return syncer_command(sfile, ssets, cluster, sreport, sseconds, sdata, squiet);
