@@ -76,6 +76,10 @@ Packet topology_answer(GatewayActor* self, const Packet& query) {
 
 caf::behavior gateway(GatewayActor* self, GatewayArgs args) {
   self->state.args = std::move(args);
+  // Without the gateway no learner can reach the syncer: end the run, do not hang.
+  self->attach_functor([board = self->state.args.board] {
+    if (!board->finished()) board->fail("the gateway stopped: learners can no longer reach the syncer");
+  });
   // CAF lets any connected node send an exit message to an actor it knows,
   // and everyone knows the published gateway: only this process may stop it.
   // (exit_reason::kill cannot be trapped; see the README.)
@@ -261,17 +265,26 @@ Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const 
       std::this_thread::sleep_for(span(backoff));
       backoff = std::min(kBackoffMax, backoff * 2);
     }
-    auto gateway = cluster.tls() ? caf::openssl::remote_actor(sys, syncer.host, syncer.port)
-                                 : sys.middleman().remote_actor(syncer.host, syncer.port);
+    // Through the middleman actor, with a timeout: remote_actor() would wait
+    // forever on a peer that accepts the connection and never answers.
+    caf::scoped_actor self{sys};
+    const caf::io::middleman_actor connector =
+        cluster.tls() ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
+    caf::actor gateway;
+    self->request(connector, kConnectTimeout, caf::connect_atom_v, syncer.host, syncer.port)
+        .receive(
+            [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+              gateway = caf::actor_cast<caf::actor>(ptr);
+              if (!gateway) last_error = "nothing is published on that port";
+            },
+            [&](caf::error& e) { last_error = sys.render(e); });
     if (!gateway) {
-      if (last_error.empty()) log_warn("waiting for the syncer at " + syncer.to_string() + " (" + sys.render(gateway.error()) + ")");
-      last_error = sys.render(gateway.error());
+      if (first) log_warn("waiting for the syncer at " + syncer.to_string() + " (" + last_error + ")");
       continue;
     }
     std::optional<Result<Topology>> answer;
-    caf::scoped_actor self{sys};
     const Register query{learner, 0, 0, join_proof(token, learner, 0, 0), {}};
-    self->request(*gateway, kConnectTimeout, topology_atom_v, Packet{encode_message(query)})
+    self->request(gateway, kConnectTimeout, topology_atom_v, Packet{encode_message(query)})
         .receive(
             [&](Packet& p) {
               auto msg = decode_message(p.bytes);

@@ -28,6 +28,7 @@ struct SyncerState {
   std::unique_ptr<SyncerCore> core;
   std::vector<caf::actor> learners;              // by id: the registered actor
   std::map<caf::actor_addr, uint32_t> ids;       // registered actor -> id
+  std::vector<caf::node_id> registered_from;     // by id: the process its last incarnation registered from
   uint64_t rounds_at_checkpoint = 0;
   caf::actor_clock::time_point checkpoint_at;
   bool finished = false;
@@ -191,6 +192,21 @@ void on_packet(SyncerActor* self, Packet& p) {
     return carry_out(self, fx, &sender, sender_id.value_or(0));
   }
   if (auto* r = std::get_if<Register>(&*msg)) {
+    if (st.finished) {  // late (reconnecting) learners learn it too
+      send_packet(self, r->learner, sender, Packet{encode_message(Done{"the run is over"})});
+      return;
+    }
+    // A Register replayed from another process: a new process has a new
+    // incarnation, so an old or current one from elsewhere is not its owner.
+    if (r->learner < st.registered_from.size() && st.registered_from[r->learner] &&
+        st.registered_from[r->learner] != sender.node() &&
+        r->incarnation <= st.core->learners()[r->learner].incarnation) {
+      st.core->refuse(r->learner, RejectReason::kDuplicateLearner, 0xffffffffu,
+                      "incarnation " + std::to_string(r->incarnation) + " of learner " + std::to_string(r->learner) +
+                          " registered from another process",
+                      fx);
+      return carry_out(self, fx, &sender, r->learner);
+    }
     const bool same_actor = r->learner < st.learners.size() && st.learners[r->learner] == sender;
     // Another process holds this id and its connection is alive (else its
     // down would have cleared the slot): two processes were given one id.
@@ -215,6 +231,7 @@ void on_packet(SyncerActor* self, Packet& p) {
       }
       slot = sender;
       st.ids[sender.address()] = r->learner;
+      st.registered_from[r->learner] = sender.node();
       self->monitor(sender);
     }
     carry_out(self, fx, &sender, r->learner);
@@ -309,6 +326,7 @@ caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
   state.core = std::move(*core);
   if (!state.args.cluster_token.empty()) state.core->require_token(state.args.cluster_token);
   state.learners.resize(state.args.topology.learners.size());
+  state.registered_from.resize(state.args.topology.learners.size());
   if (const auto previous = state.args.board->final_state(); previous.valid) {
     state.core->continue_from(previous.stats, previous.learners);
     log_info("syncer: continuing the statistics of the syncer before it (" + std::to_string(previous.stats.rounds) +

@@ -287,7 +287,9 @@ int syncer_command(const std::string& file, const std::vector<std::string>& sets
     if (!c.port_file.empty()) {
       const std::string tmp = c.port_file + ".tmp";
       std::ofstream(tmp) << run.port() << "\n";
-      std::filesystem::rename(tmp, c.port_file);  // readers never see half a number
+      std::error_code ec;
+      std::filesystem::rename(tmp, c.port_file, ec);  // readers never see half a number
+      if (ec) atl::log_error("cannot write the port file " + c.port_file + ": " + ec.message());
     }
   });
 }
@@ -320,6 +322,7 @@ pid_t spawn_self(const std::vector<std::string>& args) {
   argv.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid == 0) {
+    std::signal(SIGINT, SIG_DFL);  // the parent ignores it; the child must not inherit that
     ::execv("/proc/self/exe", argv.data());
     std::perror("atoll: exec");
     ::_exit(127);
@@ -335,9 +338,10 @@ int processes_command(const std::string& file, const std::vector<std::string>& s
   auto topology = atl::load_topology(file, sets);
   if (!topology.ok()) return fail(topology.status());
   ::setenv(atl::kTokenEnv, atl::make_cluster_token().c_str(), 1);  // children inherit it; never printed
-  const std::string port_file =
-      (std::filesystem::temp_directory_path() / ("atoll-port-" + std::to_string(::getpid()))).string();
-  std::filesystem::remove(port_file);
+  // A private folder: another local user cannot plant or read the port file.
+  std::string scratch = (std::filesystem::temp_directory_path() / "atoll-XXXXXX").string();
+  if (!::mkdtemp(scratch.data())) return fail(atl::Status::io_error("cannot make a temporary folder"));
+  const std::string port_file = scratch + "/port";
   std::vector<std::string> syncer = {"atoll", "syncer", "--listen", "127.0.0.1:0", "--port-file", port_file,
                                      "--report", report_path};
   if (!file.empty()) syncer.insert(syncer.begin() + 2, file);
@@ -359,7 +363,8 @@ int processes_command(const std::string& file, const std::vector<std::string>& s
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
-  std::filesystem::remove(port_file);
+  std::error_code ignored;
+  std::filesystem::remove_all(scratch, ignored);
   if (port.empty()) {
     ::kill(syncer_pid, SIGTERM);
     return fail(atl::Status::unavailable("the syncer process did not listen within 60 s"));
@@ -378,15 +383,17 @@ int processes_command(const std::string& file, const std::vector<std::string>& s
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   int learners_failed = 0;
   for (pid_t pid : learners) {
+    bool stopped = false;  // it missed the end of the run: not a clean end, whatever its status
     while (::waitpid(pid, &status, WNOHANG) == 0) {
       if (std::chrono::steady_clock::now() > deadline) {
         ::kill(pid, SIGTERM);
         ::waitpid(pid, &status, 0);
+        stopped = true;
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    learners_failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    learners_failed += stopped || !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
   if (learners_failed) std::fprintf(stderr, "atoll: %d learner process(es) did not end cleanly\n", learners_failed);
   return syncer_status;

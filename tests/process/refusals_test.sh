@@ -47,6 +47,7 @@ wait_for syncer "learner 1 registered" 60
 stop_run "$syncer_pid"
 expect_exit "$syncer_pid" 300 0 "the syncer"
 expect_exit "$l0_pid" 30 0 "learner 0"
+expect_exit "$l1_pid" 30 0 "learner 1"
 rejected=$(json_number "$work/syncer.json" rejected)
 ((rejected >= 3)) || die "the syncer counted $rejected refusals, expected at least 3"
 echo "refusals_test: ok ($rejected refusals counted; the syncer survived random bytes and finished)"

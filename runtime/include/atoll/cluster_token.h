@@ -4,8 +4,10 @@
 // The token never crosses the network and is never printed. A learner proves
 // it knows the token by sending, in its Register, the HMAC-SHA256 of what it
 // registers as (learner id, incarnation, model fingerprint) keyed with the
-// token. A proof thus only ever admits the registration it was made for, and
-// a replayed one is refused like any duplicate incarnation.
+// token. A proof only ever admits the registration it was made for. The
+// syncer refuses that registration replayed from another process once it
+// has seen it; a syncer that just restarted has not, until the learner
+// registers again (there is no per-connection nonce yet).
 //
 // What this does not do: hide the traffic or stop someone on the path from
 // altering it. That needs TLS (see the README's "Across machines").
