@@ -13,6 +13,7 @@
 #include "atoll/data_source.h"
 #include "atoll/transformer.h"
 #include "layers.h"
+#include "runtime/gradient_check.h"
 #include "test_support.h"
 
 namespace atl {
@@ -21,28 +22,8 @@ namespace {
 using layers::Mat;
 using layers::Vec;
 
-Mat<double> random_mat(Eigen::Index r, Eigen::Index c, Rng& rng) {
-  Mat<double> m(r, c);
-  for (auto& x : m.reshaped()) x = rng.normal();
-  return m;
-}
-
-void check_gradient(const char* what, Mat<double>& x, const Mat<double>& analytic, const std::function<double()>& loss) {
-  const double h = 1e-6;
-  double worst = 0;
-  for (Eigen::Index i = 0; i < x.size(); ++i) {
-    const double keep = x.data()[i];
-    x.data()[i] = keep + h;
-    const double up = loss();
-    x.data()[i] = keep - h;
-    const double down = loss();
-    x.data()[i] = keep;
-    const double numeric = (up - down) / (2 * h);
-    worst = std::max(worst, std::fabs(numeric - analytic.data()[i]) / std::max(1.0, std::fabs(numeric)));
-  }
-  BOOST_TEST_MESSAGE(what << ": worst relative error " << worst);
-  BOOST_CHECK_MESSAGE(worst < 1e-6, what << ": worst relative error " << worst);
-}
+using testing::check_gradient;
+using testing::random_mat;
 
 Batch text_batch(const std::string& text, int rows, int T, size_t offset) {
   Batch b;
