@@ -158,9 +158,8 @@ int chaos_command(const std::vector<std::string>& paths, const std::string& repo
 
 // Starts a run, shows its progress, waits, prints the summary and writes the
 // report. `started` sees the run once it is up (to print a port, say).
-int drive(const atl::Topology& topology_in, const atl::RunOptions& options, const std::string& report_path,
+int drive(const atl::Topology& topology, const atl::RunOptions& options, const std::string& report_path,
           bool quiet, const std::function<void(atl::Run&)>& started = {}) {
-  const atl::Topology* topology = &topology_in;
   const bool live = !quiet && ::isatty(STDOUT_FILENO);
   std::mutex out;
   std::string line;  // the progress line currently on screen
@@ -173,7 +172,7 @@ int drive(const atl::Topology& topology_in, const atl::RunOptions& options, cons
       std::fprintf(stdout, "%s", line.c_str());
       std::fflush(stdout);
     });
-  auto run = atl::Run::start(*topology, options);
+  auto run = atl::Run::start(topology, options);
   if (!run.ok()) return fail(run.status());
   if (started) started(**run);
   std::signal(SIGINT, on_sigint);
@@ -188,7 +187,7 @@ int drive(const atl::Topology& topology_in, const atl::RunOptions& options, cons
         (*run)->stop();
       }
       if (quiet || done) continue;
-      const std::string text = progress_line((*run)->metrics(), *topology);
+      const std::string text = progress_line((*run)->metrics(), topology);
       if (live) {
         std::lock_guard lock(out);
         line = text;
