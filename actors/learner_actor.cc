@@ -42,6 +42,7 @@ struct LearnerState {
   bool resync_armed = false;
   RejectReason last_refusal = RejectReason::kMalformed;  // logged once per streak
   bool stopping = false;  // the run is over for us: no more steps
+  bool last_pulled = false;  // pulled for the run's last rounds: answer, but train no more
   caf::actor_clock::time_point stalled_until, slow_until;  // injected faults
   double slow_factor = 1.0;
 };
@@ -87,7 +88,8 @@ void try_step(LearnerActor* self) {
     st.resync_armed = true;  // a broadcast that never comes must not block us forever
     self->delayed_send(self, kResyncAfter, resync_atom_v, st.core->steps());
   }
-  if (st.stopping || st.computing || st.delaying || !st.core->welcomed() || st.core->blocked()) return;
+  if (st.stopping || st.last_pulled || st.computing || st.delaying || !st.core->welcomed() || st.core->blocked())
+    return;
   if (const auto now = self->clock().now(); now < st.stalled_until) {  // an injected stall
     st.delaying = true;
     self->delayed_send(self, st.stalled_until - now, next_step_atom_v);
@@ -129,10 +131,16 @@ void handle(LearnerActor* self, Message m) {
   } else if (auto* p = std::get_if<Pull>(&m)) {
     if (auto push = st.core->answer(*p); push.ok()) send_to_syncer(self, *push);
     else log_warn(who(self) + ": " + push.status().to_string());
+    st.last_pulled |= p->last;
   } else if (auto* b = std::get_if<Broadcast>(&m)) {
-    if (Status s = st.core->apply(*b); !s.ok()) log_warn(who(self) + ": broadcast dropped: " + s.to_string());
-    else if (b->fragment < st.core->fragments().size())
+    if (Status s = st.core->apply(*b); s.code() == Status::Code::kUnavailable) {
+      log_info(who(self) + ": " + s.to_string() + "; resynchronizing");
+      resync(self);  // the welcome brings the version we missed
+    } else if (!s.ok()) {
+      log_warn(who(self) + ": broadcast dropped: " + s.to_string());
+    } else if (b->fragment < st.core->fragments().size()) {
       st.args.board->note_adopted(b->fragment, st.core->version(b->fragment));
+    }
   } else if (auto* d = std::get_if<Done>(&m)) {
     log_info(who(self) + ": the run is over (" + d->reason + ")");
     st.args.board->finish();
@@ -262,7 +270,8 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
           handle(self, std::move(m));
         }
         if (st.syncer && !st.stopping) {
-          for (const auto& push : st.core->due_pushes()) send_to_syncer(self, push);
+          if (!st.last_pulled)  // a last pull was answered with all progress
+            for (const auto& push : st.core->due_pushes()) send_to_syncer(self, push);
           send_to_syncer(self, st.core->progress());
         }
         if (extra > 1e-6) {

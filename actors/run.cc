@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
+#include <numbers>
 #include <thread>
 
 #include "actors.h"
@@ -23,6 +24,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kSnapshotTimeout = std::chrono::seconds(30);
+// How long the end of a run waits for the syncer's last rounds (bounded by
+// its own flush timeout, at most 30 s), and for a syncer that is not there.
+constexpr auto kSealTimeout = std::chrono::seconds(45);
+constexpr auto kNoSyncerTimeout = std::chrono::seconds(3);
 
 struct Config : caf::actor_system_config {
   Config(int threads, const RunOptions::Cluster& cluster) {
@@ -72,6 +77,11 @@ std::string default_run_name() {
 std::string default_data_root() {
   const char* env = std::getenv("ATOLL_DATA_DIR");
   return env && *env ? env : "data";
+}
+
+// `theta` on the held-out data, on every core.
+EvalSums evaluate_global(const Topology& topology, const Job& job, std::span<const float> theta) {
+  return evaluate_all([&] { return make_model(topology).value(); }, theta, job.eval_batches());
 }
 
 }  // namespace
@@ -172,6 +182,8 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
     spec.directory = impl->directory;
     return spec;
   };
+  impl->board->plan_snapshots(options.curve_points, topology.tokens,
+                              options.seconds > 0 ? options.seconds : topology.seconds);
   impl->started = Clock::now();
   const auto started = impl->started;
   SupervisorSpec syncers = supervisor_spec("syncer supervisor", SupervisorSpec::Strategy::kRestForOne);
@@ -304,8 +316,19 @@ Result<Report> Run::wait() {
       break;
     }
   }
-  const double wall = std::chrono::duration<double>(Clock::now() - s.started).count();
   s.board->finish();  // also when the time limit ended the run
+  // The syncer's last rounds merge what the learners did since their last
+  // push; then the model is final (sealed).
+  if (!s.joined) {
+    const auto give_up = Clock::now() + kSealTimeout;
+    auto syncer_seen = Clock::now();
+    while (!s.board->wait_sealed_until(std::min(give_up, Clock::now() + std::chrono::milliseconds(50))) &&
+           Clock::now() < give_up) {
+      if (s.directory->get(Directory::kSyncer)) syncer_seen = Clock::now();
+      else if (Clock::now() - syncer_seen > kNoSyncerTimeout) break;
+    }
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - s.started).count();
 
   // Learners stop first, so that no round closes after the global model is read.
   if (caf::actor learners = s.directory->get("learner supervisor")) {
@@ -404,11 +427,24 @@ Result<Report> Run::wait() {
   auto model = make_model(s.topology);
   r.model = (*model)->describe();
   if (!theta.empty()) {
-    const EvalSums e = evaluate_all(**model, theta, s.job->eval_batches());
+    const bool text = s.topology.data.kind == DataKind::kText;
+    for (const auto& snap : s.board->snapshots()) {
+      const EvalSums e = evaluate_global(s.topology, *s.job, snap.theta);
+      r.curve.push_back({snap.seconds, snap.tokens, e.loss(), text ? e.bits_per_byte() : 0.0, e.accuracy()});
+    }
+    const EvalSums e = evaluate_global(s.topology, *s.job, theta);
     r.eval.loss = e.loss();
     r.eval.accuracy = e.accuracy();
     r.eval.count = e.count;
-    if (s.topology.data.kind == DataKind::kText) r.eval.bits_per_byte = e.bits_per_byte();
+    r.eval.batches = e.batches;
+    r.eval.loss_stderr = e.loss_stderr();
+    if (text) {
+      r.eval.bits_per_byte = e.bits_per_byte();
+      r.eval.bits_per_byte_stderr = e.loss_stderr() / std::numbers::ln2;
+      for (const auto& b : s.job->eval_batches()) r.eval.windows += b.rows;
+    }
+    if (s.options.curve_points > 1)
+      r.curve.push_back({wall, r.tokens, r.eval.loss, r.eval.bits_per_byte, r.eval.accuracy});
     if (auto* lm = dynamic_cast<Transformer*>(model->get()))
       r.sample = lm->sample(theta, "Fellow-Citizens of the Senate and House of Representatives: ", 160, 0.8,
                             s.topology.seed);

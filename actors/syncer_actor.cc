@@ -31,7 +31,8 @@ struct SyncerState {
   std::vector<caf::node_id> registered_from;     // by id: the process its last incarnation registered from
   uint64_t rounds_at_checkpoint = 0;
   caf::actor_clock::time_point checkpoint_at;
-  bool finished = false;
+  std::string ending;     // why the run ends, once its final flush began
+  bool finished = false;  // Done sent: the model is final
 };
 using SyncerActor = caf::stateful_actor<SyncerState>;
 
@@ -58,6 +59,8 @@ void send_packet(SyncerActor* self, uint32_t learner, const caf::actor& to, cons
     else self->delayed_send(to, seconds(d.delay_seconds), Packet{std::move(d.bytes)});
   }
 }
+
+void finish(SyncerActor* self, const std::string& why);
 
 // `sender` receives what the core addresses to `sender_id` (a registering
 // actor that is not, or not yet, the learner's registered handle).
@@ -89,6 +92,9 @@ void carry_out(SyncerActor* self, SyncerEffects& fx, const caf::actor* sender = 
       case SyncerEffects::TimerKind::kMoments:
         self->delayed_send(self, seconds(t.seconds), moments_atom_v, t.id, t.round);
         break;
+      case SyncerEffects::TimerKind::kFlush:
+        self->delayed_send(self, seconds(t.seconds), flush_atom_v);
+        break;
     }
   }
   for (const auto& n : fx.notes) log_info("syncer: " + n);
@@ -103,6 +109,7 @@ void carry_out(SyncerActor* self, SyncerEffects& fx, const caf::actor* sender = 
                                          {"incarnation", static_cast<int64_t>(e.incarnation)},
                                          {"seconds", e.seconds}});
   fx = {};
+  if (!st.finished && st.core->flushed()) finish(self, st.ending);
 }
 
 void publish(SyncerActor* self) {
@@ -157,8 +164,8 @@ void maybe_checkpoint(SyncerActor* self) {
   st.checkpoint_at = now;
 }
 
-// Tells every connected learner the run is over: learners in other
-// processes end here.
+// Tells every connected learner the run is over (learners in other
+// processes end here) and seals the global model.
 void finish(SyncerActor* self, const std::string& why) {
   auto& st = self->state;
   st.finished = true;
@@ -167,14 +174,31 @@ void finish(SyncerActor* self, const std::string& why) {
   for (uint32_t id = 0; id < st.learners.size(); ++id)
     if (st.learners[id]) send_packet(self, id, st.learners[id], done);
   publish_final(self);
-  st.args.board->finish();
+  st.args.board->seal();
 }
 
+// The run ends: first every fragment's last round (outer.final_flush), then
+// finish() once the core says the model is final (carry_out checks).
+void end_run(SyncerActor* self, const std::string& why) {
+  auto& st = self->state;
+  if (st.finished || st.core->flushing()) return;
+  st.ending = why;
+  SyncerEffects fx;
+  st.core->begin_flush(self->clock().now(), fx);
+  carry_out(self, fx);
+}
+
+// Keeps the curve's snapshots (RunOptions::curve_points) and ends the run at its token budget.
 void check_budget(SyncerActor* self) {
   auto& st = self->state;
+  auto& board = *st.args.board;
+  const uint64_t tokens = st.core->total_tokens();
+  const double elapsed = st.core->elapsed(self->clock().now());
+  if (!st.core->flushing() && board.snapshot_due(tokens, elapsed))
+    board.add_snapshot({elapsed, tokens, st.core->parameters()});
   const uint64_t budget = st.args.topology.tokens;
-  if (st.finished || budget == 0 || st.core->total_tokens() < budget) return;
-  finish(self, "token budget of " + std::to_string(budget) + " reached");
+  if (st.finished || budget == 0 || tokens < budget) return;
+  end_run(self, "token budget of " + std::to_string(budget) + " reached");
 }
 
 void on_packet(SyncerActor* self, Packet& p) {
@@ -289,16 +313,22 @@ caf::behavior running(SyncerActor* self) {
         self->state.core->on_timer({SyncerEffects::TimerKind::kMoments, learner, request, 0.0}, self->clock().now(), fx);
         carry_out(self, fx);
       },
+      [self](flush_atom) {
+        SyncerEffects fx;
+        self->state.core->on_timer({SyncerEffects::TimerKind::kFlush, 0, 0, 0.0}, self->clock().now(), fx);
+        carry_out(self, fx);
+      },
       [self](tick_atom) {
-        if (!self->state.finished && self->state.args.board->finished())
-          finish(self, "the run was stopped");  // Run::stop(), a signal, a time limit
+        if (self->state.args.board->finished())
+          end_run(self, "the run was stopped");  // Run::stop(), a signal, a time limit
+        check_budget(self);  // a time-based curve, and a budget reached before a restart
         publish_final(self);  // kept current: a syncer restarted after a kill continues from it
         maybe_checkpoint(self);
         self->delayed_send(self, seconds(self->state.args.tick_seconds), tick_atom_v);
       },
       [self](snapshot_atom) -> Packet {
         if (!self->state.finished && self->state.args.board->finished())
-          finish(self, "the run was stopped");  // Run::wait() asks at the end, maybe before a tick
+          finish(self, "the run was stopped");  // Run::wait() gave up waiting for the final flush
         publish_final(self);
         const auto& core = *self->state.core;
         Welcome w;

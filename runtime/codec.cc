@@ -26,7 +26,6 @@ int bits_of(Codec c) {
   }
   return 0;
 }
-bool is_quantized(Codec c) { return c == Codec::kInt8 || c == Codec::kInt4 || c == Codec::kInt2; }
 int qmax_of(Codec c) { return (1 << (bits_of(c) - 1)) - 1; }  // 127, 7, 1
 size_t block_count(size_t n, uint32_t block) { return (n + block - 1) / block; }
 
@@ -129,6 +128,8 @@ Status dequantize(uint32_t block, const float* steps, const uint8_t* codes, std:
 }
 
 }  // namespace
+
+bool is_quantized(Codec c) { return c == Codec::kInt8 || c == Codec::kInt4 || c == Codec::kInt2; }
 
 const char* codec_name(Codec c) {
   switch (c) {

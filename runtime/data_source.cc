@@ -98,16 +98,20 @@ std::vector<Batch> example_batches(const ExampleSet& set, int batch_size) {
 
 std::vector<Batch> text_batches(std::span<const uint8_t> bytes, int context, int batch_size,
                                 size_t max_windows) {
-  // Consecutive windows share one byte, so every byte after the first is
-  // predicted exactly once.
+  // Tiled windows share one byte, so every byte after the first is predicted
+  // exactly once. A cap takes every k-th tile (k fractional), so the windows
+  // cover the whole stream, not only its first documents.
   const auto stride = static_cast<size_t>(context);
-  size_t windows = bytes.size() > stride ? (bytes.size() - 1) / stride : 0;
-  if (max_windows > 0) windows = std::min(windows, max_windows);
+  const size_t tiles = bytes.size() > stride ? (bytes.size() - 1) / stride : 0;
+  const size_t windows = max_windows > 0 ? std::min(tiles, max_windows) : tiles;
   std::vector<Batch> out;
   for (size_t w = 0; w < windows; w += static_cast<size_t>(batch_size)) {
     const auto rows = static_cast<int>(std::min(windows - w, static_cast<size_t>(batch_size)));
     Batch b = text_batch_shape(rows, context);
-    for (int r = 0; r < rows; ++r) append_window(bytes, (w + static_cast<size_t>(r)) * stride, context, b);
+    for (int r = 0; r < rows; ++r) {
+      const size_t tile = (w + static_cast<size_t>(r)) * tiles / windows;
+      append_window(bytes, tile * stride, context, b);
+    }
     out.push_back(std::move(b));
   }
   return out;

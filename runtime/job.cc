@@ -12,7 +12,7 @@ namespace atl {
 namespace {
 
 constexpr int kEvalBatch = 1000;
-constexpr int kEvalWindows = 256;     // text: held-out windows when data.eval_examples = 0
+constexpr int kEvalWindows = 2048;    // text: held-out windows when data.eval_examples = 0
 constexpr int kTextEvalBatch = 16;
 
 std::string data_dir(const Topology& t, const std::string& root, const char* fallback) {

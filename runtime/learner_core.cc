@@ -109,7 +109,9 @@ Status LearnerCore::welcome(const Welcome& w) {
       continue;
     }
     scatter(fragments_[p], values[p], params_);
-    t = Track{versions[p], std::move(values[p])};
+    t = Track{};
+    t.version = versions[p];
+    t.base = std::move(values[p]);
   }
   welcomed_ = true;
   return {};
@@ -146,9 +148,15 @@ Push LearnerCore::make_push(uint32_t fragment, uint64_t round) {
   const Fragment& f = fragments_[fragment];
   std::vector<float> delta(f.size);
   gather(f, params_, delta);
+  const auto& o = topology().outer;
+  if (o.carry_progress) {
+    t.at_push = delta;
+    t.steps_at_push = t.steps;
+    t.tokens_at_push = t.tokens;
+    t.seconds_at_push = t.seconds;
+  }
   for (size_t i = 0; i < delta.size(); ++i) delta[i] -= t.base[i];
   t.pushed = true;
-  const auto& o = topology().outer;
   return Push{id_, incarnation_, fragment, round, t.version, t.steps, t.tokens, t.seconds,
               encode_payload(o.push_codec, o.push_block, delta)};
 }
@@ -190,18 +198,39 @@ Status LearnerCore::apply(const Broadcast& b) {
   std::vector<float> global(f.size);
   ATOLL_RETURN_IF_ERROR(decode_payload(b.values, global).with_context("broadcast of fragment " +
                                                                       std::to_string(b.fragment)));
-  const float alpha = data_parallel() ? 0.0f : topology().outer.blend_alpha;
-  if (alpha > 0.0f) {
-    std::vector<float> local(f.size);
-    gather(f, params_, local);
-    for (size_t i = 0; i < local.size(); ++i) local[i] = alpha * local[i] + (1.0f - alpha) * global[i];
-    scatter(f, local, params_);
-  } else {
-    scatter(f, global, params_);
+  if (b.delta) {
+    if (b.base_version != t.version)
+      return Status::unavailable("broadcast of fragment " + std::to_string(b.fragment) + " version " +
+                                 std::to_string(b.version) + " is a difference to version " +
+                                 std::to_string(b.base_version) + ", and this learner holds version " +
+                                 std::to_string(t.version));
+    for (size_t i = 0; i < global.size(); ++i) global[i] += t.base[i];
   }
-  t = Track{};
-  t.version = b.version;
-  t.base = std::move(global);
+  std::vector<float> local(f.size);
+  gather(f, params_, local);
+  const auto& o = topology().outer;
+  Track next;
+  if (!data_parallel() && o.carry_progress && b.version == t.version + 1) {
+    // What the new version did not merge: the steps since the merged push, or
+    // every step since the base when this learner was not merged.
+    const bool merged = t.pushed && !t.at_push.empty() &&
+                        std::find(b.merged.begin(), b.merged.end(), id_) != b.merged.end();
+    const std::vector<float>& reference = merged ? t.at_push : t.base;
+    for (size_t i = 0; i < local.size(); ++i) local[i] = global[i] + (local[i] - reference[i]);
+    next.steps = t.steps - (merged ? t.steps_at_push : 0);
+    next.tokens = t.tokens - (merged ? t.tokens_at_push : 0);
+    next.seconds = t.seconds - (merged ? t.seconds_at_push : 0.0);
+  } else {
+    const float alpha = data_parallel() ? 0.0f : o.blend_alpha;
+    if (alpha > 0.0f)
+      for (size_t i = 0; i < local.size(); ++i) local[i] = alpha * local[i] + (1.0f - alpha) * global[i];
+    else
+      local = global;  // overwrite: also a replica that went non-finite is healed
+  }
+  scatter(f, local, params_);
+  next.version = b.version;
+  next.base = std::move(global);
+  t = std::move(next);
   return {};
 }
 

@@ -127,6 +127,10 @@ void put(const Topology& t, s::Topology::Builder b) {
   o.setWeighting(static_cast<s::Weighting>(t.outer.weighting));
   o.setForceAvg(t.outer.force_avg);
   o.setReconfigureSeconds(t.outer.reconfigure_seconds);
+  o.setFinalFlush(t.outer.final_flush);
+  o.setCarryProgress(t.outer.carry_progress);
+  o.setLrWarmupRounds(static_cast<uint32_t>(t.outer.lr_warmup_rounds));
+  o.setBroadcastBlock(t.outer.broadcast_block);
   auto c = b.initCheckpoint();
   c.setDir(t.checkpoint.dir);
   c.setEveryRounds(static_cast<uint32_t>(t.checkpoint.every_rounds));
@@ -189,6 +193,10 @@ Topology get(s::Topology::Reader r) {
   t.outer.weighting = checked_enum<Weighting>(static_cast<uint16_t>(o.getWeighting()), 1, "weighting");
   t.outer.force_avg = o.getForceAvg();
   t.outer.reconfigure_seconds = o.getReconfigureSeconds();
+  t.outer.final_flush = o.getFinalFlush();
+  t.outer.carry_progress = o.getCarryProgress();
+  t.outer.lr_warmup_rounds = as_int(o.getLrWarmupRounds());
+  t.outer.broadcast_block = o.getBroadcastBlock();
   auto c = r.getCheckpoint();
   t.checkpoint.dir = c.getDir().cStr();
   t.checkpoint.every_rounds = as_int(c.getEveryRounds());
@@ -231,6 +239,7 @@ struct Encoder {
     auto b = env.initPull();
     b.setFragment(m.fragment);
     b.setRound(m.round);
+    b.setLast(m.last);
   }
   void operator()(const Push& m) {
     auto b = env.initPush();
@@ -249,6 +258,10 @@ struct Encoder {
     b.setFragment(m.fragment);
     b.setVersion(m.version);
     put(m.values, b.initValues());
+    b.setDelta(m.delta);
+    b.setBaseVersion(m.base_version);
+    auto merged = b.initMerged(static_cast<unsigned>(m.merged.size()));
+    for (unsigned i = 0; i < merged.size(); ++i) merged.set(i, m.merged[i]);
   }
   void operator()(const Progress& m) {
     auto b = env.initProgress();
@@ -292,7 +305,7 @@ Message decode_envelope(s::Envelope::Reader env) {
     }
     case s::Envelope::PULL: {
       auto r = env.getPull();
-      return Pull{r.getFragment(), r.getRound()};
+      return Pull{r.getFragment(), r.getRound(), r.getLast()};
     }
     case s::Envelope::PUSH: {
       auto r = env.getPush();
@@ -301,7 +314,9 @@ Message decode_envelope(s::Envelope::Reader env) {
     }
     case s::Envelope::BROADCAST: {
       auto r = env.getBroadcast();
-      return Broadcast{r.getFragment(), r.getVersion(), get(r.getValues())};
+      Broadcast b{r.getFragment(), r.getVersion(), get(r.getValues()), r.getDelta(), r.getBaseVersion(), {}};
+      for (uint32_t m : r.getMerged()) b.merged.push_back(m);
+      return b;
     }
     case s::Envelope::PROGRESS: {
       auto r = env.getProgress();

@@ -1,10 +1,35 @@
 #include "atoll/model.h"
 
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+
 namespace atl {
+namespace {
+
+EvalSums with_batch_stats(EvalSums b) {
+  const double mean = b.loss();
+  b.batches = 1;
+  b.batch_loss_sum = mean;
+  b.batch_loss_sq_sum = mean * mean;
+  return b;
+}
+
+}  // namespace
 
 EvalSums evaluate_all(Model& model, std::span<const float> params, const std::vector<Batch>& batches) {
   EvalSums total;
-  for (const auto& b : batches) total += model.evaluate(params, b);
+  for (const auto& b : batches) total += with_batch_stats(model.evaluate(params, b));
+  return total;
+}
+
+EvalSums evaluate_all(const ModelFactory& make, std::span<const float> params, const std::vector<Batch>& batches) {
+  tbb::enumerable_thread_specific<std::unique_ptr<Model>> models([&] { return make(); });
+  std::vector<EvalSums> each(batches.size());
+  tbb::parallel_for(size_t{0}, batches.size(), [&](size_t i) {
+    each[i] = with_batch_stats(models.local()->evaluate(params, batches[i]));
+  });
+  EvalSums total;
+  for (const auto& e : each) total += e;
   return total;
 }
 

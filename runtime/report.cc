@@ -5,71 +5,10 @@
 #include <cstdio>
 #include <sstream>
 
+#include "json_writer.h"
+
 namespace atl {
 namespace {
-
-// A minimal JSON writer: objects, arrays, strings, finite numbers.
-class Json {
- public:
-  void open(const char* key, char bracket) {
-    comma();
-    if (key) str(key), out_ << ':';
-    out_ << bracket;
-    first_ = true;
-  }
-  void close(char bracket) {
-    out_ << bracket;
-    first_ = false;
-  }
-  template <class T>
-  void field(const char* key, T value) {
-    comma();
-    str(key);
-    out_ << ':';
-    value_of(value);
-  }
-  template <class T>
-  void item(T value) {
-    comma();
-    value_of(value);
-  }
-  std::string text() const { return out_.str(); }
-
- private:
-  void comma() {
-    if (!first_) out_ << ',';
-    first_ = false;
-  }
-  void str(const std::string& s) {
-    out_ << '"';
-    for (char c : s) {
-      if (c == '"' || c == '\\') out_ << '\\' << c;
-      else if (static_cast<unsigned char>(c) < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-        out_ << buf;
-      } else out_ << c;
-    }
-    out_ << '"';
-  }
-  void value_of(const std::string& s) { str(s); }
-  void value_of(const char* s) { str(s); }
-  void value_of(bool b) { out_ << (b ? "true" : "false"); }
-  void value_of(double d) {
-    if (!std::isfinite(d)) {
-      out_ << "null";
-      return;
-    }
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.6g", d);
-    out_ << buf;
-  }
-  template <class I>
-  void value_of(I i) requires std::is_integral_v<I> { out_ << i; }
-
-  std::ostringstream out_;
-  bool first_ = true;
-};
 
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KB", "MB", "GB", "TB"};
@@ -101,7 +40,7 @@ double uptime_of(const std::vector<double>& round_ends, double wall) {
 }
 
 std::string Report::to_json() const {
-  Json j;
+  JsonWriter j;
   j.open(nullptr, '{');
   j.field("mode", mode);
   j.field("model", model);
@@ -116,7 +55,11 @@ std::string Report::to_json() const {
   j.field("loss", eval.loss);
   j.field("accuracy", eval.accuracy);
   j.field("bits_per_byte", eval.bits_per_byte);
+  j.field("loss_stderr", eval.loss_stderr);
+  j.field("bits_per_byte_stderr", eval.bits_per_byte_stderr);
   j.field("count", eval.count);
+  j.field("windows", eval.windows);
+  j.field("batches", eval.batches);
   j.close('}');
   j.open("bytes", '{');
   j.field("learner_to_syncer", bytes.learner_to_syncer);
@@ -151,6 +94,17 @@ std::string Report::to_json() const {
   for (uint64_t v : max_adopted_versions) j.item(v);
   j.close(']');
   j.field("sample", sample);
+  j.open("curve", '[');
+  for (const auto& c : curve) {
+    j.open(nullptr, '{');
+    j.field("seconds", c.seconds);
+    j.field("tokens", c.tokens);
+    j.field("loss", c.loss);
+    j.field("bits_per_byte", c.bits_per_byte);
+    j.field("accuracy", c.accuracy);
+    j.close('}');
+  }
+  j.close(']');
   j.open("per_learner", '[');
   for (const auto& l : per_learner) {
     j.open(nullptr, '{');
@@ -195,7 +149,10 @@ std::string Report::to_table() const {
   row("goodput", num("%.3f", goodput));
   row("uptime", num("%.3f", uptime));
   row("held-out loss", num("%.4f", eval.loss));
-  if (eval.bits_per_byte > 0) row("bits per byte", num("%.4f", eval.bits_per_byte) + num(" (next byte right %.1f%%)", 100 * eval.accuracy));
+  if (eval.bits_per_byte > 0)
+    row("bits per byte", num("%.4f", eval.bits_per_byte) + num(" +- %.4f", eval.bits_per_byte_stderr) +
+                             num(" (next byte right %.1f%%, ", 100 * eval.accuracy) + std::to_string(eval.windows) +
+                             " windows)");
   else row("held-out accuracy", num("%.2f%%", 100 * eval.accuracy));
   row("bytes up / down", human_bytes(double(bytes.learner_to_syncer)) + " / " + human_bytes(double(bytes.syncer_to_learners)));
   row("bytes per token", num("%.1f", bytes_per_token));

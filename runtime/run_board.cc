@@ -124,4 +124,46 @@ bool RunBoard::wait_finished_until(std::chrono::steady_clock::time_point deadlin
   return finished_;
 }
 
+void RunBoard::seal() {
+  std::lock_guard lock(mu_);
+  finished_ = sealed_ = true;
+  cv_.notify_all();
+}
+
+bool RunBoard::sealed() const {
+  std::lock_guard lock(mu_);
+  return sealed_;
+}
+
+bool RunBoard::wait_sealed_until(std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock lock(mu_);
+  cv_.wait_until(lock, deadline, [&] { return sealed_; });
+  return sealed_;
+}
+
+void RunBoard::plan_snapshots(int points, uint64_t tokens, double seconds) {
+  std::lock_guard lock(mu_);
+  snapshot_points_ = points;
+  snapshot_tokens_ = tokens;
+  snapshot_seconds_ = seconds;
+}
+
+bool RunBoard::snapshot_due(uint64_t tokens, double seconds) const {
+  std::lock_guard lock(mu_);
+  const auto next = static_cast<double>(snapshots_.size() + 1);
+  if (snapshot_points_ <= 1 || next >= snapshot_points_) return false;
+  if (snapshot_tokens_ > 0) return static_cast<double>(tokens) >= static_cast<double>(snapshot_tokens_) * next / snapshot_points_;
+  return snapshot_seconds_ > 0 && seconds >= snapshot_seconds_ * next / snapshot_points_;
+}
+
+void RunBoard::add_snapshot(Snapshot snapshot) {
+  std::lock_guard lock(mu_);
+  snapshots_.push_back(std::move(snapshot));
+}
+
+std::vector<RunBoard::Snapshot> RunBoard::snapshots() const {
+  std::lock_guard lock(mu_);
+  return snapshots_;
+}
+
 }  // namespace atl

@@ -48,6 +48,7 @@ SyncerCore::SyncerCore(const Topology& topology, std::unique_ptr<Model> model, s
     states_[p].values.resize(fragments_[p].size);
     gather(fragments_[p], theta, states_[p].values);
     states_[p].momentum.assign(fragments_[p].size, 0.0f);
+    if (delta_broadcasts()) states_[p].held = states_[p].values;  // what every welcome gives
   }
   if (topology_.mode != Mode::kDecoupled) {
     AdamWConfig c = topology_.inner;
@@ -80,8 +81,10 @@ Status SyncerCore::restore(const CheckpointState& state) {
     s.momentum = f.momentum;
     s.version = f.version;
     s.open = false;
+    s.last = false;
     s.answers.clear();
     s.waiting.clear();
+    s.held.clear();  // learners hold versions this syncer does not know
   }
   for (const auto& saved : state.learners) {
     if (saved.learner >= learners_.size()) continue;
@@ -275,10 +278,11 @@ void SyncerCore::adopt_bases(const Register& r, SteadyTime now, SyncerEffects& f
     s.answers.clear();
     s.values = std::move(values);
     s.version = base.version;
+    s.held.clear();  // other learners hold older versions
     ++stats_.recovered_fragments;
     fx.notes.push_back("recovered fragment " + std::to_string(base.fragment) + " at version " +
                        std::to_string(base.version) + " from learner " + std::to_string(r.learner) + "'s base");
-    fx.to_all.push_back(broadcast_of(base.fragment));  // learners welcomed before move forward too
+    fx.to_all.push_back(broadcast(base.fragment, {}));  // learners welcomed before move forward too
   }
 }
 
@@ -311,10 +315,7 @@ void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<O
   w.learner = learner;
   w.incarnation = incarnation;
   w.topology = topology_;
-  for (uint32_t p = 0; p < states_.size(); ++p) {
-    Broadcast b = broadcast_of(p);
-    w.fragments.push_back({p, b.version, std::move(b.values)});
-  }
+  for (uint32_t p = 0; p < states_.size(); ++p) w.fragments.push_back(held_values(p));
   if (moments) ++stats_.moments_handed;
   w.moments = std::move(moments);
   fx.sends.push_back({learner, std::move(w)});
@@ -448,8 +449,9 @@ void SyncerCore::on_push(const Push& m, SteadyTime now, SyncerEffects& fx) {
   }
 
   if (s.open) {
+    // An unasked push does not answer a last pull: the answer to come holds more progress.
+    if (!s.last || m.round != 0) s.waiting.erase(m.learner);
     s.answers[m.learner] = std::move(a);
-    s.waiting.erase(m.learner);
     return check_round(m.fragment, now, fx);
   }
   if (m.base_version != s.version) {
@@ -464,7 +466,7 @@ void SyncerCore::on_push(const Push& m, SteadyTime now, SyncerEffects& fx) {
 
 void SyncerCore::check_due(uint32_t p, SteadyTime now, SyncerEffects& fx) {
   FragmentState& s = states_[p];
-  if (s.open) return;
+  if (s.open || flushing()) return;
   const uint64_t threshold =
       steps_until_due(static_cast<int>(p), static_cast<int>(states_.size()), topology_.outer.sync_every, s.version);
   int due = 0;
@@ -516,6 +518,10 @@ double SyncerCore::grace_seconds(const FragmentState& s) const {
 void SyncerCore::check_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
   FragmentState& s = states_[p];
   if (!s.open) return;
+  if (s.last) {
+    if (s.waiting.empty()) close_last_round(p, now, fx);
+    return;
+  }
   int with_progress = 0;
   for (const auto& [m, a] : s.answers) with_progress += a.steps > 0 ? 1 : 0;
   if (!s.quorum && with_progress >= effective_quorum()) {
@@ -563,9 +569,12 @@ void SyncerCore::close_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
   std::vector<float> g(fragments_[p].size);
   if (!merge_fragment(rule_of, cs, g)) return cancel_round(p, "no answer carried weight", fx);
   for (float& x : g) x = -x;  // outer gradient: base - theta
+  NesterovConfig outer = o.nesterov;
+  if (o.lr_warmup_rounds > 0)  // round k of this fragment (k = its version) steps with (k+1)/W of lr
+    outer.lr *= std::min(1.0f, static_cast<float>(s.version + 1) / static_cast<float>(o.lr_warmup_rounds));
   // The outer step on copies: a finite but huge update can still overflow.
   std::vector<float> values = s.values, momentum = s.momentum;
-  nesterov_step(o.nesterov, values, momentum, g);
+  nesterov_step(outer, values, momentum, g);
   if (!std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); }) ||
       !std::all_of(momentum.begin(), momentum.end(), [](float v) { return std::isfinite(v); })) {
     ++stats_.discarded_rounds;
@@ -587,16 +596,111 @@ void SyncerCore::close_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
   // A step's time is spread over fragments by their share of the parameters.
   stats_.good_seconds += good * static_cast<double>(fragments_[p].size) / static_cast<double>(layout().size());
   stats_.round_ends.push_back(elapsed(now));
+  std::vector<uint32_t> merged;
   for (const auto& [m, base] : who) {
     LearnerRecord& l = learners_[m];
     ++l.merged;
+    merged.push_back(m);
     if (p < l.merged_base.size()) l.merged_base[p] = base;
     if (l.awaiting_first_merge) {
       fx.events.push_back({"first_merge", m, l.incarnation, seconds_between(*l.awaiting_first_merge, now)});
       l.awaiting_first_merge.reset();
     }
   }
-  fx.to_all.push_back(broadcast_of(p));
+  fx.to_all.push_back(broadcast(p, std::move(merged)));
+}
+
+// ---- the end of a run
+
+double SyncerCore::flush_seconds() const { return std::clamp(3.0 * slowest_step_seconds(), 1.0, 30.0); }
+
+void SyncerCore::begin_flush(SteadyTime now, SyncerEffects& fx) {
+  if (flushing()) return;
+  if (topology_.mode != Mode::kDecoupled || !topology_.outer.final_flush) {
+    flush_ = Flush::kDone;
+    return;
+  }
+  flush_ = Flush::kFlushing;
+  fx.notes.push_back("the run is ending: a last round for every fragment");
+  fx.timers.push_back({SyncerEffects::TimerKind::kFlush, 0, 0, flush_seconds()});
+  for (uint32_t p = 0; p < states_.size(); ++p) open_last_round(p, now, fx);
+}
+
+void SyncerCore::open_last_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
+  FragmentState& s = states_[p];
+  // A round still open becomes the last one: the answers it has stay, and a
+  // learner's last answer replaces its earlier one.
+  s.open = true;
+  s.last = true;
+  s.round = next_round_++;
+  s.opened = now;
+  s.waiting.clear();
+  const auto staleness = static_cast<uint64_t>(topology_.outer.max_staleness);
+  std::erase_if(s.answers, [&](const auto& kv) { return kv.second.base_version + staleness < s.version; });
+  for (uint32_t m = 0; m < learners_.size(); ++m) {
+    if (!learners_[m].connected) continue;
+    s.waiting.insert(m);
+    fx.sends.push_back({m, Pull{p, s.round, true}});
+  }
+  check_round(p, now, fx);
+}
+
+void SyncerCore::close_last_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
+  FragmentState& s = states_[p];
+  const bool progress = std::any_of(s.answers.begin(), s.answers.end(), [](const auto& kv) { return kv.second.steps > 0; });
+  if (progress) {
+    s.quorum_at = now;  // no grace wait in a last round
+    close_round(p, now, fx);
+  }
+  s.open = s.last = false;
+  s.waiting.clear();
+  s.answers.clear();
+  if (std::none_of(states_.begin(), states_.end(), [](const FragmentState& f) { return f.open; })) {
+    flush_ = Flush::kDone;
+    fx.notes.push_back("every fragment had its last round: the model is final");
+  }
+}
+
+// ---- broadcasts
+
+bool SyncerCore::delta_broadcasts() const {
+  return topology_.mode == Mode::kDecoupled && is_quantized(topology_.outer.broadcast_codec);
+}
+
+FragmentValues SyncerCore::held_values(uint32_t p) const {
+  const FragmentState& s = states_[p];
+  if (!delta_broadcasts()) {
+    const Codec codec = topology_.mode == Mode::kDecoupled ? topology_.outer.broadcast_codec : Codec::kFp32;
+    return {p, s.version, encode_payload(codec, 0, s.values)};
+  }
+  return {p, s.version, encode_payload(Codec::kFp32, 0, s.held.empty() ? s.values : s.held)};
+}
+
+Broadcast SyncerCore::broadcast(uint32_t p, std::vector<uint32_t> merged) {
+  FragmentState& s = states_[p];
+  Broadcast b{p, s.version, {}, false, 0, std::move(merged)};
+  if (!delta_broadcasts()) {
+    b.values = held_values(p).values;
+    return b;
+  }
+  if (s.held.empty()) {  // learners may hold any version: send the values once
+    b.values = encode_payload(Codec::kFp32, 0, s.values);
+    s.held = s.values;
+    return b;
+  }
+  std::vector<float> diff(s.values.size());
+  for (size_t i = 0; i < diff.size(); ++i) diff[i] = s.values[i] - s.held[i];
+  b.values = encode_payload(topology_.outer.broadcast_codec, topology_.outer.broadcast_block, diff);
+  b.delta = true;
+  b.base_version = s.version - 1;
+  // Learners add exactly what decodes; what rounding left out stays in values - held.
+  if (!decode_payload(b.values, diff).ok()) {  // cannot happen for finite values; be safe all the same
+    b = Broadcast{p, s.version, encode_payload(Codec::kFp32, 0, s.values), false, 0, std::move(b.merged)};
+    s.held = s.values;
+    return b;
+  }
+  for (size_t i = 0; i < diff.size(); ++i) s.held[i] += diff[i];
+  return b;
 }
 
 void SyncerCore::on_timer(const SyncerEffects::Timer& t, SteadyTime now, SyncerEffects& fx) {
@@ -608,6 +712,11 @@ void SyncerCore::on_timer(const SyncerEffects::Timer& t, SteadyTime now, SyncerE
       fx.notes.push_back("elastic group shrinks without learner " + std::to_string(t.id));
       check_step(now, fx);
     }
+    return;
+  }
+  if (t.kind == SyncerEffects::TimerKind::kFlush) {
+    for (uint32_t p = 0; p < states_.size(); ++p)
+      if (states_[p].open && states_[p].last) close_last_round(p, now, fx);
     return;
   }
   if (t.kind == SyncerEffects::TimerKind::kMoments) {
@@ -628,10 +737,6 @@ void SyncerCore::on_timer(const SyncerEffects::Timer& t, SteadyTime now, SyncerE
   }
 }
 
-Broadcast SyncerCore::broadcast_of(uint32_t p) const {
-  const Codec codec = topology_.mode == Mode::kDecoupled ? topology_.outer.broadcast_codec : Codec::kFp32;
-  return Broadcast{p, states_[p].version, encode_payload(codec, 0, states_[p].values)};
-}
 
 // ---- dp and elastic_dp
 
@@ -681,7 +786,7 @@ void SyncerCore::check_step(SteadyTime now, SyncerEffects& fx) {
     }
   }
   s.answers.clear();
-  fx.to_all.push_back(broadcast_of(0));
+  fx.to_all.push_back(broadcast(0, {}));
 }
 
 }  // namespace atl

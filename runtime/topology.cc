@@ -141,10 +141,12 @@ Status validate(const Topology& t) {
   c.range("outer.lr", o.nesterov.lr, 0.0f, 10.0f);
   c.range("outer.momentum", o.nesterov.momentum, 0.0f, 0.999f);
   c.check("outer.push_block", check_block(o.push_codec, o.push_block));
-  c.require(o.broadcast_codec == Codec::kFp32 || o.broadcast_codec == Codec::kBf16,
-            std::string("outer.broadcast_codec = \"") + codec_name(o.broadcast_codec) +
-                "\": broadcasts carry fp32 or bf16");
+  c.check("outer.broadcast_block", check_block(o.broadcast_codec, o.broadcast_block));
   c.range("outer.blend_alpha", o.blend_alpha, 0.0f, 1.0f);
+  c.require(!(o.carry_progress && o.blend_alpha > 0.0f),
+            "outer.carry_progress and outer.blend_alpha > 0 both say what a broadcast does to a learner's "
+            "progress: choose one");
+  c.range("outer.lr_warmup_rounds", o.lr_warmup_rounds, 0, 1 << 20);
   c.range("outer.reconfigure_seconds", o.reconfigure_seconds, 0.0, 3600.0);
   c.range("checkpoint.every_rounds", t.checkpoint.every_rounds, 0, 1 << 30);
   c.range("checkpoint.every_seconds", t.checkpoint.every_seconds, 0.0, 1e7);

@@ -61,6 +61,10 @@ const std::map<std::string, Setter>& scalar_keys() {
       {"outer.weighting", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.weighting = get_enum(n, k, parse_weighting); }},
       {"outer.force_avg", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.force_avg = get_bool(n, k); }},
       {"outer.reconfigure_seconds", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.reconfigure_seconds = get_number(n, k); }},
+      {"outer.broadcast_block", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.broadcast_block = static_cast<uint32_t>(get_int(n, k, 0, UINT32_MAX)); }},
+      {"outer.final_flush", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.final_flush = get_bool(n, k); }},
+      {"outer.carry_progress", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.carry_progress = get_bool(n, k); }},
+      {"outer.lr_warmup_rounds", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.lr_warmup_rounds = get_int32(n, k); }},
       {"checkpoint.dir", [](Topology& t, const toml::node& n, const std::string& k) { t.checkpoint.dir = get_string(n, k); }},
       {"checkpoint.every_rounds", [](Topology& t, const toml::node& n, const std::string& k) { t.checkpoint.every_rounds = get_int32(n, k); }},
       {"checkpoint.every_seconds", [](Topology& t, const toml::node& n, const std::string& k) { t.checkpoint.every_seconds = get_number(n, k); }},
@@ -264,9 +268,12 @@ std::string to_toml(const Topology& t) {
                                    {"lr", tidy(o.nesterov.lr)}, {"momentum", tidy(o.nesterov.momentum)},
                                    {"push_codec", codec_name(o.push_codec)}, {"push_block", int64_t{o.push_block}},
                                    {"broadcast_codec", codec_name(o.broadcast_codec)},
+                                   {"broadcast_block", int64_t{o.broadcast_block}},
                                    {"blend_alpha", tidy(o.blend_alpha)}, {"barrier", o.barrier},
                                    {"weighting", weighting_name(o.weighting)}, {"force_avg", o.force_avg},
-                                   {"reconfigure_seconds", o.reconfigure_seconds}});
+                                   {"reconfigure_seconds", o.reconfigure_seconds},
+                                   {"final_flush", o.final_flush}, {"carry_progress", o.carry_progress},
+                                   {"lr_warmup_rounds", o.lr_warmup_rounds}});
   root.insert("checkpoint", toml::table{{"dir", t.checkpoint.dir}, {"every_rounds", t.checkpoint.every_rounds},
                                         {"every_seconds", t.checkpoint.every_seconds}, {"keep", t.checkpoint.keep}});
   toml::array learners;

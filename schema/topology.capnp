@@ -83,6 +83,10 @@ struct OuterSpec {
   weighting @14 :Weighting;
   forceAvg @15 :Bool;
   reconfigureSeconds @16 :Float64;
+  finalFlush @17 :Bool;
+  carryProgress @18 :Bool;
+  lrWarmupRounds @19 :UInt32;
+  broadcastBlock @20 :UInt32;
 }
 
 struct CheckpointSpec {

@@ -46,6 +46,7 @@ struct Welcome {
 struct Pull {
   fragment @0 :UInt32;
   round @1 :UInt64;
+  last @2 :Bool;            # the run is ending: answer with all progress, then train no more
 }
 
 # learner -> syncer: progress on one fragment since the version it adopted.
@@ -65,7 +66,10 @@ struct Push {
 struct Broadcast {
   fragment @0 :UInt32;
   version @1 :UInt64;
-  values @2 :Payload;
+  values @2 :Payload;       # the fragment's values, or with `delta` what to add to version baseVersion's
+  delta @3 :Bool;           # values are a difference (int codecs: quantized, with error feedback)
+  baseVersion @4 :UInt64;   # with `delta`: the version the difference applies to
+  merged @5 :List(UInt32);  # learners whose progress this version merged
 }
 
 struct FragmentProgress {

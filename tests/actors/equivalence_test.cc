@@ -35,6 +35,7 @@ Topology diloco_topology() {
   t.outer.force_avg = true;
   t.outer.push_codec = Codec::kFp32;
   t.outer.broadcast_codec = Codec::kFp32;
+  t.outer.final_flush = false;  // plain DiLoCo ends on a whole round: no last partial one
   t.checkpoint.dir = "";
   t.tokens = uint64_t{kLearners} * kH * kBatch * kRounds;
   return t;

@@ -45,6 +45,7 @@ char** engine::argv() { return nullptr; }
 #include "atoll/atoms.h"
 #include "atoll/job.h"
 #include "atoll/messages.h"
+#include "test_support.h"
 
 namespace atl {
 namespace {
@@ -167,7 +168,20 @@ struct Fixture : test_coordinator_fixture<TestConfig> {
   SyncerStats stats() {
     self->send(syncer, snapshot_atom_v);
     consume_messages();
+    self->receive([](Packet&) {});  // the snapshot's answer
     return board->final_state().stats;
+  }
+  // Theta, as the syncer holds it (not as broadcast).
+  std::vector<float> global() {
+    self->send(syncer, snapshot_atom_v);
+    consume_messages();
+    std::vector<float> theta(params);
+    self->receive([&](Packet& p) {
+      auto w = decode_message(p.bytes);
+      BOOST_REQUIRE(w.ok() && std::holds_alternative<Welcome>(*w));
+      BOOST_REQUIRE(decode_payload(std::get<Welcome>(*w).fragments.at(0).values, theta).ok());
+    });
+    return theta;
   }
   // Theta as broadcast, checked against theta0 + shift for every parameter.
   void expect_theta(const Broadcast& b, float shift) {
@@ -181,6 +195,25 @@ struct Fixture : test_coordinator_fixture<TestConfig> {
 
 // K = M = 3: a round must not hang on a dead learner.
 namespace {
+// A budget of 40 tokens (5 steps of 8 in all) ends the run.
+struct Budget : Fixture {
+  static Topology topology_with_budget() {
+    Topology t = small_topology();
+    t.tokens = 40;
+    return t;
+  }
+  Budget() : Fixture(topology_with_budget()) {}
+};
+// int4 broadcasts in blocks of 8: differences to what the learners hold.
+struct Int4Broadcasts : Fixture {
+  static Topology topology_int4() {
+    Topology t = small_topology();
+    t.outer.broadcast_codec = Codec::kInt4;
+    t.outer.broadcast_block = 8;
+    return t;
+  }
+  Int4Broadcasts() : Fixture(topology_int4()) {}
+};
 struct QuorumOfAll : Fixture {
   static Topology topology_of_all() {
     Topology t = small_topology();
@@ -513,6 +546,97 @@ BOOST_AUTO_TEST_CASE(a_finite_but_huge_update_never_makes_theta_non_finite) {
   }
   progress(0, 5);  // and the fragment is not stuck: a new round opens
   BOOST_CHECK_EQUAL(received<Pull>(0).size(), 2u);
+}
+
+BOOST_FIXTURE_TEST_CASE(the_run_ends_with_a_last_round_that_waits_for_every_learner, Budget) {
+  for (size_t m = 0; m < 3; ++m) join(m);
+  progress(0, 2);
+  progress(1, 2);
+  BOOST_CHECK(received<Pull>(0).empty());
+  progress(2, 1);  // 40 tokens: the budget is reached, below H = 4 steps
+  for (size_t m = 0; m < 3; ++m) {
+    auto pulls = received<Pull>(m);
+    BOOST_REQUIRE_EQUAL(pulls.size(), 1u);
+    BOOST_CHECK(pulls[0].last);
+  }
+  const uint64_t round = received<Pull>(0)[0].round;
+  send(0, push(0, round, 0, 2, 16, 1.0f));
+  send(1, push(1, round, 0, 2, 16, 1.0f));
+  BOOST_CHECK(received<Broadcast>(0).empty());  // learner 2's progress counts too: wait for it
+  BOOST_CHECK(received<Done>(0).empty());
+  BOOST_CHECK(!board->sealed());
+  send(2, push(2, round, 0, 1, 8, 1.0f));
+  for (size_t m = 0; m < 3; ++m) {
+    auto b = received<Broadcast>(m);
+    BOOST_REQUIRE_EQUAL(b.size(), 1u);
+    expect_theta(b[0], (1.0f + kMu) * kEta * 1.0f);
+    BOOST_CHECK((b[0].merged == std::vector<uint32_t>{0, 1, 2}));
+    BOOST_CHECK_EQUAL(received<Done>(m).size(), 1u);
+  }
+  BOOST_CHECK(board->sealed());
+}
+
+BOOST_FIXTURE_TEST_CASE(the_last_round_stops_waiting_for_a_learner_that_never_answers, Budget) {
+  for (size_t m = 0; m < 3; ++m) join(m);
+  for (size_t m = 0; m < 3; ++m) progress(m, m == 2 ? 1 : 2);
+  const uint64_t round = received<Pull>(0).at(0).round;
+  send(0, push(0, round, 0, 2, 16, 1.0f));
+  send(1, push(1, round, 0, 2, 16, -1.0f));
+  advance_time(900ms);  // flush_seconds: 3 step times, at least 1 s
+  consume_messages();
+  BOOST_CHECK(!board->sealed());
+  advance_time(200ms);
+  consume_messages();
+  auto b = received<Broadcast>(2);
+  BOOST_REQUIRE_EQUAL(b.size(), 1u);
+  expect_theta(b[0], 0.0f);  // +1 and -1 with equal weights
+  BOOST_CHECK((b[0].merged == std::vector<uint32_t>{0, 1}));
+  BOOST_CHECK_EQUAL(received<Done>(2).size(), 1u);
+  BOOST_CHECK(board->sealed());
+}
+
+BOOST_FIXTURE_TEST_CASE(int_broadcasts_are_differences_whose_rounding_is_sent_with_the_next, Int4Broadcasts) {
+  join(0);
+  std::vector<float> copy(params);  // what learner 0 holds: its welcome, then every difference added
+  BOOST_REQUIRE(decode_payload(received<Welcome>(0).at(0).fragments.at(0).values, copy).ok());
+  BOOST_CHECK(copy == theta0);
+  const std::vector<float> steps_of = testing::random_vector(params, 7, 0.05);
+  for (uint64_t v = 0; v < 6; ++v) {
+    progress(0, 4, v);
+    const uint64_t round = received<Pull>(0).back().round;
+    Push p = push(0, round, v, 4, 32, 0.0f);
+    std::vector<float> delta = steps_of;
+    for (float& x : delta) x *= static_cast<float>(v + 1);  // a different shape every round
+    p.delta = encode_payload(Codec::kFp32, 0, delta);
+    send(0, p);
+    auto b = received<Broadcast>(0);
+    BOOST_REQUIRE_EQUAL(b.size(), v + 1);
+    BOOST_REQUIRE(b.back().delta);
+    BOOST_CHECK_EQUAL(b.back().base_version, v);
+    BOOST_CHECK(b.back().values.codec == Codec::kInt4);
+    std::vector<float> diff(params);
+    BOOST_REQUIRE(decode_payload(b.back().values, diff).ok());
+    for (size_t i = 0; i < params; ++i) copy[i] += diff[i];
+  }
+  // The copy is within one rounding of Theta: errors do not pile up over rounds.
+  const auto theta = global();
+  const double drift = [&] {
+    double worst = 0.0;
+    for (size_t i = 0; i < params; ++i) worst = std::max(worst, std::fabs(double(copy[i]) - theta[i]));
+    return worst;
+  }();
+  double last_step = 0.0;  // the largest half-step of the last difference's blocks
+  std::vector<float> last(params);
+  BOOST_REQUIRE(decode_payload(received<Broadcast>(0).back().values, last).ok());
+  for (float x : last) last_step = std::max(last_step, double(std::fabs(x)) / 7.0 / 2.0);
+  BOOST_TEST_MESSAGE("copy vs Theta: " << drift << ", half a step of the last difference: " << last_step);
+  BOOST_CHECK_GT(drift, 0.0);  // int4 did round something away
+  BOOST_CHECK_LE(drift, 2 * last_step + 1e-6);
+  // A learner welcomed now gets exactly that copy.
+  join(1);
+  std::vector<float> welcomed(params);
+  BOOST_REQUIRE(decode_payload(received<Welcome>(1).at(0).fragments.at(0).values, welcomed).ok());
+  BOOST_CHECK(welcomed == copy);
 }
 
 BOOST_FIXTURE_TEST_CASE(dead_learners_leave_the_round_and_are_not_pulled, QuorumOfAll) {

@@ -45,7 +45,7 @@ std::vector<Message> one_of_each() {
           w,
           Pull{1, 9},
           Push{1, 2, 0, 9, 3, 24, 1536, 0.03, encode_payload(Codec::kInt4, 64, testing::random_vector(40, 2))},
-          Broadcast{0, 4, values},
+          Broadcast{0, 4, values, true, 3, {1, 2}},
           Progress{1, 2, 100, 6400, 0.001, {{3, 24}}},
           Reject{RejectReason::kNonFinite, 0, "value 7 is NaN"},
           Done{"budget reached"}};

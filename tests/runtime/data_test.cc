@@ -200,6 +200,16 @@ BOOST_AUTO_TEST_CASE(text_eval_windows_predict_every_byte_once) {
   BOOST_CHECK_EQUAL(text_batches(bytes, 8, 3, 4).size(), 2u);  // capped at 4 windows
 }
 
+BOOST_AUTO_TEST_CASE(capped_eval_windows_are_spread_over_the_whole_text) {
+  std::vector<uint8_t> bytes(1 + 100 * 8);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i / 8);  // byte = its tile
+  const auto batches = text_batches(bytes, 8, 2, 4);
+  std::vector<int> first;  // the tile each window starts in
+  for (const auto& b : batches)
+    for (int r = 0; r < b.rows; ++r) first.push_back(b.y[size_t(r) * size_t(b.y_cols)]);
+  BOOST_CHECK((first == std::vector<int>{0, 25, 50, 75}));  // not the first four tiles
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace atl

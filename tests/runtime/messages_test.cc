@@ -49,6 +49,9 @@ Topology unusual_topology() {
   t.outer.broadcast_codec = Codec::kBf16;
   t.outer.blend_alpha = 0.25f;
   t.outer.barrier = true;
+  t.outer.final_flush = false;
+  t.outer.lr_warmup_rounds = 7;
+  t.outer.broadcast_block = 32;
   return t;
 }
 
@@ -68,9 +71,10 @@ std::vector<Message> one_of_each() {
       Moments{77, OptimizerState{1234, some_payload(Codec::kBf16, 50, 13), some_payload(Codec::kBf16, 50, 14)}},
       w,
       bare,
-      Pull{4, 1000},
+      Pull{4, 1000, true},
       Push{1, 2, 3, 4, 5, 6, 7, 0.25, some_payload(Codec::kInt4, 333, 5)},
-      Broadcast{3, 44, some_payload(Codec::kFp32, 20, 6)},
+      Broadcast{3, 44, some_payload(Codec::kFp32, 20, 6), false, 0, {}},
+      Broadcast{3, 45, some_payload(Codec::kInt4, 20, 7), true, 44, {0, 2}},
       Progress{1, 2, 300, 19200, 0.0125, {{4, 10}, {5, 3}}, 1.75f},
       Reject{RejectReason::kStale, 3, "base version 2 < 4 - 1"},
       Done{"token budget of 2500000 reached"},
@@ -201,7 +205,12 @@ BOOST_AUTO_TEST_CASE(validate_names_the_offending_key) {
   expect(t, "outer.push_block: block size 3 for int4");
   t = {};
   t.outer.broadcast_codec = Codec::kInt4;
-  expect(t, "outer.broadcast_codec");
+  t.outer.broadcast_block = 4;
+  expect(t, "outer.broadcast_block: block size 4 for int4");
+  t = {};
+  t.outer.carry_progress = true;
+  t.outer.blend_alpha = 0.5f;
+  expect(t, "outer.carry_progress and outer.blend_alpha");
   t = {};
   t.model.kind = ModelKind::kTransformer;
   t.data.kind = DataKind::kText;

@@ -73,6 +73,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(atoll, caf::first_custom_type_id)
   CAF_ADD_ATOM(atoll, atl, topology_atom, "topology")
   // syncer link -> itself: connect to the gateway (again)
   CAF_ADD_ATOM(atoll, atl, relink_atom, "relink")
+  // syncer -> itself: the last rounds of the run stop waiting for answers
+  CAF_ADD_ATOM(atoll, atl, flush_atom, "flush")
 CAF_END_TYPE_ID_BLOCK(atoll)
 
 namespace atl {

@@ -38,6 +38,10 @@ struct RunOptions {
   // This run's checkpoint folder inside topology.checkpoint.dir; empty:
   // "run-<yyyymmdd-hhmmss>-<pid>", so a fresh run never restores another's.
   std::string run_name;
+  // > 1: the report's curve evaluates the global model at this many points
+  // of the run (equal steps of the token budget, or of the time limit), the
+  // end included. Snapshots are taken during the run and evaluated after it.
+  int curve_points = 0;
   // Restart intensity of every supervisor: more than max_restarts failures of
   // one child within restart_window_seconds and it is given up on.
   int max_restarts = 10;
@@ -90,8 +94,9 @@ class Run {
   void stop();
 
   // Blocks until the token budget is reached, the time limit passes or stop()
-  // is called; then stops every actor, evaluates the syncer's global
-  // parameters on the held-out data and returns the report. Call once.
+  // is called; then waits for the syncer's last rounds (outer.final_flush),
+  // stops every actor, evaluates the syncer's global parameters on the
+  // held-out data and returns the report. Call once.
   Result<Report> wait();
 
   // The syncer's global parameters at the end (layout order), after wait()

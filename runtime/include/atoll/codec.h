@@ -29,6 +29,7 @@ enum class Codec : uint8_t { kFp32 = 0, kBf16 = 1, kInt8 = 2, kInt4 = 3, kInt2 =
 
 const char* codec_name(Codec codec);
 Result<Codec> parse_codec(std::string_view name);  // "fp32", "bf16", "int8", "int4", "int2"
+bool is_quantized(Codec codec);                    // int8, int4, int2: blocks with a step each
 
 // Block sizes an int codec accepts; fp32 and bf16 ignore the block.
 inline constexpr uint32_t kMinBlock = 8;

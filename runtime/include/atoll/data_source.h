@@ -58,10 +58,10 @@ class TextStream final : public DataSource {
 // Every example once, in order, in batches of batch_size (the last may be smaller).
 std::vector<Batch> example_batches(const ExampleSet& set, int batch_size);
 
-// Windows of context + 1 bytes from the start of `bytes`, each starting where
-// the previous one's predictions end (so every byte after the first is
-// predicted once), at most max_windows of them (0: as many as fit), in batches
-// of batch_size.
+// Windows of context + 1 bytes tiling `bytes`, each starting where the
+// previous one's predictions end (so every byte after the first is predicted
+// once), in batches of batch_size. With max_windows (0: every tile) below the
+// number of tiles, that many tiles evenly spread over the whole of `bytes`.
 std::vector<Batch> text_batches(std::span<const uint8_t> bytes, int context, int batch_size,
                                 size_t max_windows = 0);
 

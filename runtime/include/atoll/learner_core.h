@@ -72,9 +72,12 @@ class LearnerCore {
   // dp and elastic_dp: the gradient of the last step, every step.
   std::vector<Push> due_pushes();
 
-  // Adopts a new global version of a fragment (overwrite, or blend with
-  // alpha), resets the fragment's progress. Versions not newer than the one
-  // held are ignored. Fails on a shape or decode error, changing nothing.
+  // Adopts a new global version of a fragment and resets the fragment's
+  // progress: overwrite, blend with alpha, or (carry_progress) keep on top of
+  // it the progress the version did not merge. Versions not newer than the
+  // one held are ignored. Fails on a shape or decode error, changing nothing;
+  // with Unavailable for a difference to a version this learner does not
+  // hold (it missed a broadcast and must register again to resync).
   Status apply(const Broadcast& broadcast);
 
   Progress progress() const;
@@ -106,6 +109,11 @@ class LearnerCore {
     uint64_t steps = 0, tokens = 0;
     double seconds = 0.0;
     bool pushed = false;   // pushed unasked (or answered) since adopting `version`
+    // carry_progress: the fragment's values and counts at the last push (what
+    // the syncer merges if it merges this learner).
+    std::vector<float> at_push;
+    uint64_t steps_at_push = 0, tokens_at_push = 0;
+    double seconds_at_push = 0.0;
   };
 
   LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<const Job> job, std::unique_ptr<Model> model,

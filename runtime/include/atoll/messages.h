@@ -54,6 +54,7 @@ struct Welcome {
 struct Pull {
   uint32_t fragment = 0;
   uint64_t round = 0;
+  bool last = false;  // the run is ending: answer with all progress, then train no more
   friend bool operator==(const Pull&, const Pull&) = default;
 };
 
@@ -70,10 +71,17 @@ struct Push {
   friend bool operator==(const Push&, const Push&) = default;
 };
 
+// A fragment's new version: its values, or (delta) what to add to the values
+// of base_version, which the learner must hold: int codecs send the
+// quantized difference to the copy learners hold, so that what quantization
+// left out is sent with the next version (error feedback).
 struct Broadcast {
   uint32_t fragment = 0;
   uint64_t version = 0;
   Payload values;
+  bool delta = false;
+  uint64_t base_version = 0;     // with delta
+  std::vector<uint32_t> merged;  // learners whose progress this version merged
   friend bool operator==(const Broadcast&, const Broadcast&) = default;
 };
 

@@ -8,7 +8,9 @@
 #pragma once
 
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <numbers>
 #include <span>
@@ -25,16 +27,32 @@ struct EvalSums {
   double loss_sum = 0.0;   // natural-log cross-entropy summed over predictions
   int64_t correct = 0;     // argmax hits
   int64_t count = 0;       // predictions: examples (classifier) or bytes (LM)
+  // Batch means of the loss, summed and squared (evaluate_all fills them):
+  // the batch is the unit of the standard error, because the windows of one
+  // batch are neighbours in the text and not independent of each other.
+  int64_t batches = 0;
+  double batch_loss_sum = 0.0, batch_loss_sq_sum = 0.0;
 
   EvalSums& operator+=(const EvalSums& o) {
     loss_sum += o.loss_sum;
     correct += o.correct;
     count += o.count;
+    batches += o.batches;
+    batch_loss_sum += o.batch_loss_sum;
+    batch_loss_sq_sum += o.batch_loss_sq_sum;
     return *this;
   }
   double loss() const { return count ? loss_sum / static_cast<double>(count) : 0.0; }
   double accuracy() const { return count ? static_cast<double>(correct) / static_cast<double>(count) : 0.0; }
   double bits_per_byte() const { return loss() / std::numbers::ln2; }
+  // Standard error of loss() (nats), from the spread of the batch means; 0
+  // with fewer than two batches.
+  double loss_stderr() const {
+    if (batches < 2) return 0.0;
+    const double n = static_cast<double>(batches), mean = batch_loss_sum / n;
+    const double var = std::max(0.0, (batch_loss_sq_sum / n - mean * mean) * n / (n - 1));
+    return std::sqrt(var / n);
+  }
 };
 
 class Model {
@@ -58,7 +76,13 @@ class Model {
   virtual EvalSums evaluate(std::span<const float> params, const Batch& batch) = 0;
 };
 
-// Evaluates `params` on every batch.
+// Evaluates `params` on every batch, with batch statistics.
 EvalSums evaluate_all(Model& model, std::span<const float> params, const std::vector<Batch>& batches);
+
+// The same on every core: each thread evaluates with its own model from
+// `make`. Sums are added in batch order, so the result does not depend on
+// the number of threads.
+using ModelFactory = std::function<std::unique_ptr<Model>()>;
+EvalSums evaluate_all(const ModelFactory& make, std::span<const float> params, const std::vector<Batch>& batches);
 
 }  // namespace atl

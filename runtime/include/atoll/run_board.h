@@ -88,6 +88,27 @@ class RunBoard {
   // Waits until finish() or the deadline; returns finished().
   bool wait_finished_until(std::chrono::steady_clock::time_point deadline) const;
 
+  // The syncer merged all it will (after its final flush): the global model
+  // is final. Set once; also finishes the run.
+  void seal();
+  bool sealed() const;
+  bool wait_sealed_until(std::chrono::steady_clock::time_point deadline) const;
+
+  // Snapshots of the global model at points of the run, for a curve of
+  // quality against tokens and time that is evaluated after the run.
+  struct Snapshot {
+    double seconds = 0.0;  // since the run started
+    uint64_t tokens = 0;
+    std::vector<float> theta;
+  };
+  // `points` - 1 snapshots at equal steps of the token budget (of the time
+  // limit when there is no token budget); the run's end is the last point.
+  void plan_snapshots(int points, uint64_t tokens, double seconds);
+  // True once the run passed the next planned point.
+  bool snapshot_due(uint64_t tokens, double seconds) const;
+  void add_snapshot(Snapshot snapshot);
+  std::vector<Snapshot> snapshots() const;
+
  private:
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
@@ -100,7 +121,12 @@ class RunBoard {
   uint64_t version_decreases_ = 0;
   std::vector<std::string> gave_up_;
   bool finished_ = false;
+  bool sealed_ = false;
   std::string failure_;
+  int snapshot_points_ = 0;
+  uint64_t snapshot_tokens_ = 0;
+  double snapshot_seconds_ = 0.0;
+  std::vector<Snapshot> snapshots_;
 };
 
 }  // namespace atl

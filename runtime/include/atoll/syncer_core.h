@@ -20,6 +20,13 @@
 //           formula is taken as 0 in one process)
 //   merge   token-weighted AVG/RDA of base - theta_m, Nesterov, version + 1,
 //           Broadcast to every connected learner
+//   final   when the run ends (begin_flush): every fragment gets one last
+//           round that pulls every connected learner with a last Pull and
+//           waits for all answers (at most flush_seconds()); learners train no
+//           more once pulled, so no counted token is missing from Theta
+// Broadcasts carry fp32 or bf16 values, or (int codecs) the quantized
+// difference to the copy the learners hold, which the core tracks ("held"):
+// what one broadcast rounds away goes with the next (error feedback).
 // Answers after their round closed are counted late, never merged, and so is
 // progress already merged once; pushes older than version - max_staleness are
 // refused as stale. A round without quorum after quorum_deadline_seconds()
@@ -66,6 +73,7 @@ struct SyncerEffects {
     kQuorum,       // a round still without quorum gives up and pulls again
     kReconfigure,  // elastic_dp: a failed learner leaves the group
     kMoments,      // a restarted learner is welcomed without a peer's moments
+    kFlush,        // the final rounds stop waiting for answers
   };
   struct Timer {
     TimerKind kind;
@@ -169,6 +177,16 @@ class SyncerCore {
   void on_push(const Push& push, SteadyTime now, SyncerEffects& fx);
   void on_timer(const SyncerEffects::Timer& timer, SteadyTime now, SyncerEffects& fx);
   void on_learner_down(uint32_t learner, SteadyTime now, SyncerEffects& fx);
+
+  // The run is ending: one last round per fragment (see above); in dp modes,
+  // or without outer.final_flush, the model is final at once. No round opens
+  // after this. Calling it again does nothing.
+  void begin_flush(SteadyTime now, SyncerEffects& fx);
+  bool flushing() const { return flush_ != Flush::kNone; }
+  // True once every final round has closed: Theta is the run's final model.
+  bool flushed() const { return flush_ == Flush::kDone; }
+  // How long the final rounds wait for answers: a learner answers at its next step boundary.
+  double flush_seconds() const;
   // A message from `learner` (if known) that did not decode; answers with a Reject.
   void on_malformed(std::optional<uint32_t> learner, const Status& why, SyncerEffects& fx);
   // Refuses something the actor found wrong (a learner id used by another
@@ -210,8 +228,13 @@ class SyncerCore {
     uint64_t round = 0;         // id of the open (or last) round
     SteadyTime opened{}, quorum_at{};
     bool quorum = false;
+    bool last = false;          // the open round is the final one (begin_flush)
     std::set<uint32_t> waiting;            // pulled, not yet answered
     std::map<uint32_t, Answer> answers;    // by learner: this round's, or early (unasked) ones
+    // What learners hold for `version` with int broadcast codecs (broadcasts
+    // are differences to it). Empty when unknown (after a restore or a
+    // recovery): the next broadcast then sends the values.
+    std::vector<float> held;
   };
 
   SyncerCore(const Topology& topology, std::unique_ptr<Model> model, std::vector<Fragment> fragments,
@@ -243,7 +266,14 @@ class SyncerCore {
   void cancel_round(uint32_t p, const std::string& why, SyncerEffects& fx);
   double quorum_deadline_seconds() const;
   double grace_seconds(const FragmentState& s) const;
-  Broadcast broadcast_of(uint32_t p) const;
+  void open_last_round(uint32_t p, SteadyTime now, SyncerEffects& fx);
+  void close_last_round(uint32_t p, SteadyTime now, SyncerEffects& fx);
+  // Broadcasts differences to `held` (int broadcast codecs, decoupled mode).
+  bool delta_broadcasts() const;
+  // A fragment's current version as a welcome gives it: the values learners hold.
+  FragmentValues held_values(uint32_t p) const;
+  // The broadcast of a fragment's new version (updates `held`).
+  Broadcast broadcast(uint32_t p, std::vector<uint32_t> merged);
 
   // dp, elastic_dp
   bool in_group(uint32_t learner) const;
@@ -257,6 +287,8 @@ class SyncerCore {
   std::vector<bool> dropped_;  // elastic_dp: left the group after a failure
   std::unique_ptr<AdamW> dp_optimizer_;
   uint64_t next_round_ = 1;
+  enum class Flush { kNone, kFlushing, kDone };
+  Flush flush_ = Flush::kNone;
   SteadyTime created_;  // this syncer's start (recovery window)
   SteadyTime start_;    // the run's start (time base of statistics)
   SyncerStats stats_;

@@ -72,7 +72,8 @@ struct DataSpec {
   DataKind kind = DataKind::kText;
   std::string dir;         // empty: <data root>/mnist or <data root>/sotu
   int holdout_every = 10;  // text: every n-th document is held out
-  int eval_examples = 0;   // examples evaluated (0: the whole held-out set); text: windows (0: 256)
+  int eval_examples = 0;   // examples evaluated (0: the whole held-out set); text: windows spread over
+                           // every held-out document (0: 2048)
   int features = 32;       // synthetic: inputs per example
   int classes = 10;        // synthetic: clusters (labels)
   int examples = 8192;     // synthetic: training examples (plus a quarter as many held out)
@@ -94,12 +95,29 @@ struct OuterSpec {
   NesterovConfig nesterov;        // outer lr and momentum
   Codec push_codec = Codec::kInt4;
   uint32_t push_block = 64;       // values per quantization step
-  Codec broadcast_codec = Codec::kBf16;  // fp32 or bf16
+  // fp32 and bf16 broadcasts carry a fragment's values. int8, int4 and int2
+  // carry the quantized difference to the copy the learners hold, in blocks
+  // of broadcast_block values; the syncer tracks that copy, so what one
+  // broadcast rounds away travels with the next (error feedback), and the
+  // copy never drifts from the global parameters.
+  Codec broadcast_codec = Codec::kBf16;
+  uint32_t broadcast_block = 64;
   float blend_alpha = 0.0f;       // on a broadcast: theta <- alpha*theta + (1-alpha)*global
   bool barrier = false;           // a learner waits for the broadcast of what it pushed
   Weighting weighting = Weighting::kTokens;
   bool force_avg = false;         // merge every fragment by weighted mean (no RDA)
   double reconfigure_seconds = 1.0;  // elastic_dp: from a learner's failure to the group shrinking
+  // When the run ends (budget, time limit, stop), every fragment gets one last
+  // round that waits for every live learner, so that no counted token is
+  // missing from the final model. Learners train no more once pulled for it.
+  bool final_flush = true;
+  // On a broadcast, a learner keeps the progress on the fragment that the new
+  // version does not contain (its steps since its merged push, or all of them
+  // since its base when it was not merged) on top of the new global values,
+  // instead of overwriting it. Excludes blend_alpha.
+  bool carry_progress = false;
+  // Rounds over which a fragment's outer lr ramps linearly up to outer.lr (0: none).
+  int lr_warmup_rounds = 0;
 
   friend bool operator==(const OuterSpec&, const OuterSpec&) = default;
 };

@@ -1,0 +1,135 @@
+// What a learner does with a broadcast (DESIGN section 5): overwrite, or
+// carry the progress the new version did not merge; adopt a difference only
+// on top of the version it was made for.
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "atoll/job.h"
+#include "atoll/learner_core.h"
+
+namespace atl {
+namespace {
+
+// mlp 4-5-3 on synthetic clusters, one fragment, fp32 on the wire.
+Topology small_topology(bool carry) {
+  Topology t;
+  t.model.kind = ModelKind::kMlp;
+  t.data.kind = DataKind::kSynthetic;
+  t.data.features = 4;
+  t.data.classes = 3;
+  t.data.examples = 64;
+  t.model.hidden = {5};
+  t.learners = {{1.0, 8}, {1.0, 8}};
+  t.outer.fragments = 1;
+  t.outer.push_codec = Codec::kFp32;
+  t.outer.broadcast_codec = Codec::kFp32;
+  t.outer.carry_progress = carry;
+  t.checkpoint.dir = "";
+  return t;
+}
+
+struct Learner {
+  std::unique_ptr<LearnerCore> core;
+  std::vector<float> theta0;
+
+  explicit Learner(const Topology& t) {
+    auto job = Job::load(t, "");
+    BOOST_REQUIRE(job.ok());
+    auto c = LearnerCore::create(0, 1, *job);
+    BOOST_REQUIRE(c.ok());
+    core = std::move(*c);
+    theta0 = initial_parameters(**make_model(t), t);
+    Welcome w;
+    w.topology = t;
+    w.fragments = {{0, 0, encode_payload(Codec::kFp32, 0, theta0)}};
+    BOOST_REQUIRE(core->welcome(w).ok());
+  }
+  void steps(int n) {
+    for (int i = 0; i < n; ++i) core->finish_step(core->step(), 0.01);
+  }
+  std::vector<float> params() const { return {core->parameters().begin(), core->parameters().end()}; }
+  uint64_t fragment_steps() const { return core->progress().fragments[0].steps; }
+};
+
+// theta0 + shift everywhere.
+std::vector<float> shifted(const std::vector<float>& theta0, float shift) {
+  std::vector<float> v = theta0;
+  for (float& x : v) x += shift;
+  return v;
+}
+
+Broadcast absolute(uint64_t version, const std::vector<float>& values, std::vector<uint32_t> merged) {
+  return Broadcast{0, version, encode_payload(Codec::kFp32, 0, values), false, 0, std::move(merged)};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(learner_core_test)
+
+BOOST_AUTO_TEST_CASE(overwrite_adopts_the_global_values_and_forgets_the_progress) {
+  Learner l(small_topology(/*carry=*/false));
+  l.steps(3);
+  const auto global = shifted(l.theta0, 0.5f);
+  BOOST_REQUIRE(l.core->apply(absolute(1, global, {0})).ok());
+  BOOST_CHECK(l.params() == global);
+  BOOST_CHECK_EQUAL(l.fragment_steps(), 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_merged_learner_carries_only_its_steps_since_the_push) {
+  Learner l(small_topology(/*carry=*/true));
+  l.steps(3);
+  auto push = l.core->answer(Pull{0, 7, false});
+  BOOST_REQUIRE(push.ok());
+  const auto at_push = l.params();
+  l.steps(2);  // while the round closes
+  const auto before = l.params();
+  const auto global = shifted(l.theta0, 0.5f);
+  BOOST_REQUIRE(l.core->apply(absolute(1, global, {1, 0})).ok());
+  const auto after = l.params();
+  double worst = 0.0, moved = 0.0;
+  for (size_t i = 0; i < after.size(); ++i) {
+    worst = std::max(worst, std::fabs(double(after[i]) - (double(global[i]) + before[i] - at_push[i])));
+    moved = std::max(moved, std::fabs(double(before[i]) - at_push[i]));
+  }
+  BOOST_CHECK_GT(moved, 1e-4);  // the two steps did move it
+  BOOST_CHECK_LE(worst, 1e-6);
+  BOOST_CHECK_EQUAL(l.fragment_steps(), 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_learner_left_out_of_the_merge_carries_all_its_progress) {
+  Learner l(small_topology(/*carry=*/true));
+  l.steps(3);
+  BOOST_REQUIRE(l.core->answer(Pull{0, 7, false}).ok());  // pushed, but late: not merged
+  l.steps(2);
+  const auto before = l.params();
+  const auto global = shifted(l.theta0, -0.25f);
+  BOOST_REQUIRE(l.core->apply(absolute(1, global, {1})).ok());
+  const auto after = l.params();
+  double worst = 0.0;
+  for (size_t i = 0; i < after.size(); ++i)
+    worst = std::max(worst, std::fabs(double(after[i]) - (double(global[i]) + before[i] - l.theta0[i])));
+  BOOST_CHECK_LE(worst, 1e-6);
+  BOOST_CHECK_EQUAL(l.fragment_steps(), 5u);  // every step since the base is still unmerged
+}
+
+BOOST_AUTO_TEST_CASE(a_difference_applies_only_to_the_version_it_was_made_for) {
+  Learner l(small_topology(/*carry=*/false));
+  const std::vector<float> diff(l.theta0.size(), 0.125f);
+  Broadcast b{0, 1, encode_payload(Codec::kFp32, 0, diff), true, 0, {}};
+  BOOST_REQUIRE(l.core->apply(b).ok());
+  BOOST_CHECK(l.params() == shifted(l.theta0, 0.125f));
+  BOOST_CHECK_EQUAL(l.core->version(0), 1u);
+
+  Broadcast gap{0, 4, encode_payload(Codec::kFp32, 0, diff), true, 3, {}};  // versions 2 and 3 were missed
+  const Status s = l.core->apply(gap);
+  BOOST_CHECK(s.code() == Status::Code::kUnavailable);
+  BOOST_CHECK_MESSAGE(s.message().find("difference to version 3") != std::string_view::npos, s.to_string());
+  BOOST_CHECK(l.params() == shifted(l.theta0, 0.125f));  // nothing changed
+  BOOST_CHECK_EQUAL(l.core->version(0), 1u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace atl
