@@ -1,0 +1,106 @@
+// Sweep: many runs of one topology, as variants x seeds, and what they measured.
+//
+// A variant is a label and a list of topology overrides ("outer.lr=0.5"); a
+// grid ("outer.lr=0.3,0.5,0.7" x "outer.momentum=0.8,0.9") expands into every
+// combination. Each variant runs once per seed. A trial's record is a small
+// TOML file in the sweep's folder, written when the trial ends, so an
+// interrupted sweep resumes where it stopped: a trial whose record is there
+// (same label, seed and overrides) is not run again.
+//
+// This file holds the plan, the records and the summary (mean and spread over
+// seeds), without CAF; atoll/sweep_runner.h runs the trials.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "atoll/report.h"
+#include "atoll/status.h"
+
+namespace atl {
+
+struct Variant {
+  std::string label;                   // "outer.lr=0.5 outer.momentum=0.9", or a name
+  std::vector<std::string> overrides;  // "key=value", applied after the sweep's own
+};
+
+// "key=v1,v2,..." -> the values, split at top-level commas (a value may be a
+// TOML array or inline table). Fails on a missing '=', an empty key or value.
+struct GridAxis {
+  std::string key;
+  std::vector<std::string> values;
+};
+Result<GridAxis> parse_grid_axis(const std::string& text);
+
+// Every combination of the axes' values, the first axis slowest; one
+// variant (no overrides, label "defaults") when there is no axis.
+std::vector<Variant> expand_grid(const std::vector<GridAxis>& axes);
+
+// One run of a variant with a seed.
+struct Trial {
+  Variant variant;
+  uint64_t seed = 1;
+  // Stable file name of its record: "trial-<16 hex digits of a hash of label, seed, overrides>".
+  std::string id() const;
+};
+
+// What a finished trial measured: the report's figures a summary needs.
+struct TrialRecord {
+  std::string label;
+  uint64_t seed = 0;
+  std::vector<std::string> overrides;
+  bool ok = false;
+  std::string error;  // when !ok
+  bool text = false;  // a language model: quality is bits per byte (lower is better), else accuracy
+  double wall_seconds = 0, tokens_per_second = 0, bytes_per_token = 0, goodput = 0;
+  uint64_t tokens = 0;
+  double loss = 0, loss_stderr = 0, bits_per_byte = 0, bits_per_byte_stderr = 0, accuracy = 0;
+  int64_t windows = 0;
+  std::vector<Report::CurvePoint> curve;
+
+  static TrialRecord of(const Trial& trial, const Report& report);
+  static TrialRecord failed(const Trial& trial, const std::string& error);
+  // The quality a table shows: bits per byte, or accuracy in percent.
+  double quality() const { return text ? bits_per_byte : 100.0 * accuracy; }
+  // The curve's quality at `seconds` since the start, interpolated linearly
+  // between its points; nullopt outside the curve.
+  std::optional<double> quality_at_seconds(double seconds) const;
+
+  std::string to_toml() const;
+  static Result<TrialRecord> parse_toml(const std::string& text, const std::string& source);
+};
+
+// Reads the record of `trial` from `dir`, if it is there and belongs to the
+// trial (same label, seed and overrides). A record that does not parse is an
+// error naming the file (the caller may run the trial again).
+Result<std::optional<TrialRecord>> load_record(const std::string& dir, const Trial& trial);
+// Writes the record atomically (temporary file, fsync, rename).
+Status save_record(const std::string& dir, const Trial& trial, const TrialRecord& record);
+
+// Mean and spread of a figure over seeds.
+struct Spread {
+  int n = 0;
+  double mean = 0, stddev = 0, min = 0, max = 0;  // stddev: sample (n - 1)
+  static Spread of(const std::vector<double>& xs);
+};
+
+// A variant's trials, summarized.
+struct SweepRow {
+  std::string label;
+  std::vector<std::string> overrides;
+  std::vector<TrialRecord> trials;  // the ones that ran, in seed order
+  int failed = 0;
+  Spread quality, loss, tokens_per_second, bytes_per_token, goodput, wall_seconds;
+  double eval_stderr = 0.0;  // mean standard error of one trial's quality (its held-out sample)
+};
+std::vector<SweepRow> summarize(const std::vector<Variant>& variants, const std::vector<TrialRecord>& records);
+
+// Rows best first (lowest loss; failed-only rows last) as a text table.
+std::string sweep_table(std::vector<SweepRow> rows);
+// The rows, best first, and every trial as JSON.
+std::string sweep_json(std::vector<SweepRow> rows, const std::vector<std::string>& shared_overrides,
+                       const std::string& topology_file);
+
+}  // namespace atl

@@ -1,0 +1,102 @@
+// The sweep's plan and records: grids expand to every combination, records
+// round-trip through their files, summaries give mean and spread.
+#include <boost/test/unit_test.hpp>
+
+#include <fstream>
+
+#include "atoll/sweep.h"
+#include "test_support.h"
+
+namespace atl {
+
+BOOST_AUTO_TEST_SUITE(sweep_test)
+
+BOOST_AUTO_TEST_CASE(a_grid_axis_splits_at_top_level_commas_only) {
+  auto a = parse_grid_axis("outer.lr = 0.3, 0.5,0.7");
+  BOOST_REQUIRE(a.ok());
+  BOOST_CHECK_EQUAL(a->key, "outer.lr");
+  BOOST_CHECK((a->values == std::vector<std::string>{"0.3", "0.5", "0.7"}));
+  auto l = parse_grid_axis("learners=[{speed=1.0},{speed=0.5}],[{speed=1.0}]");
+  BOOST_REQUIRE(l.ok());
+  BOOST_CHECK((l->values == std::vector<std::string>{"[{speed=1.0},{speed=0.5}]", "[{speed=1.0}]"}));
+  for (const char* bad : {"outer.lr", "=1,2", "outer.lr=1,,2", "outer.lr=[1,2"}) {
+    auto r = parse_grid_axis(bad);
+    BOOST_CHECK_MESSAGE(!r.ok() && r.status().message().find("--grid") != std::string_view::npos, bad);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(grids_expand_to_every_combination_first_axis_slowest) {
+  const auto v = expand_grid({{"a", {"1", "2"}}, {"b", {"x", "y", "z"}}});
+  BOOST_REQUIRE_EQUAL(v.size(), 6u);
+  BOOST_CHECK_EQUAL(v[0].label, "a=1 b=x");
+  BOOST_CHECK_EQUAL(v[5].label, "a=2 b=z");
+  BOOST_CHECK((v[4].overrides == std::vector<std::string>{"a=2", "b=y"}));
+  BOOST_REQUIRE_EQUAL(expand_grid({}).size(), 1u);
+  BOOST_CHECK(expand_grid({})[0].overrides.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_record_round_trips_and_resumes_only_its_own_trial) {
+  testing::TempDir dir;
+  const Trial trial{{"outer.lr=0.5", {"outer.lr=0.5"}}, 3};
+  Report report;
+  report.wall_seconds = 12.5;
+  report.tokens = 1000;
+  report.eval.loss = 1.5;
+  report.eval.bits_per_byte = 2.164;
+  report.eval.bits_per_byte_stderr = 0.01;
+  report.eval.windows = 2048;
+  report.curve = {{5.0, 500, 2.0, 2.9, 0.4}, {12.5, 1000, 1.5, 2.164, 0.5}};
+  const TrialRecord record = TrialRecord::of(trial, report);
+  BOOST_REQUIRE(save_record(dir.path(), trial, record).ok());
+  auto back = load_record(dir.path(), trial);
+  BOOST_REQUIRE(back.ok() && back->has_value());
+  BOOST_CHECK_EQUAL((*back)->label, "outer.lr=0.5");
+  BOOST_CHECK_EQUAL((*back)->seed, 3u);
+  BOOST_CHECK((*back)->ok);
+  BOOST_CHECK_CLOSE((*back)->bits_per_byte, 2.164, 1e-9);
+  BOOST_CHECK_EQUAL((*back)->windows, 2048);
+  BOOST_REQUIRE_EQUAL((*back)->curve.size(), 2u);
+  BOOST_CHECK_CLOSE(*(*back)->quality_at_seconds(8.75), (2.9 + 2.164) / 2, 1e-9);  // halfway
+  BOOST_CHECK(!(*back)->quality_at_seconds(1.0));  // before the curve's first point
+  // Another seed, or other overrides, is another trial.
+  auto other = load_record(dir.path(), Trial{{"outer.lr=0.5", {"outer.lr=0.5"}}, 4});
+  BOOST_REQUIRE(other.ok());
+  BOOST_CHECK(!other->has_value());
+  // A damaged record is an error naming its file.
+  std::ofstream(dir.file(trial.id() + ".toml")) << "label = [";
+  auto damaged = load_record(dir.path(), trial);
+  BOOST_REQUIRE(!damaged.ok());
+  BOOST_CHECK(damaged.status().message().find(trial.id()) != std::string_view::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_summary_gives_mean_and_spread_over_seeds_best_first) {
+  const std::vector<Variant> variants = {{"slow", {"x=1"}}, {"fast", {"x=2"}}};
+  std::vector<TrialRecord> records;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    for (int v = 0; v < 2; ++v) {
+      TrialRecord r = TrialRecord::failed(Trial{variants[size_t(v)], seed}, "");
+      r.ok = true;
+      r.text = true;
+      r.bits_per_byte = (v == 0 ? 3.0 : 2.0) + 0.1 * double(seed);
+      r.loss = r.bits_per_byte * 0.693;
+      records.push_back(r);
+    }
+  }
+  records.push_back(TrialRecord::failed(Trial{variants[0], 4}, "the syncer gave up"));
+  const auto rows = summarize(variants, records);
+  BOOST_REQUIRE_EQUAL(rows.size(), 2u);
+  BOOST_CHECK_EQUAL(rows[0].quality.n, 3);
+  BOOST_CHECK_EQUAL(rows[0].failed, 1);
+  BOOST_CHECK_CLOSE(rows[0].quality.mean, 3.2, 1e-9);
+  BOOST_CHECK_CLOSE(rows[0].quality.stddev, 0.1, 1e-6);
+  const std::string table = sweep_table(rows);
+  BOOST_CHECK_LT(table.find("fast"), table.find("slow"));  // lower bits per byte first
+  BOOST_CHECK(table.find("2.2000 +- 0.1000") != std::string::npos);
+  const std::string json = sweep_json(rows, {"tokens=1000"}, "t.toml");
+  BOOST_CHECK_LT(json.find("\"fast\""), json.find("\"slow\""));
+  BOOST_CHECK(json.find("\"stddev\":0.1") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace atl
