@@ -128,6 +128,11 @@ Result<SweepOutcome> run_sweep(const SweepSpec& spec, const std::function<void(c
     out.failed += record.ok ? 0 : 1;
     out.records.push_back(std::move(record));
   }
+  out.rows = summarize(spec.variants, out.records);
+  out.json_path = spec.dir + "/sweep.json";
+  const std::string json = sweep_json(out.rows, spec.overrides, spec.topology_file);
+  ATOLL_RETURN_IF_ERROR(write_file_atomic(
+      out.json_path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(json.data()), json.size())));
   return out;
 }
 

@@ -1,23 +1,49 @@
 #include "compare.h"
 
+#include <atomic>
+#include <csignal>
 #include <cstdio>
-#include <fstream>
+#include <cstdlib>
 
 #include "atoll/log.h"
-#include "atoll/run.h"
-#include "atoll/topology_file.h"
+#include "atoll/sweep_runner.h"
 
 namespace atl::bench {
+namespace {
 
-int parse_compare_args(int argc, char** argv, const char* usage, CompareOptions& options) {
+std::atomic<bool> stop_requested{false};
+void on_signal(int) { stop_requested = true; }
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t comma; (comma = s.find(',', start)) != std::string::npos; start = comma + 1)
+    out.push_back(s.substr(start, comma - start));
+  out.push_back(s.substr(start));
+  return out;
+}
+
+}  // namespace
+
+int parse_bench_args(int argc, char** argv, const char* usage, BenchOptions& options) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--set" && i + 1 < argc) {
+    const bool has_value = i + 1 < argc;
+    if (a == "--set" && has_value) {
       options.overrides.push_back(argv[++i]);
-    } else if (a == "--out" && i + 1 < argc) {
-      options.json_out = argv[++i];
+    } else if (a == "--out" && has_value) {
+      options.out = argv[++i];
+    } else if (a == "--seeds" && has_value) {
+      options.seeds = std::atoi(argv[++i]);
+      if (options.seeds < 1 || options.seeds > 1000) {
+        std::fprintf(stderr, "%s: --seeds %s: expected 1 to 1000\n", argv[0], argv[i]);
+        return 2;
+      }
+    } else if (a == "--only" && has_value) {
+      options.only = split_commas(argv[++i]);
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: %s [TOPOLOGY.toml] [--set key=value]... [--out FILE.json]\n%s", argv[0], usage);
+      std::printf("usage: %s [TOPOLOGY.toml] [--set key=value]... [--seeds N] [--out DIR] [--only NAME,...]\n%s",
+                  argv[0], usage);
       return 0;
     } else if (!a.starts_with("-") && options.topology_file.empty()) {
       options.topology_file = a;
@@ -29,49 +55,34 @@ int parse_compare_args(int argc, char** argv, const char* usage, CompareOptions&
   return -1;
 }
 
-int compare(const CompareOptions& options, const std::vector<Variant>& variants) {
+int run_bench(const BenchOptions& options, const std::vector<Variant>& variants, std::vector<TrialRecord>& records) {
   set_log_level(LogLevel::kWarn);
-  std::string json = "[\n";
-  bool header = false;
-  for (const Variant& variant : variants) {
-    auto overrides = options.overrides;
-    overrides.insert(overrides.end(), variant.overrides.begin(), variant.overrides.end());
-    overrides.push_back("checkpoint.dir=");
-    auto topology = load_topology(options.topology_file, overrides);
-    if (!topology.ok()) {
-      std::fprintf(stderr, "%s: %s\n", variant.label.c_str(), topology.status().to_string().c_str());
-      return 2;
-    }
-    const bool text = topology->model.kind == ModelKind::kTransformer;
-    if (!header) {
-      std::printf("%-22s %10s %11s %8s %9s %9s %7s %7s %7s\n", "variant", "tokens/s", "bytes/token", "goodput",
-                  text ? "bits/byte" : "accuracy", "eval loss", "rounds", "quorum", "wall s");
-      header = true;
-    }
-    auto run = Run::start(*topology);
-    if (!run.ok()) {
-      std::fprintf(stderr, "%s: %s\n", variant.label.c_str(), run.status().to_string().c_str());
-      return 1;
-    }
-    auto report = (*run)->wait();
-    if (!report.ok()) {
-      std::fprintf(stderr, "%s: %s\n", variant.label.c_str(), report.status().to_string().c_str());
-      return 1;
-    }
-    const double quality = text ? report->eval.bits_per_byte : 100 * report->eval.accuracy;
-    std::printf("%-22s %10.0f %11.1f %8.3f %9.4f %9.4f %7llu %7.2f %7.1f\n", variant.label.c_str(),
-                report->tokens_per_second, report->bytes_per_token, report->goodput, quality, report->eval.loss,
-                static_cast<unsigned long long>(report->rounds), report->quorum_mean, report->wall_seconds);
-    std::fflush(stdout);
-    json += (json.size() > 2 ? ",\n" : "") + std::string("{\"variant\":\"") + variant.label +
-            "\",\"report\":" + report->to_json() + "}";
+  SweepSpec spec;
+  spec.topology_file = options.topology_file;
+  spec.overrides = options.overrides;
+  spec.variants = variants;
+  spec.seeds.clear();
+  for (int s = 1; s <= options.seeds; ++s) spec.seeds.push_back(static_cast<uint64_t>(s));
+  spec.dir = options.out;
+  spec.run.curve_points = options.curve_points;
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  auto outcome = run_sweep(
+      spec, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); },
+      [] { return stop_requested.load(); });
+  if (!outcome.ok()) {
+    std::fprintf(stderr, "%s\n", outcome.status().to_string().c_str());
+    return outcome.status().code() == Status::Code::kInvalidArgument ? 2 : 1;
   }
-  json += "\n]\n";
-  if (!options.json_out.empty()) {
-    std::ofstream(options.json_out) << json;
-    std::printf("JSON written to %s\n", options.json_out.c_str());
+  records = outcome->records;
+  std::fputs(sweep_table(outcome->rows).c_str(), stdout);
+  std::printf("every run's record and report in %s/, the table as JSON in %s\n", spec.dir.c_str(),
+              outcome->json_path.c_str());
+  if (outcome->interrupted) {
+    std::printf("interrupted: the same command resumes\n");
+    return 1;
   }
-  return 0;
+  return outcome->failed ? 1 : 0;
 }
 
 }  // namespace atl::bench

@@ -1,32 +1,36 @@
-// Runs one topology in several variants, one after the other, and prints a
-// table of what each measured (throughput, bytes per token, goodput, quality).
-// The engine of the comparison benchmarks (modes_bench, parity_bench); a
-// benchmark, never a pass/fail test.
+// Runs one topology in several variants, each over seeds, one run after the
+// other, through the sweep engine (atoll/sweep_runner.h): resumable in its
+// folder, with progress lines and a table of mean and spread. The engine of
+// the comparison benchmarks (modes_bench, parity_bench); a benchmark, never a
+// pass/fail test.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "atoll/sweep.h"
+
 namespace atl::bench {
 
-struct Variant {
-  std::string label;                   // first column of the table
-  std::vector<std::string> overrides;  // "key=value", applied after the shared ones
-};
-
-struct CompareOptions {
+struct BenchOptions {
   std::string topology_file;           // empty: the built-in default
   std::vector<std::string> overrides;  // shared by every variant (before its own)
-  std::string json_out;                // every report, as a JSON array
+  int seeds = 1;                       // seed = 1..seeds
+  std::string out;                     // folder: every run's record and report, and the JSON
+  std::vector<std::string> only;       // the variants (or groups) to run; empty: the default set
+  int curve_points = 0;                // evaluations during each run (quality against time)
 };
 
-// Runs every variant with checkpoints off. Returns a process exit status:
-// 0 all ran; 1 a run failed; 2 a topology or override was bad.
-int compare(const CompareOptions& options, const std::vector<Variant>& variants);
+// Parses "[TOPOLOGY.toml] [--set key=value]... [--seeds N] [--out DIR]
+// [--only NAME,...]" into `options`; `usage` is printed for --help. Returns
+// -1 to go on, else an exit status.
+int parse_bench_args(int argc, char** argv, const char* usage, BenchOptions& options);
 
-// Parses "[TOPOLOGY.toml] [--set key=value]... [--out FILE.json]" into
-// `options`; `usage` is printed for --help. Returns -1 to go on, else an exit
-// status.
-int parse_compare_args(int argc, char** argv, const char* usage, CompareOptions& options);
+// Runs every variant x seed not recorded in options.out yet, prints the sweep
+// table and writes <out>/sweep.json. Fills `records` with every trial's
+// record. Returns a process exit status: 0 all ran; 1 a run failed or was
+// interrupted (Ctrl-C; the same command resumes); 2 a topology or override
+// was bad.
+int run_bench(const BenchOptions& options, const std::vector<Variant>& variants, std::vector<TrialRecord>& records);
 
 }  // namespace atl::bench

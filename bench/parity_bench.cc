@@ -1,37 +1,193 @@
-// Model quality at equal tokens and seed (issue 5): does Decoupled DiLoCo match
-// data-parallel training, and what do its choices cost or buy?
+// Model quality of Decoupled DiLoCo against data-parallel training (issue 10):
+// at equal tokens and at equal wall-clock time, every variant over seeds.
 //
-//   decoupled            4 learners of speeds 1, 1, 0.7, 0.5; K = 1 with grace; int4 pushes
-//   dp                   the same learners, synchronous data-parallel
-//   K=1 no grace         grace_gamma = 0: a round closes on its first learner
-//   8 learners RDA       speeds 1, 1, 0.7, 0.5 twice; the default merge
-//   8 learners mean      the same, every fragment by token-weighted mean
-//   bf16 pushes / int2   the push codec alone changed
+//   atoll_parity_bench [TOPOLOGY.toml] [--set key=value]... [--seeds N] [--out DIR]
+//                      [--only headline|controls|levers|NAME,...]
 //
-//   atoll_parity_bench [TOPOLOGY.toml] [--set key=value]... [--out FILE.json]
-// Default: the built-in topology with tokens = 1,500,000 (about 15 minutes on
-// 2 cores). A later --set tokens=N wins.
+// Groups (default: headline):
+//   headline  decoupled (the default topology: 4 learners of speeds 1, 1, 0.7,
+//             0.5, K = 1 with grace, int4 pushes) against dp with its own tuned
+//             learning rate, at the default budget of 17.5M bytes: 20 bytes per
+//             parameter of the 875k-parameter transformer
+//   controls  one learner: decoupled (outer steps over its own progress)
+//             against plain training, the same batch, lr and budget
+//   levers    decoupled with one setting changed: what each lever buys
+//
+// Every run evaluates its global model at 10 points, so the equal-time column
+// reads dp's quality at the wall time the other run took (dp is paced by its
+// slowest learner); a run longer than dp's is compared with dp's end.
+// Records go to --out (default atoll-bench/parity); the same command resumes.
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "atoll/file.h"
 #include "compare.h"
 
+namespace {
+
+using atl::TrialRecord;
+using atl::Variant;
+
+// dp's learning rate, tuned at this budget (README, "Model quality"): the
+// baseline is dp at its best, not at decoupled's settings.
+const std::string kDpLr = "inner.lr=3e-3";
+const std::string kOneLearner = "learners=[{speed=1.0,batch_size=32}]";
+
+struct Group {
+  std::string name;
+  std::string baseline;  // the variant the others are compared with
+  std::vector<Variant> variants;
+};
+
+std::vector<Group> groups() {
+  return {
+      {"headline", "dp", {{"decoupled", {}}, {"dp", {"mode=dp", kDpLr}}}},
+      {"controls",
+       "1 learner alone",
+       {{"1 learner, decoupled", {kOneLearner}}, {"1 learner alone", {"mode=dp", kOneLearner}}}},
+      {"levers",
+       "dp",
+       {{"no final flush", {"outer.final_flush=false"}},
+        {"overwrite, no carry", {"outer.carry_progress=false"}},
+        {"bf16 pushes", {"outer.push_codec=bf16"}},
+        {"int2 pushes", {"outer.push_codec=int2"}},
+        {"bf16 broadcasts", {"outer.broadcast_codec=bf16"}},
+        {"K=1 no grace", {"outer.grace_gamma=0"}},
+        {"H=12", {"outer.sync_every=12"}},
+        {"H=48", {"outer.sync_every=48"}}}},
+  };
+}
+
+struct Paired {
+  std::vector<double> equal_tokens, equal_time;  // relative to the baseline, per seed
+  int longer_than_baseline = 0;                  // runs that outlasted the baseline's whole run
+};
+
+double mean(const std::vector<double>& xs) {
+  double s = 0;
+  for (double x : xs) s += x;
+  return xs.empty() ? NAN : s / double(xs.size());
+}
+double stddev(const std::vector<double>& xs) {
+  if (xs.size() < 2) return 0.0;
+  const double m = mean(xs);
+  double s = 0;
+  for (double x : xs) s += (x - m) * (x - m);
+  return std::sqrt(s / double(xs.size() - 1));
+}
+
+// Pairs each run with the baseline's run of the same seed.
+Paired pair_with(const std::vector<TrialRecord>& records, const std::string& label, const std::string& baseline) {
+  std::map<uint64_t, const TrialRecord*> base;
+  for (const auto& r : records)
+    if (r.ok && r.label == baseline) base[r.seed] = &r;
+  Paired p;
+  for (const auto& r : records) {
+    if (!r.ok || r.label != label || !base.count(r.seed)) continue;
+    const TrialRecord& b = *base[r.seed];
+    p.equal_tokens.push_back(r.quality() / b.quality() - 1.0);
+    auto at = b.quality_at_seconds(r.wall_seconds);
+    if (!at && r.wall_seconds >= b.wall_seconds) {
+      at = b.quality();
+      ++p.longer_than_baseline;
+    }
+    if (at) p.equal_time.push_back(r.quality() / *at - 1.0);
+  }
+  return p;
+}
+
+std::string comparison_table(const std::vector<Group>& chosen, const std::vector<TrialRecord>& records) {
+  std::string out;
+  char buf[512];
+  for (const auto& g : chosen) {
+    std::snprintf(buf, sizeof buf, "\n%s: against '%s', paired by seed (negative: better)\n", g.name.c_str(),
+                  g.baseline.c_str());
+    out += buf;
+    std::snprintf(buf, sizeof buf, "  %-22s %-24s %-22s %-22s %10s %11s %8s\n", "variant", "quality (mean +- sd, n)",
+                  "equal tokens", "equal wall time", "tokens/s", "bytes/token", "wall s");
+    out += buf;
+    const auto rows = atl::summarize(g.variants, records);
+    for (const auto& row : rows) {
+      if (row.trials.empty()) continue;
+      char quality[64], tokens[64] = "", time[64] = "";
+      std::snprintf(quality, sizeof quality, "%.4f +- %.4f (%d)", row.quality.mean, row.quality.stddev, row.quality.n);
+      if (row.label != g.baseline) {
+        const Paired p = pair_with(records, row.label, g.baseline);
+        if (!p.equal_tokens.empty())
+          std::snprintf(tokens, sizeof tokens, "%+.2f%% +- %.2f%%", 100 * mean(p.equal_tokens),
+                        100 * stddev(p.equal_tokens));
+        if (!p.equal_time.empty())
+          std::snprintf(time, sizeof time, "%+.2f%% +- %.2f%%%s", 100 * mean(p.equal_time), 100 * stddev(p.equal_time),
+                        p.longer_than_baseline ? " *" : "");
+      }
+      std::snprintf(buf, sizeof buf, "  %-22s %-24s %-22s %-22s %10.0f %11.1f %8.1f\n", row.label.c_str(), quality,
+                    tokens, time, row.tokens_per_second.mean, row.bytes_per_token.mean, row.wall_seconds.mean);
+      out += buf;
+    }
+  }
+  out += "\n* some runs took longer than the baseline's whole run: compared with its end.\n";
+  return out;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  atl::bench::CompareOptions options;
-  options.overrides = {"tokens=1500000"};
-  options.json_out = "atoll_parity_bench.json";
+  atl::bench::BenchOptions options;
+  options.out = "atoll-bench/parity";
+  options.seeds = 3;
+  options.curve_points = 10;
+  options.overrides = {"tokens=17500000"};
   const char* usage =
-      "Compares held-out quality at equal tokens: decoupled vs dp, grace vs none,\n"
-      "RDA vs weighted mean with 8 learners, int4 vs bf16 vs int2 pushes.\n";
-  if (int status = atl::bench::parse_compare_args(argc, argv, usage, options); status >= 0) return status;
-  const std::string eight =
-      "learners=[{speed=1.0,batch_size=8},{speed=1.0,batch_size=8},{speed=0.7,batch_size=8},"
-      "{speed=0.5,batch_size=8},{speed=1.0,batch_size=8},{speed=1.0,batch_size=8},"
-      "{speed=0.7,batch_size=8},{speed=0.5,batch_size=8}]";
-  return atl::bench::compare(options, {
-                                          {"decoupled (int4)", {}},
-                                          {"dp", {"mode=dp"}},
-                                          {"K=1 no grace", {"outer.grace_gamma=0"}},
-                                          {"8 learners RDA", {eight}},
-                                          {"8 learners mean", {eight, "outer.force_avg=true"}},
-                                          {"bf16 pushes", {"outer.push_codec=bf16"}},
-                                          {"int2 pushes", {"outer.push_codec=int2"}},
-                                      });
+      "Held-out quality of decoupled against dp (tuned lr) at equal tokens and at equal wall time,\n"
+      "every variant over --seeds seeds (default 3). --only picks groups (headline, controls, levers)\n"
+      "or variants by name; default: headline. A later --set tokens=N changes the budget.\n"
+      "Records go to --out (default atoll-bench/parity); the same command resumes.\n";
+  if (int status = atl::bench::parse_bench_args(argc, argv, usage, options); status >= 0) return status;
+  if (options.only.empty()) options.only = {"headline"};
+
+  std::vector<Group> chosen;
+  std::vector<Variant> variants;
+  std::set<std::string> known;
+  for (const auto& g : groups()) {
+    bool whole = false;
+    for (const auto& o : options.only) whole |= o == g.name;
+    Group picked{g.name, g.baseline, {}};
+    for (const auto& v : g.variants) {
+      known.insert(v.label);
+      bool named = whole;
+      for (const auto& o : options.only) named |= o == v.label;
+      if (named) picked.variants.push_back(v);
+    }
+    if (picked.variants.empty()) continue;
+    // The baseline always runs with its group.
+    bool has_baseline = false;
+    for (const auto& v : picked.variants) has_baseline |= v.label == g.baseline;
+    if (!has_baseline)
+      for (const auto& h : groups())
+        for (const auto& v : h.variants)
+          if (v.label == g.baseline && !has_baseline) picked.variants.push_back(v), has_baseline = true;
+    for (const auto& v : picked.variants) {
+      bool seen = false;
+      for (const auto& w : variants) seen |= w.label == v.label;
+      if (!seen) variants.push_back(v);
+    }
+    chosen.push_back(std::move(picked));
+  }
+  for (const auto& o : options.only)
+    if (o != "headline" && o != "controls" && o != "levers" && !known.count(o)) {
+      std::fprintf(stderr, "%s: --only %s: no such group or variant\n", argv[0], o.c_str());
+      return 2;
+    }
+
+  std::vector<TrialRecord> records;
+  const int status = atl::bench::run_bench(options, variants, records);
+  const std::string table = comparison_table(chosen, records);
+  std::fputs(table.c_str(), stdout);
+  const std::string path = options.out + "/comparison.txt";
+  if (atl::write_file_atomic(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(table.data()), table.size()))
+          .ok())
+    std::printf("comparison written to %s\n", path.c_str());
+  return status;
 }

@@ -4,7 +4,6 @@
 #include <csignal>
 #include <cstdio>
 
-#include "atoll/file.h"
 #include "atoll/log.h"
 #include "atoll/sweep_runner.h"
 
@@ -60,17 +59,9 @@ int sweep_command(const SweepArgs& args) {
     std::fprintf(stderr, "atoll: %s\n", outcome.status().to_string().c_str());
     return outcome.status().code() == Status::Code::kInvalidArgument ? 2 : 1;
   }
-  const auto rows = summarize(spec.variants, outcome->records);
-  std::fputs(sweep_table(rows).c_str(), stdout);
-  const std::string json = sweep_json(rows, spec.overrides, spec.topology_file);
-  const std::string path = spec.dir + "/sweep.json";
-  if (Status s = write_file_atomic(path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(json.data()), json.size()));
-      !s.ok()) {
-    std::fprintf(stderr, "atoll: %s\n", s.to_string().c_str());
-    return 1;
-  }
+  std::fputs(sweep_table(outcome->rows).c_str(), stdout);
   std::printf("%d run now, %d kept from before, %d failed; JSON written to %s\n", outcome->ran - (outcome->interrupted ? 1 : 0),
-              outcome->resumed, outcome->failed, path.c_str());
+              outcome->resumed, outcome->failed, outcome->json_path.c_str());
   if (outcome->interrupted) {
     std::printf("interrupted: the same command resumes the sweep\n");
     return 1;

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "atoll/crc32c.h"
 #include "atoll/mlp.h"
 #include "atoll/mnist.h"
 #include "atoll/rng.h"
@@ -51,6 +52,10 @@ std::vector<float> initial_parameters(const Model& model, const Topology& t) {
   std::vector<float> params(model.layout().size());
   model.init(params, Rng::derive(t.seed, 0x1417));  // a stream of its own, apart from data seeds
   return params;
+}
+
+uint32_t parameters_crc(std::span<const float> params) {
+  return crc32c(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(params.data()), params.size_bytes()));
 }
 
 ExampleSet make_clusters(int features, int classes, int count, uint64_t seed) {

@@ -64,12 +64,14 @@ LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<cons
       adamw_(std::make_unique<AdamW>(model_->layout(), inner_config(job_->topology(), id))),
       params_(model_->layout().size()),
       grads_(params_.size()),
-      tracks_(fragments_.size()) {}
+      tracks_(fragments_.size()),
+      initial_crc_(parameters_crc(initial_parameters(*model_, job_->topology()))) {}
 
 Register LearnerCore::make_register(std::string_view cluster_token) const {
   const uint64_t fingerprint = model_->layout().fingerprint();
   Register r{id_, incarnation_, fingerprint,
-             cluster_token.empty() ? "" : join_proof(cluster_token, id_, incarnation_, fingerprint), {}};
+             cluster_token.empty() ? "" : join_proof(cluster_token, id_, incarnation_, fingerprint), {},
+             initial_crc_};
   if (welcomed_)
     for (uint32_t p = 0; p < tracks_.size(); ++p)
       r.bases.push_back({p, tracks_[p].version, encode_payload(Codec::kFp32, 0, tracks_[p].base)});
@@ -87,11 +89,17 @@ Status LearnerCore::welcome(const Welcome& w) {
                                     std::to_string(fragments_.size()));
   std::vector<std::vector<float>> values(fragments_.size());
   std::vector<uint64_t> versions(fragments_.size());
+  std::vector<float> initial;  // made once, if a fragment comes without values
   for (const auto& fv : w.fragments) {
     if (fv.fragment >= fragments_.size() || !values[fv.fragment].empty())
       return Status::invalid_argument("welcome names fragment " + std::to_string(fv.fragment) + " twice or out of range");
     values[fv.fragment].resize(fragments_[fv.fragment].size);
     versions[fv.fragment] = fv.version;
+    if (fv.values.count == 0 && fv.version == 0) {  // the seed's initialization, which we have too
+      if (initial.empty()) initial = initial_parameters(*model_, topology());
+      gather(fragments_[fv.fragment], initial, values[fv.fragment]);
+      continue;
+    }
     ATOLL_RETURN_IF_ERROR(decode_payload(fv.values, values[fv.fragment])
                               .with_context("welcome fragment " + std::to_string(fv.fragment)));
   }

@@ -218,6 +218,7 @@ struct Encoder {
     b.setFingerprint(m.fingerprint);
     b.setToken(bytes_of(m.token));
     put(m.bases, b.initBases(static_cast<unsigned>(m.bases.size())));
+    b.setInitialCrc(m.initial_crc);
   }
   void operator()(const MomentsPull& m) { env.initMomentsPull().setRequest(m.request); }
   void operator()(const Done& m) { env.initDone().setReason(m.reason); }
@@ -291,7 +292,7 @@ Message decode_envelope(s::Envelope::Reader env) {
       auto r = env.getRegister();
       const auto token = r.getToken();
       return Register{r.getLearner(), r.getIncarnation(), r.getFingerprint(),
-                      std::string(token.begin(), token.end()), get(r.getBases())};
+                      std::string(token.begin(), token.end()), get(r.getBases()), r.getInitialCrc()};
     }
     case s::Envelope::WELCOME: {
       auto r = env.getWelcome();

@@ -44,6 +44,7 @@ SyncerCore::SyncerCore(const Topology& topology, std::unique_ptr<Model> model, s
       created_(now),
       start_(started) {
   const std::vector<float> theta = initial_parameters(*model_, topology_);
+  initial_crc_ = parameters_crc(theta);
   for (size_t p = 0; p < fragments_.size(); ++p) {
     states_[p].values.resize(fragments_[p].size);
     gather(fragments_[p], theta, states_[p].values);
@@ -85,6 +86,7 @@ Status SyncerCore::restore(const CheckpointState& state) {
     s.answers.clear();
     s.waiting.clear();
     s.held.clear();  // learners hold versions this syncer does not know
+    s.initial = false;
   }
   for (const auto& saved : state.learners) {
     if (saved.learner >= learners_.size()) continue;
@@ -222,6 +224,7 @@ void SyncerCore::on_register(const Register& r, bool same_actor, SteadyTime now,
   if (l.connected) {
     if (same_actor && r.incarnation == l.incarnation) {  // a resync: it missed something
       fx.notes.push_back("learner " + std::to_string(r.learner) + " resynchronizes");
+      l.initial_crc = r.initial_crc;
       adopt_bases(r, now, fx);
       return welcome(r.learner, r.incarnation, std::nullopt, now, fx);
     }
@@ -233,6 +236,7 @@ void SyncerCore::on_register(const Register& r, bool same_actor, SteadyTime now,
   }
   for (const auto& [request, p] : pending_moments_)
     if (p.learner == r.learner && p.incarnation == r.incarnation) return;  // a retry while we ask a peer
+  l.initial_crc = r.initial_crc;
   adopt_bases(r, now, fx);
   // A restarted learner starts with a healthy peer's AdamW moments, if there
   // is a peer: fresh moments make its first updates several times too large.
@@ -279,6 +283,7 @@ void SyncerCore::adopt_bases(const Register& r, SteadyTime now, SyncerEffects& f
     s.values = std::move(values);
     s.version = base.version;
     s.held.clear();  // other learners hold older versions
+    s.initial = false;
     ++stats_.recovered_fragments;
     fx.notes.push_back("recovered fragment " + std::to_string(base.fragment) + " at version " +
                        std::to_string(base.version) + " from learner " + std::to_string(r.learner) + "'s base");
@@ -315,7 +320,12 @@ void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<O
   w.learner = learner;
   w.incarnation = incarnation;
   w.topology = topology_;
-  for (uint32_t p = 0; p < states_.size(); ++p) w.fragments.push_back(held_values(p));
+  for (uint32_t p = 0; p < states_.size(); ++p) {
+    if (states_[p].initial && states_[p].version == 0 && l.initial_crc == initial_crc_)
+      w.fragments.push_back({p, 0, Payload{}});  // the learner makes the same values from the seed
+    else
+      w.fragments.push_back(held_values(p));
+  }
   if (moments) ++stats_.moments_handed;
   w.moments = std::move(moments);
   fx.sends.push_back({learner, std::move(w)});
@@ -584,6 +594,7 @@ void SyncerCore::close_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
   }
   s.values = std::move(values);
   s.momentum = std::move(momentum);
+  s.initial = false;
   ++s.version;
   s.open = false;
   s.answers.clear();
@@ -771,6 +782,7 @@ void SyncerCore::check_step(SteadyTime now, SyncerEffects& fx) {
     return;
   }
   dp_optimizer_->update(s.values, g);
+  s.initial = false;
   ++s.version;
   ++stats_.rounds;
   stats_.merged_pushes += cs.size();

@@ -17,6 +17,8 @@ struct Register {
   token @3 :Data;           # cluster token (joins from another process)
   bases @4 :List(FragmentValues);  # the global copies this learner adopted (empty when fresh):
                                    # a restarted syncer recovers the newest from them
+  initialCrc @5 :UInt32;    # CRC32C of the learner's own initialization from the topology's seed:
+                            # when it matches the syncer's, a welcome leaves out version-0 values
 }
 
 struct FragmentValues {
@@ -37,7 +39,8 @@ struct Welcome {
   learner @0 :UInt32;
   incarnation @1 :UInt64;
   topology @2 :Topology;
-  fragments @3 :List(FragmentValues);   # every fragment's current version and values
+  fragments @3 :List(FragmentValues);   # every fragment's current version and values; a version-0
+                                        # fragment without values: the seed's initialization
   hasMoments @4 :Bool;
   moments @5 :OptimizerState;
 }

@@ -250,6 +250,20 @@ BOOST_AUTO_TEST_CASE(registration_welcomes_with_the_global_model_and_refuses_str
   BOOST_CHECK_EQUAL(received<Welcome>(0).size(), 2u);
 }
 
+BOOST_AUTO_TEST_CASE(a_learner_with_the_same_initialization_is_welcomed_without_values) {
+  const uint32_t crc = parameters_crc(theta0);
+  send(0, Register{0, 1, fingerprint(), "", {}, crc});
+  BOOST_CHECK_EQUAL(received<Welcome>(0).at(0).fragments.at(0).values.count, 0u);
+  send(1, Register{1, 1, fingerprint(), "", {}, crc ^ 1});  // it would make other values
+  BOOST_CHECK_EQUAL(received<Welcome>(1).at(0).fragments.at(0).values.count, params);
+  progress(0, 4);
+  send(0, push(0, received<Pull>(0).at(0).round, 0, 4, 32, 1.0f));
+  send(1, push(1, received<Pull>(1).at(0).round, 0, 0, 0, 0.0f));
+  BOOST_REQUIRE_EQUAL(received<Broadcast>(0).size(), 1u);
+  send(2, Register{2, 1, fingerprint(), "", {}, crc});  // version 1 is no initialization
+  BOOST_CHECK_EQUAL(received<Welcome>(2).at(0).fragments.at(0).values.count, params);
+}
+
 BOOST_AUTO_TEST_CASE(a_round_falls_due_when_k_learners_did_h_steps_and_every_live_learner_is_pulled) {
   for (size_t m = 0; m < 3; ++m) join(m);
   progress(0, 3);

@@ -68,6 +68,23 @@ Broadcast absolute(uint64_t version, const std::vector<float>& values, std::vect
 
 BOOST_AUTO_TEST_SUITE(learner_core_test)
 
+BOOST_AUTO_TEST_CASE(a_welcome_without_values_is_the_seeds_initialization) {
+  const Topology t = small_topology(/*carry=*/false);
+  auto job = Job::load(t, "");
+  BOOST_REQUIRE(job.ok());
+  auto core = LearnerCore::create(1, 1, *job);
+  BOOST_REQUIRE(core.ok());
+  const auto theta0 = initial_parameters(**make_model(t), t);
+  BOOST_CHECK_EQUAL((*core)->make_register("").initial_crc, parameters_crc(theta0));
+  Welcome w;
+  w.topology = t;
+  w.fragments = {{0, 1, Payload{}}};  // only version 0 may come without values
+  BOOST_CHECK(!(*core)->welcome(w).ok());
+  w.fragments = {{0, 0, Payload{}}};
+  BOOST_REQUIRE((*core)->welcome(w).ok());
+  BOOST_CHECK(std::vector<float>((*core)->parameters().begin(), (*core)->parameters().end()) == theta0);
+}
+
 BOOST_AUTO_TEST_CASE(overwrite_adopts_the_global_values_and_forgets_the_progress) {
   Learner l(small_topology(/*carry=*/false));
   l.steps(3);

@@ -31,12 +31,15 @@ struct SweepSpec {
 
 struct SweepOutcome {
   std::vector<TrialRecord> records;  // every trial of the spec that has one, run now or before
+  std::vector<SweepRow> rows;        // summarized per variant (also written to <dir>/sweep.json)
+  std::string json_path;
   int ran = 0, resumed = 0, failed = 0;
   bool interrupted = false;  // `stop` said so: the trial it cut short left no record
 };
 
-// `progress` gets a line before and after each trial: which of how many,
-// elapsed and remaining time. `stop` is polled while a trial runs; when it
+// At the end (also when interrupted) the summary of every variant goes to
+// <dir>/sweep.json. `progress` gets a line before and after each trial: which
+// of how many, elapsed and remaining time. `stop` is polled while a trial runs; when it
 // returns true the trial is stopped and the sweep ends.
 Result<SweepOutcome> run_sweep(const SweepSpec& spec, const std::function<void(const std::string&)>& progress,
                                const std::function<bool()>& stop = {});

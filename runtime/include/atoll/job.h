@@ -30,6 +30,8 @@ Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, const To
 
 // The initial global parameters: the model's initialization from the topology's seed.
 std::vector<float> initial_parameters(const Model& model, const Topology& topology);
+// Their CRC32C: a learner and the syncer compare it before a welcome leaves them out.
+uint32_t parameters_crc(std::span<const float> params);
 
 // Gaussian clusters: `classes` centres in `features` dimensions, `count`
 // examples, labels balanced; the same seed gives the same set.

@@ -136,6 +136,7 @@ class LearnerCore {
   int64_t last_tokens_ = 0;
   double last_seconds_ = 0.0;
   double loss_ema_ = 0.0, step_ema_ = 0.0;
+  uint32_t initial_crc_;  // of the seed's initialization: a welcome may leave it out
 };
 
 }  // namespace atl

@@ -33,6 +33,10 @@ struct Register {
   uint64_t fingerprint = 0;
   std::string token;
   std::vector<FragmentValues> bases;  // adopted global copies; empty when fresh
+  // CRC32C of the learner's initialization from the topology's seed (0: not
+  // given). When it matches the syncer's, a welcome sends a version-0
+  // fragment without values (Payload count 0): the learner has them.
+  uint32_t initial_crc = 0;
   friend bool operator==(const Register&, const Register&) = default;
 };
 

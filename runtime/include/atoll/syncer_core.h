@@ -115,6 +115,7 @@ struct LearnerRecord {
   // from that base (or an older one) would merge the same progress twice.
   std::vector<std::optional<uint64_t>> merged_base;
   uint64_t merged = 0;              // pushes merged
+  uint32_t initial_crc = 0;         // of its initialization, from its last Register
   std::vector<FragmentProgress> progress;  // per fragment, as reported
 };
 
@@ -235,6 +236,7 @@ class SyncerCore {
     // are differences to it). Empty when unknown (after a restore or a
     // recovery): the next broadcast then sends the values.
     std::vector<float> held;
+    bool initial = true;  // values are the seed's initialization (learners can make them)
   };
 
   SyncerCore(const Topology& topology, std::unique_ptr<Model> model, std::vector<Fragment> fragments,
@@ -293,6 +295,7 @@ class SyncerCore {
   SteadyTime start_;    // the run's start (time base of statistics)
   SyncerStats stats_;
   std::string token_;  // the cluster token; empty: joins need no proof
+  uint32_t initial_crc_ = 0;  // of the seed's initialization
 };
 
 }  // namespace atl
