@@ -66,6 +66,7 @@ Result<SweepOutcome> run_sweep(const SweepSpec& spec, const std::function<void(c
       Trial t{v, seed};
       auto topology = load_topology(spec.topology_file, trial_overrides(spec, t));
       if (!topology.ok()) return topology.status().with_context("variant '" + v.label + "'");
+      t.topology_hash = stable_hash(to_toml(*topology));
       trials.push_back(std::move(t));
       topologies.push_back(std::move(*topology));
     }

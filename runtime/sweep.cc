@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <numeric>
 #include <sstream>
@@ -19,6 +20,12 @@ namespace {
 uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
   for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
   return h;
+}
+
+std::string hex(uint64_t h) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
 }
 
 std::string trim(const std::string& s) {
@@ -92,13 +99,14 @@ std::vector<Variant> expand_grid(const std::vector<GridAxis>& axes) {
   return out;
 }
 
+uint64_t stable_hash(const std::string& text) { return fnv1a(text); }
+
 std::string Trial::id() const {
   uint64_t h = fnv1a(variant.label);
   h = fnv1a("\x1f" + std::to_string(seed), h);
   for (const auto& o : variant.overrides) h = fnv1a("\x1f" + o, h);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "trial-%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  h = fnv1a("\x1f" + hex(topology_hash), h);
+  return "trial-" + hex(h);
 }
 
 TrialRecord TrialRecord::of(const Trial& trial, const Report& r) {
@@ -106,6 +114,7 @@ TrialRecord TrialRecord::of(const Trial& trial, const Report& r) {
   t.label = trial.variant.label;
   t.seed = trial.seed;
   t.overrides = trial.variant.overrides;
+  t.topology_hash = trial.topology_hash;
   t.ok = std::isfinite(r.eval.loss);
   if (!t.ok) t.error = "no held-out loss (the global model was not there at the end)";
   t.text = r.eval.bits_per_byte > 0;
@@ -129,6 +138,7 @@ TrialRecord TrialRecord::failed(const Trial& trial, const std::string& error) {
   t.label = trial.variant.label;
   t.seed = trial.seed;
   t.overrides = trial.variant.overrides;
+  t.topology_hash = trial.topology_hash;
   t.error = error;
   return t;
 }
@@ -148,6 +158,7 @@ std::string TrialRecord::to_toml() const {
   toml::table t{{"label", label},
                 {"seed", static_cast<int64_t>(seed)},
                 {"overrides", strings(overrides)},
+                {"topology", hex(topology_hash)},
                 {"ok", ok},
                 {"error", error},
                 {"text", text},
@@ -193,6 +204,7 @@ Result<TrialRecord> TrialRecord::parse_toml(const std::string& text, const std::
   r.seed = static_cast<uint64_t>(t["seed"].value<int64_t>().value_or(0));
   if (const auto* a = t["overrides"].as_array())
     for (const auto& o : *a) r.overrides.push_back(o.value<std::string>().value_or(""));
+  r.topology_hash = std::strtoull(str("topology").c_str(), nullptr, 16);
   r.ok = t["ok"].value<bool>().value_or(false);
   r.error = str("error");
   r.text = t["text"].value<bool>().value_or(false);
@@ -232,7 +244,7 @@ Result<std::optional<TrialRecord>> load_record(const std::string& dir, const Tri
   auto record = TrialRecord::parse_toml(std::string(bytes->begin(), bytes->end()), path);
   if (!record.ok()) return record.status();
   if (record->label != trial.variant.label || record->seed != trial.seed ||
-      record->overrides != trial.variant.overrides)
+      record->overrides != trial.variant.overrides || record->topology_hash != trial.topology_hash)
     return std::optional<TrialRecord>();  // a hash collision, or edited by hand: run it again
   return std::optional<TrialRecord>(std::move(*record));
 }

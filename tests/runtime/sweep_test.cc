@@ -58,10 +58,16 @@ BOOST_AUTO_TEST_CASE(a_record_round_trips_and_resumes_only_its_own_trial) {
   BOOST_REQUIRE_EQUAL((*back)->curve.size(), 2u);
   BOOST_CHECK_CLOSE(*(*back)->quality_at_seconds(8.75), (2.9 + 2.164) / 2, 1e-9);  // halfway
   BOOST_CHECK(!(*back)->quality_at_seconds(1.0));  // before the curve's first point
-  // Another seed, or other overrides, is another trial.
+  // Another seed, or another topology, is another trial.
   auto other = load_record(dir.path(), Trial{{"outer.lr=0.5", {"outer.lr=0.5"}}, 4});
   BOOST_REQUIRE(other.ok());
   BOOST_CHECK(!other->has_value());
+  Trial edited = trial;
+  edited.topology_hash = stable_hash("tokens = 2000");
+  BOOST_CHECK_NE(edited.id(), trial.id());
+  auto moved = load_record(dir.path(), edited);
+  BOOST_REQUIRE(moved.ok());
+  BOOST_CHECK(!moved->has_value());
   // A damaged record is an error naming its file.
   std::ofstream(dir.file(trial.id() + ".toml")) << "label = [";
   auto damaged = load_record(dir.path(), trial);

@@ -42,15 +42,22 @@ std::vector<Variant> expand_grid(const std::vector<GridAxis>& axes);
 struct Trial {
   Variant variant;
   uint64_t seed = 1;
-  // Stable file name of its record: "trial-<16 hex digits of a hash of label, seed, overrides>".
+  // A hash of the whole topology the trial runs (file, shared overrides and
+  // the variant's): a record made with another topology is not this trial's.
+  uint64_t topology_hash = 0;
+  // Stable file name of its record: "trial-<16 hex digits of a hash of all the above>".
   std::string id() const;
 };
+
+// A stable hash of a text (FNV-1a, 64 bits), e.g. of to_toml(topology).
+uint64_t stable_hash(const std::string& text);
 
 // What a finished trial measured: the report's figures a summary needs.
 struct TrialRecord {
   std::string label;
   uint64_t seed = 0;
   std::vector<std::string> overrides;
+  uint64_t topology_hash = 0;
   bool ok = false;
   std::string error;  // when !ok
   bool text = false;  // a language model: quality is bits per byte (lower is better), else accuracy
@@ -73,7 +80,7 @@ struct TrialRecord {
 };
 
 // Reads the record of `trial` from `dir`, if it is there and belongs to the
-// trial (same label, seed and overrides). A record that does not parse is an
+// trial (same label, seed, overrides and topology). A record that does not parse is an
 // error naming the file (the caller may run the trial again).
 Result<std::optional<TrialRecord>> load_record(const std::string& dir, const Trial& trial);
 // Writes the record atomically (temporary file, fsync, rename).
