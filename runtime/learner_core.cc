@@ -190,7 +190,7 @@ std::vector<Push> LearnerCore::due_pushes() {
   const auto& o = topology().outer;
   for (uint32_t p = 0; p < fragments_.size(); ++p) {
     const Track& t = tracks_[p];
-    if (!t.pushed && t.steps >= steps_until_due(static_cast<int>(p), o.fragments, o.sync_every, t.version))
+    if (!t.pushed && t.steps >= steps_until_due(static_cast<int>(p), o.fragments, sync_interval(o, t.version), t.version))
       out.push_back(make_push(p, 0));
   }
   return out;

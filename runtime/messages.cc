@@ -131,6 +131,8 @@ void put(const Topology& t, s::Topology::Builder b) {
   o.setCarryProgress(t.outer.carry_progress);
   o.setLrWarmupRounds(static_cast<uint32_t>(t.outer.lr_warmup_rounds));
   o.setBroadcastBlock(t.outer.broadcast_block);
+  o.setSyncEveryStart(static_cast<uint32_t>(t.outer.sync_every_start));
+  o.setSyncRampRounds(static_cast<uint32_t>(t.outer.sync_ramp_rounds));
   auto c = b.initCheckpoint();
   c.setDir(t.checkpoint.dir);
   c.setEveryRounds(static_cast<uint32_t>(t.checkpoint.every_rounds));
@@ -197,6 +199,8 @@ Topology get(s::Topology::Reader r) {
   t.outer.carry_progress = o.getCarryProgress();
   t.outer.lr_warmup_rounds = as_int(o.getLrWarmupRounds());
   t.outer.broadcast_block = o.getBroadcastBlock();
+  t.outer.sync_every_start = as_int(o.getSyncEveryStart());
+  t.outer.sync_ramp_rounds = as_int(o.getSyncRampRounds());
   auto c = r.getCheckpoint();
   t.checkpoint.dir = c.getDir().cStr();
   t.checkpoint.every_rounds = as_int(c.getEveryRounds());

@@ -478,7 +478,8 @@ void SyncerCore::check_due(uint32_t p, SteadyTime now, SyncerEffects& fx) {
   FragmentState& s = states_[p];
   if (s.open || flushing()) return;
   const uint64_t threshold =
-      steps_until_due(static_cast<int>(p), static_cast<int>(states_.size()), topology_.outer.sync_every, s.version);
+      steps_until_due(static_cast<int>(p), static_cast<int>(states_.size()), sync_interval(topology_.outer, s.version),
+                      s.version);
   int due = 0;
   for (uint32_t m = 0; m < learners_.size(); ++m) {
     const auto& l = learners_[m];

@@ -78,6 +78,13 @@ Result<Weighting> parse_weighting(std::string_view name) {
   return parse_enum("weighting", name, kAll, weighting_name);
 }
 
+int sync_interval(const OuterSpec& o, uint64_t version) {
+  if (o.sync_every_start <= 0 || o.sync_ramp_rounds <= 0 || version >= static_cast<uint64_t>(o.sync_ramp_rounds))
+    return o.sync_every;
+  const double f = static_cast<double>(version) / o.sync_ramp_rounds;
+  return std::max(1, static_cast<int>(std::lround(o.sync_every_start + f * (o.sync_every - o.sync_every_start))));
+}
+
 int64_t tokens_per_step(const Topology& t, uint32_t learner) {
   const int64_t batch = t.learners[learner].batch_size;
   return t.model.kind == ModelKind::kTransformer ? batch * t.model.context : batch;
@@ -131,6 +138,11 @@ Status validate(const Topology& t) {
   const auto& o = t.outer;
   c.range("outer.fragments", o.fragments, 1, 4096);
   c.range("outer.sync_every", o.sync_every, 1, 1 << 20);
+  c.range("outer.sync_every_start", o.sync_every_start, 0, 1 << 20);
+  c.range("outer.sync_ramp_rounds", o.sync_ramp_rounds, 0, 1 << 20);
+  c.require(o.sync_every_start == 0 || o.sync_ramp_rounds > 0,
+            "outer.sync_every_start = " + std::to_string(o.sync_every_start) +
+                " needs outer.sync_ramp_rounds > 0: the rounds over which H grows to outer.sync_every");
   c.range("outer.overlap", o.overlap, 0, 1 << 20);
   c.range("outer.quorum", o.quorum, 1, 1024);
   c.require(o.quorum <= m, "outer.quorum = " + std::to_string(o.quorum) + " exceeds the " +

@@ -62,6 +62,8 @@ const std::map<std::string, Setter>& scalar_keys() {
       {"outer.force_avg", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.force_avg = get_bool(n, k); }},
       {"outer.reconfigure_seconds", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.reconfigure_seconds = get_number(n, k); }},
       {"outer.broadcast_block", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.broadcast_block = static_cast<uint32_t>(get_int(n, k, 0, UINT32_MAX)); }},
+      {"outer.sync_every_start", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.sync_every_start = get_int32(n, k); }},
+      {"outer.sync_ramp_rounds", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.sync_ramp_rounds = get_int32(n, k); }},
       {"outer.final_flush", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.final_flush = get_bool(n, k); }},
       {"outer.carry_progress", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.carry_progress = get_bool(n, k); }},
       {"outer.lr_warmup_rounds", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.lr_warmup_rounds = get_int32(n, k); }},
@@ -273,7 +275,9 @@ std::string to_toml(const Topology& t) {
                                    {"weighting", weighting_name(o.weighting)}, {"force_avg", o.force_avg},
                                    {"reconfigure_seconds", o.reconfigure_seconds},
                                    {"final_flush", o.final_flush}, {"carry_progress", o.carry_progress},
-                                   {"lr_warmup_rounds", o.lr_warmup_rounds}});
+                                   {"lr_warmup_rounds", o.lr_warmup_rounds},
+                                   {"sync_every_start", o.sync_every_start},
+                                   {"sync_ramp_rounds", o.sync_ramp_rounds}});
   root.insert("checkpoint", toml::table{{"dir", t.checkpoint.dir}, {"every_rounds", t.checkpoint.every_rounds},
                                         {"every_seconds", t.checkpoint.every_seconds}, {"keep", t.checkpoint.keep}});
   toml::array learners;

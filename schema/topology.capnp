@@ -87,6 +87,8 @@ struct OuterSpec {
   carryProgress @18 :Bool;
   lrWarmupRounds @19 :UInt32;
   broadcastBlock @20 :UInt32;
+  syncEveryStart @21 :UInt32;
+  syncRampRounds @22 :UInt32;
 }
 
 struct CheckpointSpec {

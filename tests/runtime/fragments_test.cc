@@ -8,6 +8,7 @@
 #include "atoll/fragments.h"
 #include "atoll/mlp.h"
 #include "atoll/rng.h"
+#include "atoll/topology.h"
 #include "test_support.h"
 
 namespace atl {
@@ -175,6 +176,20 @@ BOOST_AUTO_TEST_CASE(fingerprint_changes_with_any_tensor_property) {
   ParamLayout a2;
   a2.add("w", 4, 3, TensorRole::kBody, true);
   BOOST_CHECK_EQUAL(a.fingerprint(), a2.fingerprint());
+}
+
+BOOST_AUTO_TEST_CASE(the_sync_interval_ramps_from_its_start_to_h) {
+  OuterSpec o;
+  o.sync_every = 24;
+  BOOST_CHECK_EQUAL(sync_interval(o, 0), 24);  // no ramp
+  o.sync_every_start = 6;
+  o.sync_ramp_rounds = 10;
+  BOOST_CHECK_EQUAL(sync_interval(o, 0), 6);
+  BOOST_CHECK_EQUAL(sync_interval(o, 5), 15);
+  BOOST_CHECK_EQUAL(sync_interval(o, 10), 24);
+  BOOST_CHECK_EQUAL(sync_interval(o, 1000), 24);
+  // Staggering uses the interval of version 0: fragment 2 of 12 first falls due at 3 * 6 / 12.
+  BOOST_CHECK_EQUAL(steps_until_due(2, 12, sync_interval(o, 0), 0), 1u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

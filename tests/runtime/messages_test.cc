@@ -52,6 +52,8 @@ Topology unusual_topology() {
   t.outer.final_flush = false;
   t.outer.lr_warmup_rounds = 7;
   t.outer.broadcast_block = 32;
+  t.outer.sync_every_start = 6;
+  t.outer.sync_ramp_rounds = 40;
   return t;
 }
 

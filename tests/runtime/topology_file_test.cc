@@ -123,6 +123,12 @@ BOOST_AUTO_TEST_CASE(a_missing_file_is_not_found_by_name) {
   BOOST_CHECK(t.status().message().find("/nonexistent/topo.toml") != std::string_view::npos);
 }
 
+BOOST_AUTO_TEST_CASE(default_toml_is_the_built_in_default_written_out) {
+  auto t = load_topology(std::string(ATOLL_SOURCE_DIR) + "/examples/topologies/default.toml");
+  BOOST_REQUIRE_MESSAGE(t.ok(), t.status().to_string());
+  BOOST_CHECK_MESSAGE(*t == Topology{}, "default.toml differs from the built-in default:\n" << to_toml(*t));
+}
+
 BOOST_AUTO_TEST_CASE(the_example_topologies_are_valid) {
   const std::string dir = std::string(ATOLL_SOURCE_DIR) + "/examples/topologies";
   int seen = 0;

@@ -87,6 +87,12 @@ struct DataSpec {
 struct OuterSpec {
   int fragments = 12;             // P
   int sync_every = 24;            // H: a learner pushes a fragment every H of its inner steps
+  // Post-local start: a fragment's first rounds come every sync_every_start
+  // steps, and the interval grows linearly to sync_every over its first
+  // sync_ramp_rounds rounds (0: H from the start). Early on, replicas drift
+  // apart fastest; later, syncing less often costs little.
+  int sync_every_start = 0;
+  int sync_ramp_rounds = 0;
   int overlap = 2;                // tau: a broadcast may arrive up to tau steps after a push
   int quorum = 1;                 // K: distinct learners a round waits for
   double grace_gamma = 1.0;       // grace = clamp(gamma*(tau*step - to_quorum - sync), 0, cap)
@@ -154,6 +160,10 @@ struct Topology {
 
   friend bool operator==(const Topology&, const Topology&) = default;
 };
+
+// H for the round that follows `version` of a fragment (outer.sync_every,
+// after the ramp from outer.sync_every_start).
+int sync_interval(const OuterSpec& outer, uint64_t version);
 
 // Tokens one inner step of `learner` trains: batch_size examples, or
 // batch_size windows of model.context predicted bytes.
