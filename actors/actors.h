@@ -53,7 +53,7 @@ struct LearnerArgs {
   uint64_t incarnation = 1;
   std::shared_ptr<const Job> job;
   std::shared_ptr<Directory> directory;
-  ComputePool* pool = nullptr;  // outlives every learner; slot = id
+  ComputePool* pool = nullptr;  // outlives every learner
   std::shared_ptr<RunBoard> board;  // re-integration times, adopted versions
   std::shared_ptr<MessageFaults> faults;  // the send path's interposition point (null: none)
   std::string cluster_token;  // proven in every Register (empty: one process, none needed)

@@ -97,7 +97,7 @@ void try_step(LearnerActor* self) {
   }
   st.computing = true;
   st.step_started = self->clock().now();
-  st.args.pool->submit(static_cast<int>(st.args.id), [core = st.core, me = caf::actor_cast<caf::actor>(self)] {
+  st.args.pool->submit([core = st.core, me = caf::actor_cast<caf::actor>(self)] {
     try {
       const auto r = core->step();
       caf::anon_send(me, step_done_atom_v, static_cast<double>(r.loss), r.tokens, r.compute_seconds);

@@ -158,7 +158,7 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
   if (!job.ok()) return job.status();
   impl->job = std::move(*job);
   const int m = static_cast<int>(topology.learners.size());
-  impl->pool = std::make_unique<ComputePool>(options.compute_threads, m);
+  impl->pool = std::make_unique<ComputePool>(options.compute_threads);
   impl->config = std::make_unique<Config>(std::max(1, options.control_threads), cluster);
   impl->system = std::make_unique<caf::actor_system>(*impl->config);
   auto& sys = *impl->system;

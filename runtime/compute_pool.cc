@@ -5,39 +5,38 @@
 
 namespace atl {
 
-ComputePool::ComputePool(int threads, int slots)
+ComputePool::ComputePool(int threads)
     : threads_(threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {
   // TBB counts the application thread in max_allowed_parallelism; tasks here
   // are only ever enqueued, so all of them run on workers: ask for one more.
   control_ = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
                                                    static_cast<size_t>(threads_ + 1));
-  for (int i = 0; i < slots; ++i)
-    arenas_.push_back(std::make_unique<tbb::task_arena>(1, 0));  // one worker, no slot kept for a caller
+  arena_ = std::make_unique<tbb::task_arena>(threads_, 0);  // no slot kept for a caller
 }
 
 ComputePool::~ComputePool() {
   wait_idle();
-  arenas_.clear();
+  arena_.reset();
 }
 
-void ComputePool::submit(int slot, std::function<void()> task) {
+void ComputePool::submit(std::function<void()> task) {
   {
     std::lock_guard lock(mu_);
     if (running_ >= threads_) {
-      waiting_.emplace_back(slot, std::move(task));
+      waiting_.push_back(std::move(task));
       return;
     }
     ++running_;
   }
-  launch(slot, std::move(task));
+  launch(std::move(task));
 }
 
-void ComputePool::launch(int slot, std::function<void()> task) {
+void ComputePool::launch(std::function<void()> task) {
   auto held = std::make_shared<std::function<void()>>(std::move(task));
-  arenas_.at(static_cast<size_t>(slot))->enqueue([this, held] {
+  arena_->enqueue([this, held] {
     (*held)();
     *held = nullptr;  // release what the task holds before anyone can see the pool idle
-    std::pair<int, std::function<void()>> next{-1, {}};
+    std::function<void()> next;
     {
       std::lock_guard lock(mu_);
       if (!waiting_.empty()) {
@@ -47,7 +46,7 @@ void ComputePool::launch(int slot, std::function<void()> task) {
         idle_.notify_all();
       }
     }
-    if (next.first >= 0) launch(next.first, std::move(next.second));  // keeps its admission
+    if (next) launch(std::move(next));  // keeps its admission
   });
 }
 
