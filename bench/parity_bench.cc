@@ -4,19 +4,22 @@
 //   atoll_parity_bench [TOPOLOGY.toml] [--set key=value]... [--seeds N] [--out DIR]
 //                      [--only headline|controls|levers|NAME,...]
 //
-// Groups (default: headline):
-//   headline  decoupled (the default topology: 4 learners of speeds 1, 1, 0.7,
-//             0.5, K = 1 with grace, int4 pushes) against dp with its own tuned
-//             learning rate, at the default budget of 17.5M bytes: 20 bytes per
-//             parameter of the 875k-parameter transformer
+// Groups (default: headline), each on the topology with its own settings:
+//   headline  decoupled (4 learners of speeds 1, 1, 0.7, 0.5, K = 1 with
+//             grace, int4 pushes) against dp with its own tuned learning
+//             rate, at 20 bytes per parameter: the default transformer with 2
+//             blocks instead of 4 (479k parameters, 9.6M bytes), which makes
+//             three seeds of both modes affordable on 2 cores (about 35 min)
 //   controls  one learner: decoupled (outer steps over its own progress)
 //             against plain training, the same batch, lr and budget
-//   levers    decoupled with one setting changed: what each lever buys
+//   levers    the default job (4M bytes) with one setting changed: what each
+//             lever buys, against the default and against `--set mode=dp`
 //
 // Every run evaluates its global model at 10 points, so the equal-time column
-// reads dp's quality at the wall time the other run took (dp is paced by its
-// slowest learner); a run longer than dp's is compared with dp's end.
-// Records go to --out (default atoll-bench/parity); the same command resumes.
+// reads the baseline's quality at the wall time the other run took (dp is
+// paced by its slowest learner); a run longer than the baseline's is compared
+// with its end. Records go to --out (default atoll-bench/parity); the same
+// command resumes. A --set applies to every group, after the group's settings.
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -30,33 +33,39 @@ namespace {
 using atl::TrialRecord;
 using atl::Variant;
 
-// dp's learning rate, tuned at this budget (README, "Model quality"): the
-// baseline is dp at its best, not at decoupled's settings.
+// dp's learning rate, tuned at the headline's budget (README, "Model
+// quality"): the baseline is dp at its best, not at decoupled's settings.
 const std::string kDpLr = "inner.lr=3e-3";
 const std::string kOneLearner = "learners=[{speed=1.0,batch_size=32}]";
+const std::vector<std::string> kSmallModel = {"model.layers=2"};  // 478,976 parameters
 
 struct Group {
   std::string name;
-  std::string baseline;  // the variant the others are compared with
+  std::vector<std::string> settings;  // before each variant's own
+  std::string baseline;               // the variant the others are compared with
   std::vector<Variant> variants;
 };
 
 std::vector<Group> groups() {
+  auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
   return {
-      {"headline", "dp", {{"decoupled", {}}, {"dp", {"mode=dp", kDpLr}}}},
-      {"controls",
-       "1 learner alone",
+      {"headline", with(kSmallModel, {"tokens=9600000"}), "dp",
+       {{"decoupled", {}}, {"dp", {"mode=dp", kDpLr}}}},
+      {"controls", with(kSmallModel, {"tokens=2500000"}), "1 learner alone",
        {{"1 learner, decoupled", {kOneLearner}}, {"1 learner alone", {"mode=dp", kOneLearner}}}},
-      {"levers",
-       "dp",
-       {{"no final flush", {"outer.final_flush=false"}},
-        {"overwrite, no carry", {"outer.carry_progress=false"}},
+      {"levers", {}, "default job",
+       {{"default job", {}},
+        {"default job, dp", {"mode=dp"}},
+        {"no final flush", {"outer.final_flush=false"}},
+        {"no carry", {"outer.carry_progress=false"}},
         {"bf16 pushes", {"outer.push_codec=bf16"}},
         {"int2 pushes", {"outer.push_codec=int2"}},
-        {"bf16 broadcasts", {"outer.broadcast_codec=bf16"}},
-        {"K=1 no grace", {"outer.grace_gamma=0"}},
-        {"H=12", {"outer.sync_every=12"}},
-        {"H=48", {"outer.sync_every=48"}}}},
+        {"int4 broadcasts", {"outer.broadcast_codec=int4"}},
+        {"int2 broadcasts", {"outer.broadcast_codec=int2"}},
+        {"H=24", {"outer.sync_every=24"}}}},
   };
 }
 
@@ -138,12 +147,11 @@ int main(int argc, char** argv) {
   options.out = "atoll-bench/parity";
   options.seeds = 3;
   options.curve_points = 10;
-  options.overrides = {"tokens=17500000"};
   const char* usage =
       "Held-out quality of decoupled against dp (tuned lr) at equal tokens and at equal wall time,\n"
       "every variant over --seeds seeds (default 3). --only picks groups (headline, controls, levers)\n"
-      "or variants by name; default: headline. A later --set tokens=N changes the budget.\n"
-      "Records go to --out (default atoll-bench/parity); the same command resumes.\n";
+      "or variants by name; default: headline. A --set (say tokens=N) applies after each group's\n"
+      "own settings. Records go to --out (default atoll-bench/parity); the same command resumes.\n";
   if (int status = atl::bench::parse_bench_args(argc, argv, usage, options); status >= 0) return status;
   if (options.only.empty()) options.only = {"headline"};
 
@@ -153,28 +161,22 @@ int main(int argc, char** argv) {
   for (const auto& g : groups()) {
     bool whole = false;
     for (const auto& o : options.only) whole |= o == g.name;
-    Group picked{g.name, g.baseline, {}};
+    Group picked{g.name, g.settings, g.baseline, {}};
     for (const auto& v : g.variants) {
       known.insert(v.label);
-      bool named = whole;
+      bool named = whole || v.label == g.baseline;  // the baseline runs with its group
       for (const auto& o : options.only) named |= o == v.label;
-      if (named) picked.variants.push_back(v);
+      if (!named) continue;
+      Variant run{v.label, g.settings};  // the group's settings, the variant's, then --set
+      run.overrides.insert(run.overrides.end(), v.overrides.begin(), v.overrides.end());
+      run.overrides.insert(run.overrides.end(), options.overrides.begin(), options.overrides.end());
+      picked.variants.push_back(run);
     }
-    if (picked.variants.empty()) continue;
-    // The baseline always runs with its group.
-    bool has_baseline = false;
-    for (const auto& v : picked.variants) has_baseline |= v.label == g.baseline;
-    if (!has_baseline)
-      for (const auto& h : groups())
-        for (const auto& v : h.variants)
-          if (v.label == g.baseline && !has_baseline) picked.variants.push_back(v), has_baseline = true;
-    for (const auto& v : picked.variants) {
-      bool seen = false;
-      for (const auto& w : variants) seen |= w.label == v.label;
-      if (!seen) variants.push_back(v);
-    }
+    if (picked.variants.size() < 2 && !whole) continue;  // only the baseline: nothing named here
+    variants.insert(variants.end(), picked.variants.begin(), picked.variants.end());
     chosen.push_back(std::move(picked));
   }
+  options.overrides.clear();  // applied per variant above
   for (const auto& o : options.only)
     if (o != "headline" && o != "controls" && o != "levers" && !known.count(o)) {
       std::fprintf(stderr, "%s: --only %s: no such group or variant\n", argv[0], o.c_str());

@@ -56,6 +56,8 @@ struct TestConfig : caf::actor_system_config {
   TestConfig() { register_types(*this); }
 };
 
+constexpr float kEta = 0.7f, kMu = 0.8f;  // Nesterov from zero velocity moves 1.26 g
+
 // mlp 4-5-3 (43 parameters) on synthetic data; one fragment (AVG: it holds
 // the head); H = 4; K = 1; grace = gamma * tau * T = 0.2 s with T = 0.1 s.
 Topology small_topology() {
@@ -75,13 +77,14 @@ Topology small_topology() {
   t.outer.grace_cap_steps = 2.0;
   t.outer.push_codec = Codec::kFp32;
   t.outer.broadcast_codec = Codec::kFp32;
+  t.outer.nesterov = {kEta, kMu};
+  t.outer.carry_progress = false;  // a broadcast overwrites: the values checked are the global ones
   t.checkpoint.dir = "";
   t.tokens = 1'000'000'000;  // never reached
   return t;
 }
 
 constexpr double kStepSeconds = 0.1;
-constexpr float kEta = 0.7f, kMu = 0.8f;  // the outer defaults: Nesterov from zero velocity moves 1.26 g
 
 struct Fixture : test_coordinator_fixture<TestConfig> {
   Topology topology = small_topology();

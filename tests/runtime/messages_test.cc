@@ -48,6 +48,7 @@ Topology unusual_topology() {
   t.outer.push_block = 128;
   t.outer.broadcast_codec = Codec::kBf16;
   t.outer.blend_alpha = 0.25f;
+  t.outer.carry_progress = false;  // excludes blend_alpha
   t.outer.barrier = true;
   t.outer.final_flush = false;
   t.outer.lr_warmup_rounds = 7;

@@ -107,6 +107,7 @@ BOOST_AUTO_TEST_CASE(printed_topologies_read_back_unchanged) {
   t.inner.beta2 = 0.95f;
   t.outer.nesterov = {0.5f, 0.9f};
   t.outer.blend_alpha = 0.1f;
+  t.outer.carry_progress = false;  // excludes blend_alpha
   t.model.kind = ModelKind::kMlp;
   t.data.kind = DataKind::kMnist;
   t.model.hidden = {128, 64};
