@@ -33,9 +33,10 @@ namespace {
 using atl::TrialRecord;
 using atl::Variant;
 
-// dp's learning rate, tuned at the headline's budget (README, "Model
-// quality"): the baseline is dp at its best, not at decoupled's settings.
-const std::string kDpLr = "inner.lr=3e-3";
+// dp's learning rate, tuned at the headline's budget: 6e-3 reached 1.687
+// bits per byte, 4e-3 1.693 (one seed; 3e-3 lost to 4e-3 at 4M bytes). The
+// baseline is dp at its best, not at decoupled's settings.
+const std::string kDpLr = "inner.lr=6e-3";
 const std::string kOneLearner = "learners=[{speed=1.0,batch_size=32}]";
 const std::vector<std::string> kSmallModel = {"model.layers=2"};  // 478,976 parameters
 
@@ -63,8 +64,7 @@ std::vector<Group> groups() {
         {"no carry", {"outer.carry_progress=false"}},
         {"bf16 pushes", {"outer.push_codec=bf16"}},
         {"int2 pushes", {"outer.push_codec=int2"}},
-        {"int4 broadcasts", {"outer.broadcast_codec=int4"}},
-        {"int2 broadcasts", {"outer.broadcast_codec=int2"}},
+        {"bf16 broadcasts", {"outer.broadcast_codec=bf16"}},
         {"H=24", {"outer.sync_every=24"}}}},
   };
 }
@@ -110,6 +110,7 @@ Paired pair_with(const std::vector<TrialRecord>& records, const std::string& lab
 std::string comparison_table(const std::vector<Group>& chosen, const std::vector<TrialRecord>& records) {
   std::string out;
   char buf[512];
+  bool any_longer = false;
   for (const auto& g : chosen) {
     std::snprintf(buf, sizeof buf, "\n%s: against '%s', paired by seed (negative: better)\n", g.name.c_str(),
                   g.baseline.c_str());
@@ -127,6 +128,7 @@ std::string comparison_table(const std::vector<Group>& chosen, const std::vector
         if (!p.equal_tokens.empty())
           std::snprintf(tokens, sizeof tokens, "%+.2f%% +- %.2f%%", 100 * mean(p.equal_tokens),
                         100 * stddev(p.equal_tokens));
+        any_longer |= p.longer_than_baseline > 0;
         if (!p.equal_time.empty())
           std::snprintf(time, sizeof time, "%+.2f%% +- %.2f%%%s", 100 * mean(p.equal_time), 100 * stddev(p.equal_time),
                         p.longer_than_baseline ? " *" : "");
@@ -136,7 +138,7 @@ std::string comparison_table(const std::vector<Group>& chosen, const std::vector
       out += buf;
     }
   }
-  out += "\n* some runs took longer than the baseline's whole run: compared with its end.\n";
+  if (any_longer) out += "\n* some runs took longer than the baseline's whole run: compared with its end.\n";
   return out;
 }
 
