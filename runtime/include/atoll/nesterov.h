@@ -3,8 +3,10 @@
 //   v <- mu*v + g ;  theta <- theta - lr*(g + mu*v)
 //
 // g is the merged outer gradient (base - learner, see merge.h), so a positive
-// lr moves the global copy towards where the learners went. Keep lr < 1 with
-// mu = 0.9 (lr >= 1 gives loss spikes); lr 0.3-0.7 with mu 0.8-0.9 behave alike.
+// lr moves the global copy towards where the learners went. Keep lr < 1 (lr
+// >= 1 gives loss spikes). The effective step is about lr/(1-mu), so short
+// sync intervals want less momentum: the topology's default is 0.7 with mu
+// 0.6 at H = 12 (topology.h), not this struct's 0.8.
 #pragma once
 
 #include <span>
