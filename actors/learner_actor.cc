@@ -109,6 +109,11 @@ void try_step(LearnerActor* self) {
 
 void handle(LearnerActor* self, Message m) {
   auto& st = self->state;
+  // Pulls, broadcasts and moment requests meant for an earlier incarnation
+  // (delayed, reordered) can arrive before our welcome: nothing to answer with.
+  if (!st.core->welcomed() && (std::holds_alternative<Pull>(m) || std::holds_alternative<Broadcast>(m) ||
+                               std::holds_alternative<MomentsPull>(m)))
+    return;
   if (auto* w = std::get_if<Welcome>(&m)) {
     const uint64_t refused_before = st.core->regressions_refused();
     if (Status s = st.core->welcome(*w); !s.ok()) {
@@ -127,7 +132,7 @@ void handle(LearnerActor* self, Message m) {
             std::chrono::duration<double>(self->clock().now() - st.started).count());
     }
   } else if (auto* mp = std::get_if<MomentsPull>(&m)) {
-    send_to_syncer(self, st.core->moments_for(*mp));
+    if (auto moments = st.core->moments_for(*mp); moments.ok()) send_to_syncer(self, *moments);
   } else if (auto* p = std::get_if<Pull>(&m)) {
     if (auto push = st.core->answer(*p); push.ok()) send_to_syncer(self, *push);
     else log_warn(who(self) + ": " + push.status().to_string());

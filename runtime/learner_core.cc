@@ -78,7 +78,8 @@ Register LearnerCore::make_register(std::string_view cluster_token) const {
   return r;
 }
 
-Moments LearnerCore::moments_for(const MomentsPull& pull) const {
+Result<Moments> LearnerCore::moments_for(const MomentsPull& pull) const {
+  if (!welcomed_) return Status::unavailable("no optimizer state to give before the first welcome");
   return Moments{pull.request, OptimizerState{adamw_->step(), encode_payload(Codec::kBf16, 0, adamw_->first_moment()),
                                               encode_payload(Codec::kBf16, 0, adamw_->second_moment())}};
 }
@@ -173,6 +174,8 @@ Result<Push> LearnerCore::answer(const Pull& pull) {
   if (pull.fragment >= fragments_.size())
     return Status::invalid_argument("pull for fragment " + std::to_string(pull.fragment) + " of " +
                                     std::to_string(fragments_.size()));
+  if (!welcomed_)  // no base to push against: the pull was meant for an earlier incarnation
+    return Status::unavailable("pull for fragment " + std::to_string(pull.fragment) + " before the first welcome");
   return make_push(pull.fragment, pull.round);
 }
 
@@ -200,6 +203,8 @@ Status LearnerCore::apply(const Broadcast& b) {
   if (b.fragment >= fragments_.size())
     return Status::invalid_argument("broadcast for fragment " + std::to_string(b.fragment) + " of " +
                                     std::to_string(fragments_.size()));
+  if (!welcomed_)
+    return Status::unavailable("broadcast of fragment " + std::to_string(b.fragment) + " before the first welcome");
   Track& t = tracks_[b.fragment];
   if (b.version <= t.version) return {};  // already have it (or newer)
   const Fragment& f = fragments_[b.fragment];

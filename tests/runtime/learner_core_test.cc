@@ -85,6 +85,26 @@ BOOST_AUTO_TEST_CASE(a_welcome_without_values_is_the_seeds_initialization) {
   BOOST_CHECK(std::vector<float>((*core)->parameters().begin(), (*core)->parameters().end()) == theta0);
 }
 
+// A restarted learner can receive what the syncer sent its earlier incarnation
+// (a reordered or delayed pull, broadcast or moments request) before its own
+// welcome. It has no base to answer against: it must refuse, not read one.
+BOOST_AUTO_TEST_CASE(messages_before_the_first_welcome_are_refused_not_answered) {
+  for (bool carry : {false, true}) {
+    const Topology t = small_topology(carry);
+    auto job = Job::load(t, "");
+    BOOST_REQUIRE(job.ok());
+    auto core = LearnerCore::create(0, 2, *job);
+    BOOST_REQUIRE(core.ok());
+    const auto theta0 = initial_parameters(**make_model(t), t);
+    const auto pushed = (*core)->answer(Pull{0, 3, false});
+    BOOST_CHECK(pushed.status().code() == Status::Code::kUnavailable);
+    BOOST_CHECK((*core)->apply(absolute(1, theta0, {0})).code() == Status::Code::kUnavailable);
+    BOOST_CHECK((*core)->moments_for(MomentsPull{4}).status().code() == Status::Code::kUnavailable);
+    BOOST_CHECK((*core)->due_pushes().empty());
+    BOOST_CHECK_EQUAL((*core)->version(0), 0u);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(overwrite_adopts_the_global_values_and_forgets_the_progress) {
   Learner l(small_topology(/*carry=*/false));
   l.steps(3);

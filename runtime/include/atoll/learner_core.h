@@ -48,8 +48,9 @@ class LearnerCore {
   // Fails, changing nothing, on a shape or decode error.
   Status welcome(const Welcome& welcome);
 
-  // This learner's AdamW state for a restarted peer (bf16: 2 x 2 bytes per parameter).
-  Moments moments_for(const MomentsPull& pull) const;
+  // This learner's AdamW state for a restarted peer (bf16: 2 x 2 bytes per
+  // parameter). Unavailable before the first welcome: it has none worth giving.
+  Result<Moments> moments_for(const MomentsPull& pull) const;
   bool welcomed() const { return welcomed_; }
 
   struct StepResult {
@@ -65,7 +66,8 @@ class LearnerCore {
   void finish_step(const StepResult& result, double step_seconds);
 
   // Push answering a pull: progress on the fragment since its base.
-  // Fails for an unknown fragment.
+  // Fails for an unknown fragment, and with Unavailable before the first
+  // welcome (a pull meant for an earlier incarnation, delayed or reordered).
   Result<Push> answer(const Pull& pull);
 
   // Decoupled: fragments that just fell due, pushed unasked once per version.
@@ -76,8 +78,9 @@ class LearnerCore {
   // progress: overwrite, blend with alpha, or (carry_progress) keep on top of
   // it the progress the version did not merge. Versions not newer than the
   // one held are ignored. Fails on a shape or decode error, changing nothing;
-  // with Unavailable for a difference to a version this learner does not
-  // hold (it missed a broadcast and must register again to resync).
+  // with Unavailable before the first welcome (the welcome brings the
+  // version) and for a difference to a version this learner does not hold
+  // (it missed a broadcast and must register again to resync).
   Status apply(const Broadcast& broadcast);
 
   Progress progress() const;
