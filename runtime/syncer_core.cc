@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <limits>
 
 #include "atoll/cluster_token.h"
 #include "atoll/job.h"
@@ -296,6 +297,9 @@ void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<O
   LearnerRecord& l = learners_[learner];
   const bool resync = l.connected && l.incarnation == incarnation;
   if (!resync) {
+    // A new incarnation of a learner known before is back after a failure,
+    // even one this syncer did not see (it happened while the syncer was down).
+    const bool replaced = l.registrations > 0 && incarnation != l.incarnation;
     if (incarnation != l.incarnation || l.registrations == 0) {
       l.past_steps += l.steps;
       l.past_tokens += l.tokens;
@@ -308,9 +312,13 @@ void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<O
     for (size_t p = 0; p < states_.size(); ++p) l.progress[p].version = states_[p].version;
     l.merged_base.assign(states_.size(), std::nullopt);
     dropped_[learner] = false;
-    if (l.down_at) {
-      const double recovery = seconds_between(*l.down_at, now);
-      stats_.recovery_seconds.push_back(recovery);
+    if (l.down_at || replaced) {
+      // Seconds since the failure, when this syncer saw it; unknown (NaN) otherwise.
+      double recovery = std::numeric_limits<double>::quiet_NaN();
+      if (l.down_at) {
+        recovery = seconds_between(*l.down_at, now);
+        stats_.recovery_seconds.push_back(recovery);
+      }
       fx.events.push_back({"registration", learner, incarnation, recovery});
       l.awaiting_first_merge = now;
       l.down_at.reset();

@@ -43,6 +43,7 @@ char** engine::argv() { return nullptr; }
 
 #include "actors.h"
 #include "atoll/atoms.h"
+#include "atoll/event_tape.h"
 #include "atoll/job.h"
 #include "atoll/messages.h"
 #include "test_support.h"
@@ -478,6 +479,41 @@ BOOST_AUTO_TEST_CASE(a_learner_that_dies_while_its_welcome_waits_is_never_welcom
   self->send(syncer, snapshot_atom_v);
   consume_messages();
   BOOST_CHECK(!board->final_state().learners[1].connected);
+}
+
+// A learner that restarts while the syncer is down is back after a failure,
+// though no syncer saw it fail: the tape must say so, or a chaos run's
+// re-integration bound reports a learner that is training as lost.
+BOOST_AUTO_TEST_CASE(a_learner_restarted_while_the_syncer_was_down_is_recorded_as_back) {
+  for (size_t m = 0; m < 3; ++m) join(m);
+  stats();  // the syncer publishes what it knows, as its periodic tick does
+  caf::anon_send_exit(syncer, caf::exit_reason::kill);
+  consume_messages();
+  auto tape = EventTape::open("", std::chrono::steady_clock::now());
+  BOOST_REQUIRE(tape.ok());
+  SyncerArgs args;
+  args.topology = topology;
+  args.directory = directory;
+  args.board = board;
+  args.use_checkpointer = false;
+  args.tick_seconds = 0.0;
+  args.tape = *tape;
+  syncer = spawn_syncer(sys, args);  // the supervisor's restart
+  consume_messages();
+  send(0, Register{0, 1, fingerprint(), "", {}});  // the same incarnation reconnects
+  send(2, Register{2, 2, fingerprint(), "", {}});  // a new one: restarted meanwhile
+  advance_time(2100ms);                            // past the wait for a peer's moments
+  consume_messages();
+  BOOST_REQUIRE_EQUAL(received<Welcome>(2).size(), 2u);
+  const auto entries = (*tape)->entries();
+  size_t back = 0;
+  for (const auto& e : entries)
+    if (e.event == "recovered" && e.text("what") == "registration") {
+      ++back;
+      BOOST_CHECK_EQUAL(e.number("learner"), 2.0);
+      BOOST_CHECK_EQUAL(e.number("incarnation"), 2.0);
+    }
+  BOOST_CHECK_EQUAL(back, 1u);
 }
 
 BOOST_AUTO_TEST_CASE(a_restarted_syncer_takes_the_newest_base_a_learner_adopted) {

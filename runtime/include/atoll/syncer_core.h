@@ -87,7 +87,8 @@ struct SyncerEffects {
   std::vector<Timer> timers;
   std::vector<std::string> notes;   // events worth a log line
   // Recoveries observed, for a chaos run's event tape: "registration" (a
-  // learner back after a failure; seconds since the failure was seen) and
+  // learner back after a failure, also one that happened while the syncer was
+  // down; seconds since the failure was seen, NaN if it was not) and
   // "first_merge" (its first progress merged; seconds since its welcome).
   struct Event {
     std::string what;
