@@ -167,7 +167,9 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
   if (!topology.checkpoint.dir.empty() && !impl->joined) {
     impl->checkpoint_dir =
         topology.checkpoint.dir + "/" + (options.run_name.empty() ? default_run_name() : options.run_name);
-    store = std::make_shared<CheckpointStore>(impl->checkpoint_dir, topology.checkpoint.keep);
+    auto opened = CheckpointStore::open(impl->checkpoint_dir, topology.checkpoint.keep);
+    if (!opened.ok()) return opened.status();
+    store = std::move(*opened);
   }
 
   const auto supervisor_spec = [&](const char* name, SupervisorSpec::Strategy strategy) {

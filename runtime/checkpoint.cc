@@ -5,9 +5,18 @@
 #include <kj/exception.h>
 #include <kj/io.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <string_view>
 
 #include "atoll/checkpoint.capnp.h"
 #include "atoll/crc32c.h"
@@ -127,6 +136,13 @@ Result<CheckpointState> decode_checkpoint(std::span<const uint8_t> bytes) {
         return Status::corruption("fragment " + std::to_string(r.fragment) + " has " +
                                   std::to_string(r.values.size()) + " values but " +
                                   std::to_string(r.momentum.size()) + " momentum entries");
+      // A valid checksum proves the bytes, not the numbers: a diverged state
+      // restored would freeze its fragment and be written into every later file.
+      for (const auto* v : {&r.values, &r.momentum})
+        if (auto bad = std::find_if(v->begin(), v->end(), [](float x) { return !std::isfinite(x); }); bad != v->end())
+          return Status::corruption("fragment " + std::to_string(r.fragment) + " " +
+                                    (v == &r.values ? "values" : "momentum") + " entry " +
+                                    std::to_string(bad - v->begin()) + " is not finite");
       s.fragments.push_back(std::move(r));
     }
     for (auto l : root.getLearners())
@@ -140,7 +156,40 @@ Result<CheckpointState> decode_checkpoint(std::span<const uint8_t> bytes) {
   }
 }
 
-CheckpointStore::CheckpointStore(std::string dir, int keep) : dir_(std::move(dir)), keep_(std::max(2, keep)) {}
+Result<std::unique_ptr<CheckpointStore>> CheckpointStore::open(const std::string& dir, int keep) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::io_error(dir + ": cannot create the checkpoint folder: " + ec.message());
+  const std::string lock_path = dir + "/LOCK";
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::io_error(lock_path + ": cannot open the folder's lock file: " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char owner[32] = {};
+    [[maybe_unused]] const ssize_t n = ::pread(fd, owner, sizeof owner - 1, 0);
+    ::close(fd);
+    if (err == EWOULDBLOCK)
+      return Status::unavailable(dir + " is in use by another syncer (process " +
+                                 std::string(owner).substr(0, std::string(owner).find('\n')) +
+                                 "): give this run another --run-name, or stop that one");
+    return Status::io_error(lock_path + ": cannot lock: " + std::strerror(err));
+  }
+  // The holder's pid, for the message above; the lock, not the text, is what counts.
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    // Not fatal: the lock is held; only the message to a second syncer is poorer.
+  }
+  std::unique_ptr<CheckpointStore> store(new CheckpointStore(dir, keep, fd));
+  if (auto listed = store->sequences(); !listed.ok()) return listed.status();
+  return store;
+}
+
+CheckpointStore::CheckpointStore(std::string dir, int keep, int lock_fd)
+    : dir_(std::move(dir)), keep_(std::max(2, keep)), lock_fd_(lock_fd) {}
+
+CheckpointStore::~CheckpointStore() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+}
 
 std::string CheckpointStore::path_of(uint64_t sequence) const {
   char name[64];
@@ -148,17 +197,28 @@ std::string CheckpointStore::path_of(uint64_t sequence) const {
   return dir_ + "/" + name;
 }
 
-std::vector<uint64_t> CheckpointStore::sequences() const {
+Result<std::vector<uint64_t>> CheckpointStore::sequences() const { return scan(nullptr); }
+
+Result<std::vector<uint64_t>> CheckpointStore::scan(std::vector<std::string>* strays) const {
   namespace fs = std::filesystem;
   std::vector<uint64_t> out;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir_, ec)) {
-    const std::string name = e.path().filename().string();
+  fs::directory_iterator it(dir_, ec);
+  if (ec == std::errc::no_such_file_or_directory) return out;
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
     if (!name.starts_with(kPrefix) || !name.ends_with(kSuffix)) continue;
-    const std::string digits = name.substr(std::strlen(kPrefix), name.size() - std::strlen(kPrefix) - std::strlen(kSuffix));
-    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
-    out.push_back(std::stoull(digits));
+    const std::string_view digits =
+        std::string_view(name).substr(std::strlen(kPrefix), name.size() - std::strlen(kPrefix) - std::strlen(kSuffix));
+    uint64_t sequence = 0;
+    const auto [end, err] = std::from_chars(digits.data(), digits.data() + digits.size(), sequence);
+    if (digits.empty() || err != std::errc{} || end != digits.data() + digits.size()) {
+      if (strays && err == std::errc::result_out_of_range) strays->push_back(name);
+      continue;
+    }
+    out.push_back(sequence);
   }
+  if (ec) return Status::io_error(dir_ + ": cannot list the checkpoint folder: " + ec.message());
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -170,23 +230,29 @@ Result<std::string> CheckpointStore::write(const CheckpointState& state) {
 Result<std::string> CheckpointStore::write_encoded(std::span<const uint8_t> file) {
   // Never put a file on disk that load_latest() would refuse.
   if (auto check = decode_checkpoint(file); !check.ok()) return check.status().with_context("not written");
-  std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  if (ec) return Status::io_error(dir_ + ": cannot create checkpoint folder: " + ec.message());
-  const auto existing = sequences();
-  const uint64_t next = existing.empty() ? 1 : existing.back() + 1;
+  auto existing = sequences();
+  if (!existing.ok()) return existing.status();
+  if (!existing->empty() && existing->back() == std::numeric_limits<uint64_t>::max())
+    return Status::out_of_range(path_of(existing->back()) + ": no sequence number is left after this file's");
+  const uint64_t next = existing->empty() ? 1 : existing->back() + 1;
   const std::string path = path_of(next);
   ATOLL_RETURN_IF_ERROR(write_file_atomic(path, file));
   // Prune only after the new one is durable, oldest first.
-  const auto now = sequences();
-  for (size_t i = 0; i + static_cast<size_t>(keep_) < now.size(); ++i) std::filesystem::remove(path_of(now[i]), ec);
+  existing->push_back(next);
+  std::error_code ec;
+  for (size_t i = 0; i + static_cast<size_t>(keep_) < existing->size(); ++i)
+    std::filesystem::remove(path_of((*existing)[i]), ec);
   return path;
 }
 
 Result<std::optional<CheckpointState>> CheckpointStore::load_latest(
     uint64_t fingerprint, const std::function<void(const std::string&)>& warn) const {
-  const auto seqs = sequences();
-  for (auto it = seqs.rbegin(); it != seqs.rend(); ++it) {
+  std::vector<std::string> strays;
+  const auto seqs = scan(&strays);
+  if (!seqs.ok()) return seqs.status();
+  for (const auto& name : strays)
+    warn(dir_ + "/" + name + ": skipped: its sequence number does not fit in 64 bits (not written by atoll)");
+  for (auto it = seqs->rbegin(); it != seqs->rend(); ++it) {
     const std::string path = path_of(*it);
     auto bytes = read_file(path);
     if (!bytes.ok()) {

@@ -4,6 +4,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
+
+#include <unistd.h>
 
 #include "atoll/checkpoint.h"
 #include "atoll/crc32c.h"
@@ -30,6 +33,12 @@ std::vector<std::string> load_warnings(const CheckpointStore& store, std::option
   BOOST_REQUIRE(r.ok());
   out = *r;
   return warnings;
+}
+
+std::unique_ptr<CheckpointStore> open_store(const std::string& dir, int keep) {
+  auto store = CheckpointStore::open(dir, keep);
+  BOOST_REQUIRE_MESSAGE(store.ok(), store.status().to_string());
+  return std::move(*store);
 }
 
 void overwrite(const std::string& path, const std::vector<uint8_t>& bytes) {
@@ -76,35 +85,35 @@ BOOST_AUTO_TEST_CASE(every_damaged_file_is_refused_with_the_reason) {
 
 BOOST_AUTO_TEST_CASE(store_loads_the_newest_and_prunes_beyond_keep) {
   testing::TempDir dir;
-  CheckpointStore store(dir.path() + "/ckpt", 3);
-  for (uint64_t r = 1; r <= 5; ++r) BOOST_REQUIRE(store.write(state_of(r)).ok());
-  BOOST_CHECK((store.sequences() == std::vector<uint64_t>{3, 4, 5}));
+  auto store = open_store(dir.path() + "/ckpt", 3);
+  for (uint64_t r = 1; r <= 5; ++r) BOOST_REQUIRE(store->write(state_of(r)).ok());
+  BOOST_CHECK((*store->sequences() == std::vector<uint64_t>{3, 4, 5}));
   std::optional<CheckpointState> latest;
-  BOOST_CHECK(load_warnings(store, latest).empty());
+  BOOST_CHECK(load_warnings(*store, latest).empty());
   BOOST_REQUIRE(latest);
   BOOST_CHECK(*latest == state_of(5));
 }
 
 BOOST_AUTO_TEST_CASE(a_corrupted_or_truncated_newest_file_falls_back_to_the_previous_good_one) {
   testing::TempDir dir;
-  CheckpointStore store(dir.path(), 4);
-  for (uint64_t r = 1; r <= 3; ++r) BOOST_REQUIRE(store.write(state_of(r)).ok());
-  auto bytes = read_file(store.path_of(3));
+  auto store = open_store(dir.path(), 4);
+  for (uint64_t r = 1; r <= 3; ++r) BOOST_REQUIRE(store->write(state_of(r)).ok());
+  auto bytes = read_file(store->path_of(3));
   BOOST_REQUIRE(bytes.ok());
   auto corrupted = *bytes;
   corrupted[100] ^= 0xff;
-  overwrite(store.path_of(3), corrupted);
+  overwrite(store->path_of(3), corrupted);
   std::optional<CheckpointState> latest;
-  auto warnings = load_warnings(store, latest);
+  auto warnings = load_warnings(*store, latest);
   BOOST_REQUIRE(latest);
   BOOST_CHECK_EQUAL(latest->rounds, 2u);
   BOOST_REQUIRE_EQUAL(warnings.size(), 1u);
-  BOOST_CHECK(warnings[0].find(store.path_of(3)) != std::string::npos);
+  BOOST_CHECK(warnings[0].find(store->path_of(3)) != std::string::npos);
   BOOST_CHECK(warnings[0].find("checksum mismatch") != std::string::npos);
 
   bytes->resize(bytes->size() / 2);
-  overwrite(store.path_of(2), *bytes);  // now 3 is corrupt and 2 truncated
-  warnings = load_warnings(store, latest);
+  overwrite(store->path_of(2), *bytes);  // now 3 is corrupt and 2 truncated
+  warnings = load_warnings(*store, latest);
   BOOST_REQUIRE(latest);
   BOOST_CHECK_EQUAL(latest->rounds, 1u);
   BOOST_CHECK_EQUAL(warnings.size(), 2u);
@@ -112,29 +121,29 @@ BOOST_AUTO_TEST_CASE(a_corrupted_or_truncated_newest_file_falls_back_to_the_prev
 
 BOOST_AUTO_TEST_CASE(a_crash_before_the_rename_leaves_the_previous_checkpoint_loadable) {
   testing::TempDir dir;
-  CheckpointStore store(dir.path(), 3);
-  BOOST_REQUIRE(store.write(state_of(1)).ok());
+  auto store = open_store(dir.path(), 3);
+  BOOST_REQUIRE(store->write(state_of(1)).ok());
   // What a crash between write and rename leaves: the next file's temporary, half written.
   const auto next = encode_checkpoint(state_of(2));
-  overwrite(store.path_of(2) + ".tmp", std::vector<uint8_t>(next.begin(), next.begin() + 100));
+  overwrite(store->path_of(2) + ".tmp", std::vector<uint8_t>(next.begin(), next.begin() + 100));
   std::optional<CheckpointState> latest;
-  BOOST_CHECK(load_warnings(store, latest).empty());
+  BOOST_CHECK(load_warnings(*store, latest).empty());
   BOOST_REQUIRE(latest);
   BOOST_CHECK_EQUAL(latest->rounds, 1u);
   // And the next write still works, over the stale temporary.
-  BOOST_REQUIRE(store.write(state_of(2)).ok());
-  load_warnings(store, latest);
+  BOOST_REQUIRE(store->write(state_of(2)).ok());
+  load_warnings(*store, latest);
   BOOST_CHECK_EQUAL(latest->rounds, 2u);
 }
 
 BOOST_AUTO_TEST_CASE(another_models_checkpoint_is_never_loaded) {
   testing::TempDir dir;
-  CheckpointStore store(dir.path(), 3);
+  auto store = open_store(dir.path(), 3);
   auto other = state_of(9);
   other.fingerprint = 0xbadULL;
-  BOOST_REQUIRE(store.write(other).ok());
+  BOOST_REQUIRE(store->write(other).ok());
   std::optional<CheckpointState> latest;
-  const auto warnings = load_warnings(store, latest);
+  const auto warnings = load_warnings(*store, latest);
   BOOST_CHECK(!latest);
   BOOST_REQUIRE_EQUAL(warnings.size(), 1u);
   BOOST_CHECK(warnings[0].find("another model") != std::string::npos);
@@ -142,18 +151,86 @@ BOOST_AUTO_TEST_CASE(another_models_checkpoint_is_never_loaded) {
 
 BOOST_AUTO_TEST_CASE(bytes_that_would_not_load_are_never_written) {
   testing::TempDir dir;
-  CheckpointStore store(dir.path(), 3);
+  auto store = open_store(dir.path(), 3);
   auto bytes = encode_checkpoint(state_of(1));
   bytes.back() ^= 1;
-  BOOST_CHECK(!store.write_encoded(bytes).ok());
-  BOOST_CHECK(store.sequences().empty());
+  BOOST_CHECK(!store->write_encoded(bytes).ok());
+  BOOST_CHECK(store->sequences()->empty());
 }
 
 BOOST_AUTO_TEST_CASE(an_empty_or_missing_folder_has_no_checkpoint) {
   testing::TempDir dir;
   std::optional<CheckpointState> latest;
-  BOOST_CHECK(load_warnings(CheckpointStore(dir.path() + "/none", 3), latest).empty());
+  BOOST_CHECK(load_warnings(*open_store(dir.path() + "/none", 3), latest).empty());
   BOOST_CHECK(!latest);
+}
+
+BOOST_AUTO_TEST_CASE(a_state_that_is_not_finite_is_never_loaded_nor_written) {
+  testing::TempDir dir;
+  auto store = open_store(dir.path(), 3);
+  BOOST_REQUIRE(store->write(state_of(1)).ok());
+  for (bool momentum : {false, true}) {
+    auto diverged = state_of(2);
+    (momentum ? diverged.fragments[1].momentum : diverged.fragments[1].values)[5] =
+        std::numeric_limits<float>::quiet_NaN();
+    const auto bytes = encode_checkpoint(diverged);  // checksum and all: valid bytes, invalid numbers
+    const auto decoded = decode_checkpoint(bytes);
+    BOOST_REQUIRE(!decoded.ok());
+    BOOST_CHECK_MESSAGE(decoded.status().message().find("fragment 1") != std::string_view::npos &&
+                            decoded.status().message().find("not finite") != std::string_view::npos,
+                        decoded.status().to_string());
+    BOOST_CHECK(!store->write_encoded(bytes).ok());
+    overwrite(store->path_of(2), bytes);  // as if written by another program
+    std::optional<CheckpointState> latest;
+    const auto warnings = load_warnings(*store, latest);
+    BOOST_REQUIRE(latest);
+    BOOST_CHECK_EQUAL(latest->rounds, 1u);  // the last good one
+    BOOST_CHECK_EQUAL(warnings.size(), 1u);
+    std::filesystem::remove(store->path_of(2));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_stray_name_beyond_64_bits_is_skipped_with_a_warning) {
+  testing::TempDir dir;
+  auto store = open_store(dir.path(), 3);
+  BOOST_REQUIRE(store->write(state_of(1)).ok());
+  overwrite(dir.path() + "/checkpoint-99999999999999999999999.atoll", encode_checkpoint(state_of(7)));
+  std::optional<CheckpointState> latest;
+  const auto warnings = load_warnings(*store, latest);
+  BOOST_REQUIRE(latest);
+  BOOST_CHECK_EQUAL(latest->rounds, 1u);
+  BOOST_REQUIRE_EQUAL(warnings.size(), 1u);
+  BOOST_CHECK(warnings[0].find("64 bits") != std::string::npos);
+  const auto written = store->write(state_of(2));  // and writing goes on after it
+  BOOST_REQUIRE(written.ok());
+  BOOST_CHECK_EQUAL(*written, store->path_of(2));
+}
+
+BOOST_AUTO_TEST_CASE(a_folder_that_cannot_be_read_is_an_error_not_a_fresh_start) {
+  if (::geteuid() == 0) {
+    BOOST_TEST_MESSAGE("skipped: root reads any folder");
+    return;
+  }
+  testing::TempDir dir;
+  const std::string run = dir.path() + "/run";
+  BOOST_REQUIRE(open_store(run, 3)->write(state_of(1)).ok());
+  std::filesystem::permissions(run, std::filesystem::perms::owner_write | std::filesystem::perms::owner_exec);
+  auto store = CheckpointStore::open(run, 3);
+  std::filesystem::permissions(run, std::filesystem::perms::owner_all);
+  BOOST_REQUIRE(!store.ok());
+  BOOST_CHECK_MESSAGE(store.status().message().find(run) != std::string_view::npos, store.status().to_string());
+}
+
+BOOST_AUTO_TEST_CASE(a_second_store_on_a_locked_folder_is_refused_until_the_first_is_gone) {
+  testing::TempDir dir;
+  auto first = open_store(dir.path(), 3);
+  auto second = CheckpointStore::open(dir.path(), 3);
+  BOOST_REQUIRE(!second.ok());
+  BOOST_CHECK_MESSAGE(second.status().message().find("in use by another syncer (process " +
+                                                     std::to_string(::getpid())) != std::string_view::npos,
+                      second.status().to_string());
+  first.reset();
+  BOOST_CHECK(CheckpointStore::open(dir.path(), 3).ok());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

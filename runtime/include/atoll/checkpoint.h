@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -57,34 +58,46 @@ std::vector<uint8_t> encode_checkpoint(const CheckpointState& state);
 // Checks the frame and the record; names the problem (Corruption) otherwise.
 Result<CheckpointState> decode_checkpoint(std::span<const uint8_t> bytes);
 
-// A folder of numbered checkpoint files, checkpoint-<sequence>.atoll.
+// A folder of numbered checkpoint files, checkpoint-<sequence>.atoll, owned by
+// one writer at a time: open() takes an advisory lock (flock) on the folder's
+// LOCK file and holds it until the store is destroyed, so a second syncer of
+// the same run is refused instead of writing over the first one's files.
 class CheckpointStore {
  public:
+  // Creates the folder if needed, locks it and checks that it can be listed.
   // `keep`: how many of the newest files to keep after each write (>= 2, so a
   // good one survives while the next is written).
-  explicit CheckpointStore(std::string dir, int keep = 3);
+  static Result<std::unique_ptr<CheckpointStore>> open(const std::string& dir, int keep = 3);
+  ~CheckpointStore();
+  CheckpointStore(const CheckpointStore&) = delete;
+  CheckpointStore& operator=(const CheckpointStore&) = delete;
 
   const std::string& dir() const { return dir_; }
 
   // Writes `state` as the newest checkpoint and removes the oldest beyond `keep`.
-  // Creates the folder if needed. Returns the file written.
+  // Returns the file written.
   Result<std::string> write(const CheckpointState& state);
   // The same for bytes from encode_checkpoint(), checked before they are written.
   Result<std::string> write_encoded(std::span<const uint8_t> file);
 
   // The newest checkpoint that verifies and belongs to `fingerprint`, or none.
-  // Every file skipped (corrupt, truncated, another model) is reported to
-  // `warn` with the reason; it is never loaded.
+  // Every file skipped (corrupt, truncated, another model, a name whose number
+  // is out of range) is reported to `warn` with the reason; it is never
+  // loaded. Fails only when the folder cannot be listed.
   Result<std::optional<CheckpointState>> load_latest(uint64_t fingerprint,
                                                      const std::function<void(const std::string&)>& warn) const;
 
-  // Sequence numbers present, oldest first.
-  std::vector<uint64_t> sequences() const;
+  // Sequence numbers present, oldest first; names that are not ours are skipped.
+  Result<std::vector<uint64_t>> sequences() const;
   std::string path_of(uint64_t sequence) const;
 
  private:
+  CheckpointStore(std::string dir, int keep, int lock_fd);
+  Result<std::vector<uint64_t>> scan(std::vector<std::string>* strays) const;
+
   std::string dir_;
   int keep_;
+  int lock_fd_;  // holds the folder's flock
 };
 
 }  // namespace atl
