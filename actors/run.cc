@@ -74,11 +74,6 @@ std::string default_run_name() {
   return std::string(buf) + "-" + std::to_string(::getpid());
 }
 
-std::string default_data_root() {
-  const char* env = std::getenv("ATOLL_DATA_DIR");
-  return env && *env ? env : "data";
-}
-
 // `theta` on the held-out data, on every core.
 EvalSums evaluate_global(const Topology& topology, const Job& job, std::span<const float> theta) {
   return evaluate_all([&] { return make_model(topology).value(); }, theta, job.eval_batches());

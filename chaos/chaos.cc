@@ -1,5 +1,6 @@
 #include "atoll/chaos.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -78,6 +79,17 @@ void check(const FaultPlan& plan, const EventTape& tape, const std::vector<float
     down += std::max(0.0, back - e.t);
   }
   if (rep.wall_seconds > 0 && rep.learners > 0) r.alive_fraction = 1.0 - down / (rep.learners * rep.wall_seconds);
+  // A planned fault that never fired says nothing about the run: say so, not just "injected 0".
+  for (const auto& f : plan.faults) {
+    const bool fired = std::any_of(entries.begin(), entries.end(), [&](const auto& e) {
+      return e.event == "inject" && !f.where.empty() && e.text("plan") == f.where;
+    });
+    if (!fired)
+      r.notes.push_back(std::string(fault_kind_name(f.kind)) + " of " + f.where + " was never injected: " +
+                        (f.at >= 0 ? "planned at " + fmt("%.2f s", f.at) : "its learner never reached step " +
+                                                                                std::to_string(f.at_step)) +
+                        ", the run ended at " + fmt("%.2f s", rep.wall_seconds));
+  }
   for (const auto& e : entries) {
     if (e.event == "inject" && e.number("hit") == 1 && e.text("kind") != "kill" && e.text("kind") != "crash")
       ++r.faults_injected;
@@ -118,7 +130,9 @@ Result<ChaosResult> run_with_faults(const Topology& topology, const FaultPlan& p
                             }});
   auto run = Run::start(t, run_options, &hooks);
   if (!run.ok()) return run.status();
+  if (options.running) options.running(run->get());
   auto report = (*run)->wait();
+  if (options.running) options.running(nullptr);
   if (!report.ok()) return report.status();
   result.report = std::move(*report);
   check(plan, **tape, (*run)->parameters(), result);
@@ -132,6 +146,11 @@ Result<std::vector<ChaosResult>> run_plan(const FaultPlan& plan, const ChaosOpti
     t.mode = mode;
     auto r = run_with_faults(t, plan, options);
     if (!r.ok()) return r.status().with_context(plan.path + " (" + mode_name(mode) + ")");
+    if (options.stopping && options.stopping()) {  // cut short: no baseline, no further mode
+      r->notes.push_back("interrupted: the run was stopped early, its figures cover only the time it ran");
+      out.push_back(std::move(*r));
+      break;
+    }
     if (plan.invariants.max_eval_loss_increase) {
       FaultPlan quiet = plan;  // the same run, no faults
       quiet.faults.clear();
@@ -140,6 +159,11 @@ Result<std::vector<ChaosResult>> run_plan(const FaultPlan& plan, const ChaosOpti
       no_tape.tape_dir.clear();
       auto base = run_with_faults(t, quiet, no_tape);
       if (!base.ok()) return base.status().with_context(plan.path + " (baseline, " + mode_name(mode) + ")");
+      if (options.stopping && options.stopping()) {
+        r->notes.push_back("interrupted during the run without faults: the held-out loss bound was not checked");
+        out.push_back(std::move(*r));
+        break;
+      }
       r->baseline_eval_loss = base->report.eval.loss;
       const double increase = r->report.eval.loss - base->report.eval.loss;
       if (!(increase <= *plan.invariants.max_eval_loss_increase))
@@ -167,6 +191,7 @@ std::string chaos_table(const std::vector<ChaosResult>& results, bool header) {
                   r.ok() ? "ok" : "FAILED");
     o << buf;
     for (const auto& v : r.violations) o << "    broken: " << v << "\n";
+    for (const auto& n : r.notes) o << "    note: " << n << "\n";
   }
   return o.str();
 }
@@ -175,20 +200,24 @@ std::string chaos_json(const std::vector<ChaosResult>& results) {
   std::string out = "[\n";
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
-    std::string violations = "[";
-    for (size_t k = 0; k < r.violations.size(); ++k) {
-      std::string v;
-      for (char c : r.violations[k]) v += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
-      violations += (k ? ",\"" : "\"") + v + "\"";
-    }
-    violations += "]";
+    const auto strings = [](const std::vector<std::string>& texts) {
+      std::string list = "[";
+      for (size_t k = 0; k < texts.size(); ++k) {
+        std::string v;
+        for (char c : texts[k]) v += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+        list += (k ? ",\"" : "\"") + v + "\"";
+      }
+      return list + "]";
+    };
+    const std::string violations = strings(r.violations), notes = strings(r.notes);
     std::string report = r.report.to_json();
     while (!report.empty() && report.back() == '\n') report.pop_back();
     out += "{\"plan\":\"" + r.plan + "\",\"mode\":\"" + mode_name(r.mode) + "\",\"ok\":" + (r.ok() ? "true" : "false") +
            ",\"alive_fraction\":" + fmt("%.6g", r.alive_fraction) +
            ",\"faults_injected\":" + std::to_string(r.faults_injected) + ",\"recoveries\":" +
            std::to_string(r.recoveries) + ",\"baseline_eval_loss\":" + fmt("%.6g", r.baseline_eval_loss) +
-           ",\"tape\":\"" + r.tape_path + "\",\"violations\":" + violations + ",\"report\":" + report + "}" +
+           ",\"tape\":\"" + r.tape_path + "\",\"violations\":" + violations + ",\"notes\":" + notes +
+           ",\"report\":" + report + "}" +
            (i + 1 < results.size() ? ",\n" : "\n");
   }
   return out + "]\n";

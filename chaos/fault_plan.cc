@@ -1,11 +1,13 @@
 #include "atoll/fault_plan.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
+#include <sstream>
 #include <variant>
 
+#include "atoll/file.h"
 #include "atoll/topology_file.h"
 #include "toml_fields.h"
 
@@ -13,6 +15,13 @@ namespace atl {
 namespace {
 
 using namespace toml_fields;
+
+// 4, 0.25, 1e+06: as short as the number is.
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
 
 constexpr FaultKind kAllKinds[] = {FaultKind::kKill,      FaultKind::kCrash,     FaultKind::kStall,
                                    FaultKind::kSlow,      FaultKind::kPartition, FaultKind::kDelay,
@@ -66,7 +75,7 @@ Fault read_fault(const toml::table& t, const std::string& prefix, int learners) 
     if (const toml::node* n = t.get(name)) {
       out = get_number(*n, prefix + name);
       if (!(out >= lo && out <= hi))
-        fail(*n, prefix + name, std::to_string(out) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        fail(*n, prefix + name, number_text(out) + " is outside [" + number_text(lo) + ", " + number_text(hi) + "]");
     }
   };
   number("recover_after", f.recover_after, 0.0, 3600.0);
@@ -119,9 +128,18 @@ Invariants read_invariants(const toml::table& t) {
   if (const toml::node* n = t.get("versions_never_decrease")) inv.versions_never_decrease = get_bool(*n, "invariants.versions_never_decrease");
   if (const toml::node* n = t.get("finite")) inv.finite = get_bool(*n, "invariants.finite");
   if (const toml::node* n = t.get("no_adopted_version_lost")) inv.no_adopted_version_lost = get_bool(*n, "invariants.no_adopted_version_lost");
-  if (const toml::node* n = t.get("reintegrate_within_seconds")) inv.reintegrate_within_seconds = get_number(*n, "invariants.reintegrate_within_seconds");
-  if (const toml::node* n = t.get("min_goodput")) inv.min_goodput = get_number(*n, "invariants.min_goodput");
-  if (const toml::node* n = t.get("max_eval_loss_increase")) inv.max_eval_loss_increase = get_number(*n, "invariants.max_eval_loss_increase");
+  // A bound that is negative, or a share outside [0, 1], is a typo that would silently disable or fail the check.
+  const auto bounded = [&](const char* key, double lo, double hi) {
+    const toml::node* n = t.get(key);
+    const std::string name = std::string("invariants.") + key;
+    const double v = get_number(*n, name);
+    if (!(v >= lo && v <= hi)) fail(*n, name, number_text(v) + " is outside [" + number_text(lo) + ", " + number_text(hi) + "]");
+    return v;
+  };
+  if (t.get("reintegrate_within_seconds"))
+    inv.reintegrate_within_seconds = bounded("reintegrate_within_seconds", 0.0, 1e6);
+  if (t.get("min_goodput")) inv.min_goodput = bounded("min_goodput", 0.0, 1.0);
+  if (t.get("max_eval_loss_increase")) inv.max_eval_loss_increase = bounded("max_eval_loss_increase", 0.0, 1e6);
   return inv;
 }
 
@@ -180,8 +198,9 @@ Result<std::map<std::string, FlatValue>> parse_flat_json(std::string_view text) 
 }  // namespace
 
 Result<std::vector<Fault>> faults_from_tape(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::not_found(path + ": cannot read the event tape");
+  auto text = read_text(path);
+  if (!text.ok()) return text.status().with_context("event tape");
+  std::istringstream in(std::move(*text));
   std::vector<Fault> faults;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
@@ -252,14 +271,14 @@ bool is_message_fault(FaultKind k) {
 
 Result<FaultPlan> load_fault_plan(const std::string& path) {
   namespace fs = std::filesystem;
+  auto text = read_text(path, kMaxConfigFileBytes);
+  if (!text.ok()) return text.status();
   toml::table root;
   try {
-    root = toml::parse_file(path);
+    root = toml::parse(*text, std::string_view(path));
   } catch (const toml::parse_error& e) {
-    const std::string d(e.description());
-    if (e.source().begin.line == 0 || d.find("could not be opened") != std::string::npos)
-      return Status::not_found(path + ": " + d);
-    return Status::invalid_argument(path + ":" + std::to_string(e.source().begin.line) + ": " + d);
+    return Status::invalid_argument(path + ":" + std::to_string(e.source().begin.line) + ": " +
+                                    std::string(e.description()));
   }
   FaultPlan plan;
   plan.path = path;
@@ -327,6 +346,11 @@ Result<FaultPlan> load_fault_plan(const std::string& path) {
     }
     if (plan.seconds <= 0 && plan.topology.tokens == 0 && plan.topology.seconds <= 0)
       fail(root, "seconds", "the run would never end: set seconds or the topology's tokens");
+    if (plan.seconds > 0)
+      for (const auto& f : plan.faults)
+        if (f.at >= 0 && f.at >= plan.seconds)
+          throw KeyError{f.where + ": " + fault_kind_name(f.kind) + " at " + number_text(f.at) +
+                         " s would never be injected: the run ends at seconds = " + number_text(plan.seconds)};
   } catch (const KeyError& e) {
     return Status::invalid_argument(e.text);
   }

@@ -7,15 +7,19 @@
 //   atoll learner --join HOST:PORT --id N
 #include <CLI/CLI.hpp>
 
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstdlib>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <algorithm>
@@ -35,7 +39,50 @@
 namespace {
 
 std::atomic<bool> interrupted{false};
-void on_sigint(int) { interrupted = true; }
+void on_signal(int) { interrupted = true; }
+
+// Ctrl-C or SIGTERM while runs go on: the current run is stopped in order, so
+// its report and summary are still written. A signal handler may only set a
+// flag; a watcher thread does the stopping.
+class SignalStop {
+ public:
+  SignalStop() {
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    watcher_ = std::thread([this] {
+      while (!done_) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        if (!interrupted.exchange(false)) continue;
+        atl::log_warn("interrupted: stopping the run (the report follows)");
+        std::lock_guard lock(mu_);
+        fired_ = true;
+        if (run_) run_->stop();
+      }
+    });
+  }
+  ~SignalStop() {
+    done_ = true;
+    watcher_.join();
+  }
+  // The run to stop on a signal (nullptr: none now). One that starts after
+  // the signal is stopped at once.
+  void watch(atl::Run* run) {
+    std::lock_guard lock(mu_);
+    run_ = run;
+    if (run_ && fired_) run_->stop();
+  }
+  bool fired() const {
+    std::lock_guard lock(mu_);
+    return fired_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  atl::Run* run_ = nullptr;
+  bool fired_ = false;
+  std::atomic<bool> done_{false};
+  std::thread watcher_;
+};
 
 std::string human(double x) {
   char buf[32];
@@ -70,6 +117,18 @@ std::string versions_text(const std::vector<uint64_t>& versions) {
   return s + "]";
 }
 
+// A positive, finite number of seconds. (CLI11's Range lets nan and inf through.)
+const CLI::Validator kPositiveSeconds(
+    [](std::string& text) -> std::string {
+      char* end = nullptr;
+      const double v = std::strtod(text.c_str(), &end);
+      if (end == text.c_str() || *end != '\0' || !std::isfinite(v) || v <= 0)
+        return "expected a positive, finite number of seconds, got '" + text + "'";
+      return {};
+    },
+    "SECONDS > 0");
+const CLI::Range kThreads(1, 1024);
+
 int fail(const atl::Status& s) {
   std::fprintf(stderr, "atoll: %s\n", s.to_string().c_str());
   return 2;
@@ -99,8 +158,11 @@ int run_with_plan(const atl::Topology& topology, const std::string& plan_path, c
   options.run.compute_threads = threads;
   options.tape_dir = std::filesystem::path(tape).parent_path().string();
   if (options.tape_dir.empty()) options.tape_dir = ".";
+  SignalStop signals;
+  options.running = [&](atl::Run* run) { signals.watch(run); };
   auto result = atl::run_with_faults(topology, *plan, options);
   if (!result.ok()) return fail(result.status());
+  if (signals.fired()) result->notes.push_back("interrupted: the run was stopped early, its figures cover only the time it ran");
   if (!tape.empty() && !result->tape_path.empty() && result->tape_path != tape)
     std::filesystem::rename(result->tape_path, tape);
   std::fputs(result->report.to_table().c_str(), stdout);
@@ -110,6 +172,7 @@ int run_with_plan(const atl::Topology& topology, const std::string& plan_path, c
     std::ofstream(report_path) << result->report.to_json();
     std::printf("report written to %s\n", report_path.c_str());
   }
+  if (signals.fired()) return 130;
   return result->ok() ? 0 : 1;
 }
 
@@ -137,8 +200,12 @@ int chaos_command(const std::vector<std::string>& paths, const std::string& repo
   options.run.data_root = data;
   options.run.compute_threads = threads;
   options.tape_dir = tapes;
+  SignalStop signals;
+  options.running = [&](atl::Run* run) { signals.watch(run); };
+  options.stopping = [&] { return signals.fired(); };
   std::vector<atl::ChaosResult> all;
   for (const auto& plan : loaded) {
+    if (signals.fired()) break;  // the report covers the plans run so far
     std::fprintf(stderr, "chaos: %s (%s) ...\n", plan.name.c_str(), plan.path.c_str());
     auto results = atl::run_plan(plan, options);
     if (!results.ok()) return fail(results.status());
@@ -153,7 +220,9 @@ int chaos_command(const std::vector<std::string>& paths, const std::string& repo
     std::printf("report written to %s\n", report_path.c_str());
   }
   const auto failed = std::count_if(all.begin(), all.end(), [](const auto& r) { return !r.ok(); });
-  std::printf("%zu runs, %ld with broken invariants\n", all.size(), static_cast<long>(failed));
+  std::printf("%zu runs, %ld with broken invariants%s\n", all.size(), static_cast<long>(failed),
+              signals.fired() ? " (interrupted)" : "");
+  if (signals.fired()) return 130;
   return failed ? 1 : 0;
 }
 
@@ -176,17 +245,13 @@ int drive(const atl::Topology& topology, const atl::RunOptions& options, const s
   auto run = atl::Run::start(topology, options);
   if (!run.ok()) return fail(run.status());
   if (started) started(**run);
-  std::signal(SIGINT, on_sigint);
-  std::signal(SIGTERM, on_sigint);
+  SignalStop signals;
+  signals.watch(run->get());
   std::atomic<bool> done{false};
   std::thread printer([&] {
     int ticks = 0;
     while (!done) {
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
-      if (interrupted.exchange(false)) {
-        atl::log_warn("interrupted: stopping the run (the report follows)");
-        (*run)->stop();
-      }
       if (quiet || done) continue;
       const std::string text = progress_line((*run)->metrics(), topology);
       if (live) {
@@ -200,6 +265,7 @@ int drive(const atl::Topology& topology, const atl::RunOptions& options, const s
     }
   });
   auto report = (*run)->wait();
+  signals.watch(nullptr);
   done = true;
   printer.join();
   if (live) {
@@ -316,13 +382,21 @@ int learner_command(const ClusterFlags& c, const std::string& report_path, const
   return drive(*topology, options, report_path, /*quiet=*/true);
 }
 
+// A child atoll in a process group of its own: the terminal's Ctrl-C reaches
+// only the parent, which ends the run in order. If the parent dies, even by
+// SIGKILL, the child gets SIGTERM and stops too: no orphans.
 pid_t spawn_self(const std::vector<std::string>& args) {
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) {
-    std::signal(SIGINT, SIG_DFL);  // the parent ignores it; the child must not inherit that
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(1);  // the parent died before prctl took effect
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
     ::execv("/proc/self/exe", argv.data());
     std::perror("atoll: exec");
     ::_exit(127);
@@ -330,11 +404,39 @@ pid_t spawn_self(const std::vector<std::string>& args) {
   return pid;
 }
 
+// The exit status of `pid` once it ended (a signal: 128 + it), or nullopt
+// while it runs. Never blocks.
+std::optional<int> ended(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, WNOHANG) != pid) return std::nullopt;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Waits for `pid` up to `seconds`; then SIGTERM and up to 5 s more; then SIGKILL.
+// Returns its status and whether it had to be stopped.
+std::pair<int, bool> reap(pid_t pid, double seconds) {
+  const auto until = [](double s) {
+    return std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+  };
+  for (auto [signal, deadline] : {std::pair{SIGTERM, until(seconds)}, std::pair{SIGKILL, until(seconds + 5)}}) {
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (auto status = ended(pid)) return {*status, signal == SIGKILL};
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ::kill(pid, signal);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);  // SIGKILL cannot be refused
+  return {128 + SIGKILL, true};
+}
+
 // `atoll run FILE --processes`: the syncer and each learner as local
 // processes joined over loopback with a fresh token, for convenience and
-// to try the multi-process path on one machine.
+// to try the multi-process path on one machine. Ctrl-C or SIGTERM here
+// ends the run in order: the syncer stops, tells the learners, writes the
+// report. A second one kills every child.
 int processes_command(const std::string& file, const std::vector<std::string>& sets, const std::string& report_path,
-                      double seconds, const std::string& data, bool quiet) {
+                      double seconds, const std::string& data, bool quiet, bool verbose) {
   auto topology = atl::load_topology(file, sets);
   if (!topology.ok()) return fail(topology.status());
   ::setenv(atl::kTokenEnv, atl::make_cluster_token().c_str(), 1);  // children inherit it; never printed
@@ -349,54 +451,65 @@ int processes_command(const std::string& file, const std::vector<std::string>& s
   if (seconds > 0) syncer.insert(syncer.end(), {"--seconds", std::to_string(seconds)});
   if (!data.empty()) syncer.insert(syncer.end(), {"--data", data});
   if (quiet) syncer.push_back("--quiet");
-  std::signal(SIGINT, SIG_IGN);  // the children get it from the terminal and end in order
+  if (verbose) syncer.push_back("-v");
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
   const pid_t syncer_pid = spawn_self(syncer);
+  std::vector<pid_t> learners;
+  int signals = 0;
+  // Forwards a signal to the children: the first asks the syncer to end the
+  // run in order; the second kills them all.
+  const auto forward = [&] {
+    if (!interrupted.exchange(false)) return;
+    if (++signals == 1) {
+      std::fprintf(stderr, "atoll: interrupted: stopping the run (again to kill every process)\n");
+      ::kill(syncer_pid, SIGINT);
+    } else {
+      std::fprintf(stderr, "atoll: interrupted again: killing every process\n");
+      ::kill(syncer_pid, SIGKILL);
+      for (pid_t pid : learners) ::kill(pid, SIGKILL);
+    }
+  };
   std::string port;
+  std::optional<int> syncer_status;
   for (int i = 0; i < 600 && port.empty(); ++i) {  // up to 60 s to load data and listen
     std::ifstream(port_file) >> port;
-    if (port.empty()) {
-      int status = 0;
-      if (::waitpid(syncer_pid, &status, WNOHANG) == syncer_pid) {
-        std::fprintf(stderr, "atoll: the syncer process ended before it listened\n");
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!port.empty()) break;
+    forward();
+    if ((syncer_status = ended(syncer_pid))) {
+      std::error_code ignored;
+      std::filesystem::remove_all(scratch, ignored);
+      if (signals) return 130;
+      std::fprintf(stderr, "atoll: the syncer process ended before it listened\n");
+      return *syncer_status;
     }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   std::error_code ignored;
   std::filesystem::remove_all(scratch, ignored);
   if (port.empty()) {
-    ::kill(syncer_pid, SIGTERM);
+    reap(syncer_pid, 0);
     return fail(atl::Status::unavailable("the syncer process did not listen within 60 s"));
   }
-  std::vector<pid_t> learners;
   for (size_t id = 0; id < topology->learners.size(); ++id) {
     std::vector<std::string> learner = {"atoll", "learner", "--join", "127.0.0.1:" + port, "--id", std::to_string(id),
                                         "--threads", "1", "--report", ""};
     if (!data.empty()) learner.insert(learner.end(), {"--data", data});
+    if (verbose) learner.push_back("-v");
     learners.push_back(spawn_self(learner));
   }
-  int status = 0;
-  ::waitpid(syncer_pid, &status, 0);
-  const int syncer_status = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  while (!(syncer_status = ended(syncer_pid))) {
+    forward();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   // Learners end when the syncer says the run is over; one that missed it is stopped.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
   int learners_failed = 0;
   for (pid_t pid : learners) {
-    bool stopped = false;  // it missed the end of the run: not a clean end, whatever its status
-    while (::waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(pid, SIGTERM);
-        ::waitpid(pid, &status, 0);
-        stopped = true;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    learners_failed += stopped || !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    const auto [status, stopped] = reap(pid, 15);
+    learners_failed += stopped || status != 0;  // missing the end of the run is not a clean end
   }
   if (learners_failed) std::fprintf(stderr, "atoll: %d learner process(es) did not end cleanly\n", learners_failed);
-  return syncer_status;
+  return *syncer_status;
 }
 
 }  // namespace
@@ -420,9 +533,9 @@ int main(int argc, char** argv) {
   run->add_option("file", file, "Topology file (TOML); see examples/topologies/ and `atoll topology`");
   run->add_option("--set", sets, "Override one key, e.g. --set outer.quorum=2 --set mode=dp (repeatable)");
   run->add_option("--report", report_path, "Where to write the JSON report (empty: none)")->capture_default_str();
-  run->add_option("--seconds", seconds, "Stop after this many seconds, whatever the token budget");
+  run->add_option("--seconds", seconds, "Stop after this many seconds, whatever the token budget")->check(kPositiveSeconds);
   run->add_option("--data", data, "Data folder from scripts/setup (default: $ATOLL_DATA_DIR or ./data)");
-  run->add_option("--threads", threads, "Compute threads for the learners (default: one per core)");
+  run->add_option("--threads", threads, "Compute threads for the learners (default: one per core)")->check(kThreads);
   run->add_flag("-q,--quiet", quiet, "No progress line, only the summary");
   run->add_flag("-v,--verbose", verbose, "Log every registration, restart and refusal");
   run->add_option("--faults", faults, "Inject the faults of this plan (TOML; see examples/chaos/) and check its invariants");
@@ -446,9 +559,12 @@ int main(int argc, char** argv) {
 
   std::string vfile;
   std::vector<std::string> vsets;
-  auto* val = app.add_subcommand("validate", "Check a topology file: keys, types, ranges and the fragment plan");
+  std::string vdata;
+  auto* val = app.add_subcommand("validate",
+                                 "Check a topology file: keys, types, ranges, the fragment plan and the data it reads");
   val->add_option("file", vfile, "Topology file (TOML)")->required();
   val->add_option("--set", vsets, "Override one key before checking (repeatable)");
+  val->add_option("--data", vdata, "Data folder from scripts/setup (default: $ATOLL_DATA_DIR or ./data)");
 
   std::string tfile;
   std::vector<std::string> tsets;
@@ -464,7 +580,7 @@ int main(int argc, char** argv) {
   chaos->add_option("--tapes", chaos_tapes, "Folder for the event tapes (JSON lines), one per plan and mode")
       ->capture_default_str();
   chaos->add_option("--data", chaos_data, "Data folder from scripts/setup (default: $ATOLL_DATA_DIR or ./data)");
-  chaos->add_option("--threads", threads, "Compute threads for the learners (default: one per core)");
+  chaos->add_option("--threads", threads, "Compute threads for the learners (default: one per core)")->check(kThreads);
   chaos->footer(
       "\nEach plan names a topology, faults (timed, step-triggered, random) and invariants; see\n"
       "examples/chaos/. The table shows plan, mode, goodput, uptime, held-out loss (and that of\n"
@@ -487,14 +603,16 @@ int main(int argc, char** argv) {
                      "(default: a fresh run-<date>-<pid>)");
   syncer->add_option("--port-file", cluster.port_file, "Write the port served on to this file once listening");
   syncer->add_option("--timeout", cluster.timeout, "Seconds of silence (no heartbeat) before a learner counts as failed")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kPositiveSeconds);
   syncer->add_option("--tls-cert", cluster.tls_cert,
                      "TLS (experimental: drops connections at CAF 0.17.6, see README): this process's certificate "
                      "(PEM); with --tls-key and --tls-ca");
   syncer->add_option("--tls-key", cluster.tls_key, "TLS: this process's private key (PEM)");
   syncer->add_option("--tls-ca", cluster.tls_ca, "TLS: the CA that signed every learner's certificate (PEM)");
   syncer->add_option("--report", sreport, "Where to write the JSON report (empty: none)")->capture_default_str();
-  syncer->add_option("--seconds", sseconds, "Stop after this many seconds, whatever the token budget");
+  syncer->add_option("--seconds", sseconds, "Stop after this many seconds, whatever the token budget")
+      ->check(kPositiveSeconds);
   syncer->add_option("--data", sdata, "Data folder (held-out evaluation; default: $ATOLL_DATA_DIR or ./data)");
   syncer->add_flag("-q,--quiet", squiet, "No progress line, only the summary");
   syncer->add_flag("-v,--verbose", verbose, "Log every registration, restart and refusal");
@@ -512,16 +630,19 @@ int main(int argc, char** argv) {
   learner->add_option("--join", cluster.join, "HOST:PORT of the syncer")->required();
   learner->add_option("--id", cluster.id, "Learner id, from 0 to the topology's learners - 1")->required();
   learner->add_option("--token-file", cluster.token_file, "File holding the cluster token (default: $ATOLL_TOKEN)");
-  learner->add_option("--give-up", cluster.give_up, "Seconds without a syncer before giving up")->capture_default_str();
+  learner->add_option("--give-up", cluster.give_up, "Seconds without a syncer before giving up")
+      ->capture_default_str()
+      ->check(kPositiveSeconds);
   learner->add_option("--timeout", cluster.timeout, "Seconds of silence (no heartbeat) before the syncer counts as lost")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(kPositiveSeconds);
   learner->add_option("--tls-cert", cluster.tls_cert,
                       "TLS (experimental: drops connections at CAF 0.17.6, see README): this process's certificate "
                       "(PEM); with --tls-key and --tls-ca");
   learner->add_option("--tls-key", cluster.tls_key, "TLS: this process's private key (PEM)");
   learner->add_option("--tls-ca", cluster.tls_ca, "TLS: the CA that signed the syncer's certificate (PEM)");
   learner->add_option("--data", ldata, "Data folder (default: $ATOLL_DATA_DIR or ./data)");
-  learner->add_option("--threads", threads, "Compute threads (default: one per core)");
+  learner->add_option("--threads", threads, "Compute threads (default: one per core)")->check(kThreads);
   learner->add_option("--report", lreport, "Where to write this process's JSON report (empty: none)");
   learner->add_flag("-v,--verbose", verbose, "Log every connection, registration and refusal");
   learner->footer(
@@ -546,7 +667,8 @@ int main(int argc, char** argv) {
                     "Evaluate the global model at this many points of each run (quality against time and tokens)")
       ->check(CLI::Range(0, 100));
   sweep->add_option("--data", sweep_args.data, "Data folder from scripts/setup (default: $ATOLL_DATA_DIR or ./data)");
-  sweep->add_option("--threads", sweep_args.threads, "Compute threads for the learners (default: one per core)");
+  sweep->add_option("--threads", sweep_args.threads, "Compute threads for the learners (default: one per core)")
+      ->check(kThreads);
   sweep->footer(
       "\nRuns are sequential and use the whole machine, one at a time; each prints a line when it\n"
       "starts (which of how many, elapsed, remaining) and when it ends. A finished run leaves its\n"
@@ -558,12 +680,17 @@ int main(int argc, char** argv) {
       "  atoll sweep examples/topologies/mnist.toml --grid inner.lr=1e-3,3e-3 --set tokens=600000\n"
       "Exit status: 0 every run finished; 1 a run failed or the sweep was interrupted; 2 bad arguments.");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);  // prints the help, or the error with its option
+    return rc == 0 ? 0 : 2;      // a bad argument exits 2, as the help says
+  }
   atl::set_log_level(verbose ? atl::LogLevel::kInfo : atl::LogLevel::kWarn);
 
   if (*run && processes && !faults.empty())
     return fail(atl::Status::invalid_argument("--faults needs the whole run in one process; drop --processes"));
-  if (*run && processes) return processes_command(file, sets, report_path, seconds, data, quiet);
+  if (*run && processes) return processes_command(file, sets, report_path, seconds, data, quiet, verbose);
   if (*run) return run_command(file, sets, report_path, seconds, data, threads, quiet, faults, tape);
   if (*syncer) return syncer_command(sfile, ssets, cluster, sreport, sseconds, sdata, squiet);
   if (*learner) return learner_command(cluster, lreport, ldata, threads);
@@ -574,8 +701,10 @@ int main(int argc, char** argv) {
     if (!t.ok()) return fail(t.status());
     auto plan = describe_plan(*t);
     if (!plan.ok()) return fail(plan.status().with_context(vfile));
-    std::printf("%s: ok: %s, %zu learners, %s\n", vfile.c_str(), atl::mode_name(t->mode), t->learners.size(),
-                plan->c_str());
+    auto job = atl::Job::load(*t, vdata.empty() ? atl::default_data_root() : vdata);  // reads and checks it all
+    if (!job.ok()) return fail(job.status().with_context(vfile + ": data"));
+    std::printf("%s: ok: %s, %zu learners, %s; data: %s\n", vfile.c_str(), atl::mode_name(t->mode),
+                t->learners.size(), plan->c_str(), (*job)->description().c_str());
     return 0;
   }
   if (*top) {

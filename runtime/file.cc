@@ -49,6 +49,38 @@ Result<std::vector<uint8_t>> read_file(const std::string& path) {
   return bytes;
 }
 
+Result<std::string> read_text(const std::string& path, size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno_status("cannot open", path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+    Status s = S_ISDIR(st.st_mode) ? Status::invalid_argument(path + ": is a folder, not a file")
+                                   : errno_status("cannot stat", path);
+    ::close(fd);
+    return s;
+  }
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      Status s = errno_status("read failed", path);
+      ::close(fd);
+      return s;
+    }
+    if (n == 0) break;
+    if (text.size() + static_cast<size_t>(n) > max_bytes) {
+      ::close(fd);
+      return Status::out_of_range(path + ": larger than " + std::to_string(max_bytes >> 20) + " MiB, too large for a " +
+                                  "text file atoll reads");
+    }
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
 Status write_file_atomic(const std::string& path, std::span<const uint8_t> bytes) {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

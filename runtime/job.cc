@@ -1,6 +1,7 @@
 #include "atoll/job.h"
 
 #include <cmath>
+#include <cstdlib>
 
 #include "atoll/crc32c.h"
 #include "atoll/mlp.h"
@@ -29,6 +30,11 @@ ExampleSet head(ExampleSet set, int limit) {
 }
 
 }  // namespace
+
+std::string default_data_root() {
+  const char* env = std::getenv("ATOLL_DATA_DIR");
+  return env && *env ? env : "data";
+}
 
 Result<std::unique_ptr<Model>> make_model(const Topology& t) {
   ATOLL_RETURN_IF_ERROR(validate(t));

@@ -29,7 +29,7 @@ Result<TextCorpus> read_text_corpus(const std::string& dir, const TextCorpusOpti
                                     std::to_string(options.holdout_every));
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    return Status::not_found(dir + ": not a folder (run scripts/setup to fetch the corpus)");
+    return Status::not_found(dir + ": not a folder");
   std::vector<std::string> names;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const auto name = entry.path().filename().string();

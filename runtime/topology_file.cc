@@ -2,6 +2,8 @@
 
 #include <toml++/toml.h>
 
+#include "atoll/file.h"
+#include "atoll/job.h"
 #include "toml_fields.h"
 
 #include <charconv>
@@ -191,6 +193,10 @@ Result<Topology> from_table(toml::table& root, const std::vector<std::string>& o
     return Status::invalid_argument(e.text);
   }
   Status s = validate(t);
+  if (s.ok()) {  // the model must be able to hold the fragment plan too
+    auto model = make_model(t);
+    s = model.ok() ? plan_fragments((*model)->layout(), t).status() : model.status();
+  }
   if (s.ok()) return t;
   // validate() starts its message with the key: put the key's line in front.
   std::string msg(s.message());
@@ -220,19 +226,13 @@ Result<Topology> parse_topology(std::string_view text, const std::string& source
 }
 
 Result<Topology> load_topology(const std::string& path, const std::vector<std::string>& overrides) {
-  toml::table root;
-  if (!path.empty()) {
-    try {
-      root = toml::parse_file(path);
-    } catch (const toml::parse_error& e) {
-      const std::string d(e.description());
-      if (e.source().begin.line == 0 || d.find("could not be opened") != std::string::npos ||
-          d.find("File could not") != std::string::npos)
-        return Status::not_found(path + ": " + d);
-      return Status::invalid_argument(path + ":" + std::to_string(e.source().begin.line) + ": " + d);
-    }
+  if (path.empty()) {
+    toml::table none;
+    return from_table(none, overrides);
   }
-  return from_table(root, overrides);
+  auto text = read_text(path, kMaxConfigFileBytes);
+  if (!text.ok()) return text.status();
+  return parse_topology(*text, path, overrides);
 }
 
 // A float as the shortest decimal that reads back to it (0.9f prints as 0.9).

@@ -81,6 +81,48 @@ BOOST_AUTO_TEST_CASE(a_step_triggered_crash_fires_and_is_recorded) {
   BOOST_CHECK(all.find("\"what\":\"registration\",\"learner\":1") != std::string::npos);
 }
 
+// A learner restarted while its messages are reordered and corrupted gets
+// pulls and broadcasts meant for its earlier incarnation before its welcome
+// (issue 11: they crashed the process). It must come back and train, and a
+// fault planned after the end must be reported as never injected.
+BOOST_AUTO_TEST_CASE(a_learner_restarted_under_message_faults_comes_back_and_unfired_faults_are_noted) {
+  FaultPlan plan = small_plan(3.0);
+  Fault reorder;
+  reorder.kind = FaultKind::kReorder;
+  reorder.at = 0.1;
+  reorder.learner = 1;
+  reorder.duration = 2.8;
+  reorder.seconds = 0.05;
+  reorder.where = "test.toml:1";
+  Fault corrupt = reorder;
+  corrupt.kind = FaultKind::kCorrupt;
+  corrupt.probability = 0.3;
+  corrupt.where = "test.toml:2";
+  Fault kill;
+  kill.kind = FaultKind::kKill;
+  kill.learner = 1;
+  kill.recover_after = 0.1;
+  std::vector<Fault> faults = {reorder, corrupt};
+  for (double at : {0.8, 1.4, 2.0}) {
+    kill.at = at;
+    kill.where = "test.toml:" + std::to_string(faults.size() + 1);
+    faults.push_back(kill);
+  }
+  kill.at = 5.0;  // after the end (a plan file with it is refused; --seconds can cut a run short)
+  kill.where = "test.toml:9";
+  faults.push_back(kill);
+  plan.faults = faults;
+  plan.invariants.reintegrate_within_seconds = 2.0;
+  auto r = run_with_faults(plan.topology, plan, {});
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+  BOOST_CHECK_MESSAGE(r->ok(), chaos_table({*r}));
+  BOOST_CHECK_GE(r->report.per_learner[1].restarts, 2u);  // a kill that finds it still down does not count
+  BOOST_CHECK_GT(r->report.per_learner[1].last_incarnation_tokens, 0u);
+  BOOST_REQUIRE_EQUAL(r->notes.size(), 1u);
+  BOOST_CHECK_MESSAGE(r->notes[0].find("test.toml:9 was never injected") != std::string::npos, r->notes[0]);
+  BOOST_CHECK(chaos_table({*r}).find("note: kill of test.toml:9") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(an_invariant_that_cannot_hold_is_reported_broken) {
   FaultPlan plan = small_plan(1.5);
   plan.invariants.min_goodput = 1.5;  // no run can reach it

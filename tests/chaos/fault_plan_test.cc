@@ -142,6 +142,12 @@ BOOST_AUTO_TEST_CASE(mistakes_name_the_file_line_and_key) {
   t.expect_error("modes = [\"fast\"]\n", "modes[0]: unknown mode 'fast'");
   t.expect_error("seeds = 3\n", "plan.toml:3: seeds: unknown key (did you mean seed?)");
   t.expect_error("set = [\"outer.quorum=9\"]\n", "outer.quorum = 9 exceeds the 4 learners");
+  t.expect_error("[invariants]\nreintegrate_within_seconds = -2\n",
+                 "plan.toml:4: invariants.reintegrate_within_seconds: -2 is outside [0, 1e+06]");
+  t.expect_error("[invariants]\nmin_goodput = 1.5\n", "invariants.min_goodput: 1.5 is outside [0, 1]");
+  t.expect_error("[[fault]]\nkind = \"kill\"\nat = 4\nlearner = 0\n",
+                 "plan.toml:3: kill at 4 s would never be injected: the run ends at seconds = 3");
+  t.expect_error("replay = \".\"\n", "replay: event tape: " + t.dir.path() + "/.: is a folder, not a file");
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_plan_is_not_found_by_name) {

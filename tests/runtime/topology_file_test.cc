@@ -3,6 +3,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include <fstream>
+#include <thread>
+
+#include <sys/stat.h>
 
 #include "atoll/topology_file.h"
 #include "test_support.h"
@@ -122,6 +125,44 @@ BOOST_AUTO_TEST_CASE(a_missing_file_is_not_found_by_name) {
   auto t = load_topology("/nonexistent/topo.toml");
   BOOST_CHECK(t.status().code() == Status::Code::kNotFound);
   BOOST_CHECK(t.status().message().find("/nonexistent/topo.toml") != std::string_view::npos);
+}
+
+// Files a user may hand over by mistake, or on purpose: each gets a clear
+// answer, never the default job, a crash or a minutes-long parse.
+BOOST_AUTO_TEST_CASE(a_folder_is_refused_and_a_pipe_is_read) {
+  testing::TempDir dir;
+  const auto folder = load_topology(dir.path());
+  BOOST_REQUIRE(!folder.ok());
+  BOOST_CHECK_MESSAGE(folder.status().message().find("is a folder, not a file") != std::string_view::npos,
+                      folder.status().to_string());
+  // What `atoll run <(...)` hands over: a FIFO, which has no size to read ahead.
+  const std::string fifo = dir.file("topo.fifo");
+  BOOST_REQUIRE_EQUAL(::mkfifo(fifo.c_str(), 0600), 0);
+  std::thread writer([&] { std::ofstream(fifo) << "seed = 7\n"; });
+  const auto piped = load_topology(fifo);
+  writer.join();
+  BOOST_REQUIRE_MESSAGE(piped.ok(), piped.status().to_string());
+  BOOST_CHECK_EQUAL(piped->seed, 7u);
+}
+
+BOOST_AUTO_TEST_CASE(a_file_beyond_the_size_limit_is_refused_before_parsing) {
+  testing::TempDir dir;
+  {
+    std::ofstream f(dir.file("huge.toml"));
+    f << "junk = [";
+    for (size_t i = 0; i < kMaxConfigFileBytes / 2 + 1; ++i) f << "1,";
+    f << "1]\n";
+  }
+  const auto t = load_topology(dir.file("huge.toml"));
+  BOOST_REQUIRE(!t.ok());
+  BOOST_CHECK(t.status().code() == Status::Code::kOutOfRange);
+  BOOST_CHECK_MESSAGE(t.status().message().find("huge.toml: larger than 1 MiB") != std::string_view::npos,
+                      t.status().to_string());
+}
+
+BOOST_AUTO_TEST_CASE(a_fragment_count_the_model_cannot_hold_names_file_and_line) {
+  expect_error("[model]\nkind = \"mlp\"\n[data]\nkind = \"synthetic\"\n[outer]\nfragments = 9\n",
+               "topo.toml:6: outer.fragments: fragments (9) exceeds the model's tensors (4)");
 }
 
 BOOST_AUTO_TEST_CASE(default_toml_is_the_built_in_default_written_out) {

@@ -9,6 +9,7 @@
 // same run without faults, which run_plan() does too.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,11 @@ struct ChaosOptions {
   RunOptions run;
   // Where event tapes go (<plan>-<mode>.jsonl); empty: kept in memory only.
   std::string tape_dir;
+  // Sees each run once it is up, and when it is over (nullptr), from the
+  // calling thread: a caller can stop() it from another one (a Ctrl-C).
+  std::function<void(Run*)> running;
+  // Asked between runs: true ends run_plan() early with the results so far.
+  std::function<bool()> stopping;
 };
 
 struct ChaosResult {
@@ -35,6 +41,7 @@ struct ChaosResult {
   // crash to that learner's next registration). Bounds any mode's goodput.
   double alive_fraction = 1.0;
   std::vector<std::string> violations;  // each broken invariant, with its figures
+  std::vector<std::string> notes;       // planned faults never injected (the run ended first), and why
   std::string tape_path;
   bool ok() const { return violations.empty(); }
 };

@@ -37,6 +37,9 @@ uint32_t parameters_crc(std::span<const float> params);
 // examples, labels balanced; the same seed gives the same set.
 ExampleSet make_clusters(int features, int classes, int count, uint64_t seed);
 
+// Where scripts/setup unpacked the data sets: $ATOLL_DATA_DIR, else ./data.
+std::string default_data_root();
+
 class Job {
  public:
   // Loads (or makes) the data. `data_root` is where scripts/setup unpacked the

@@ -23,6 +23,10 @@
 
 namespace atl {
 
+// Topology and fault-plan files are a few KB; anything past this is refused
+// before it is parsed (a huge array would take seconds and gigabytes).
+inline constexpr size_t kMaxConfigFileBytes = size_t{1} << 20;
+
 // Reads `path` (empty: the built-in default topology), then applies each
 // override "key=value" in order, e.g. "outer.quorum=2", "mode=dp",
 // "learners=[{speed=1.0},{speed=0.5}]". The value is TOML; a bare word is
