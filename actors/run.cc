@@ -15,6 +15,7 @@
 #include "atoll/atoms.h"
 #include "atoll/cluster.h"
 #include "atoll/cluster_token.h"
+#include "atoll/incarnation.h"
 #include "atoll/log.h"
 #include "atoll/syncer_core.h"
 #include "atoll/transformer.h"
@@ -37,11 +38,6 @@ struct Config : caf::actor_system_config {
       enable_network(*this, cluster);
   }
 };
-
-int64_t unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Which learners run in this process: all of them, none (the syncer's
 // process) or the ones named (a learner process).
@@ -198,8 +194,8 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
   SupervisorSpec learners = supervisor_spec("learner supervisor", SupervisorSpec::Strategy::kOneForOne);
   // Incarnations count for the whole run, even if the learner supervisor
   // itself is restarted: the syncer tells incarnations apart by number. A
-  // learner process starts above any process before it (the clock, in ms).
-  const uint64_t first_incarnation = impl->joined ? static_cast<uint64_t>(unix_ms()) * 1000 : 0;
+  // learner process starts above any process before it (atoll/incarnation.h).
+  const uint64_t first_incarnation = impl->joined ? incarnation_base() : 0;
   for (uint32_t id : impl->local_ids) {
     auto incarnations = std::make_shared<std::atomic<uint64_t>>(first_incarnation);
     learners.children.push_back({Directory::learner(id), [id, job = impl->job, dir = impl->directory,

@@ -8,10 +8,10 @@
 
 int main(int argc, char** argv) {
   atl::bench::BenchOptions options;
-  options.out = "atoll-bench/modes";
+  options.out = "atoll-out/bench/modes";
   const char* usage =
       "Runs decoupled, dp and elastic_dp on one topology, one after the other. Records go to --out\n"
-      "(default atoll-bench/modes); the same command resumes an interrupted run.\n";
+      "(default atoll-out/bench/modes); the same command resumes an interrupted run.\n";
   if (int status = atl::bench::parse_bench_args(argc, argv, usage, options); status >= 0) return status;
   std::vector<atl::TrialRecord> records;
   return atl::bench::run_bench(options,

@@ -18,7 +18,7 @@
 // Every run evaluates its global model at 10 points, so the equal-time column
 // reads the baseline's quality at the wall time the other run took (dp is
 // paced by its slowest learner); a run longer than the baseline's is compared
-// with its end. Records go to --out (default atoll-bench/parity); the same
+// with its end. Records go to --out (default atoll-out/bench/parity); the same
 // command resumes. A --set applies to every group, after the group's settings.
 #include <cmath>
 #include <cstdio>
@@ -146,14 +146,14 @@ std::string comparison_table(const std::vector<Group>& chosen, const std::vector
 
 int main(int argc, char** argv) {
   atl::bench::BenchOptions options;
-  options.out = "atoll-bench/parity";
+  options.out = "atoll-out/bench/parity";
   options.seeds = 3;
   options.curve_points = 10;
   const char* usage =
       "Held-out quality of decoupled against dp (tuned lr) at equal tokens and at equal wall time,\n"
       "every variant over --seeds seeds (default 3). --only picks groups (headline, controls, levers)\n"
       "or variants by name; default: headline. A --set (say tokens=N) applies after each group's\n"
-      "own settings. Records go to --out (default atoll-bench/parity); the same command resumes.\n";
+      "own settings. Records go to --out (default atoll-out/bench/parity); the same command resumes.\n";
   if (int status = atl::bench::parse_bench_args(argc, argv, usage, options); status >= 0) return status;
   if (options.only.empty()) options.only = {"headline"};
 

@@ -200,7 +200,11 @@ Result<std::map<std::string, FlatValue>> parse_flat_json(std::string_view text) 
 Result<std::vector<Fault>> faults_from_tape(const std::string& path) {
   auto text = read_text(path);
   if (!text.ok()) return text.status().with_context("event tape");
-  std::istringstream in(std::move(*text));
+  return parse_fault_tape(*text, path);
+}
+
+Result<std::vector<Fault>> parse_fault_tape(std::string_view text, const std::string& path) {
+  std::istringstream in{std::string(text)};
   std::vector<Fault> faults;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
@@ -220,16 +224,25 @@ Result<std::vector<Fault>> faults_from_tape(const std::string& path) {
     if (str("event") != "inject" || num("hit", 0) != 1) continue;
     auto kind = parse_fault_kind(str("kind"));
     if (!kind.ok()) return kind.status().with_context(where);
+    // The same ranges a plan file allows (read_fault): a tape is input too.
+    std::string bad;
+    const auto field = [&](const char* k, double fallback, double lo, double hi) {
+      const double v = num(k, fallback);
+      if (!(v >= lo && v <= hi) && bad.empty()) bad = std::string(k) + " " + number_text(v) + " is outside [" +
+                                                      number_text(lo) + ", " + number_text(hi) + "]";
+      return v;
+    };
     Fault f;
     f.kind = *kind;
-    f.at = num("t", -1);
-    if (f.at < 0) return Status::corruption(where + ": an injection without a time");
-    f.learner = static_cast<int>(num("learner", -1));
-    f.recover_after = num("recover_after", 0);
-    f.duration = num("duration", 0);
-    f.factor = num("factor", 1);
-    f.seconds = num("seconds", 0);
-    f.probability = num("probability", 1);
+    f.at = field("t", -1, 0.0, 86400.0 * 365);
+    const double learner = field("learner", -1, -1, 1 << 20);
+    f.recover_after = field("recover_after", 0, 0.0, 3600.0);
+    f.duration = field("duration", 0, 0.0, 86400.0);
+    f.factor = field("factor", 1, 1.0, 1000.0);
+    f.seconds = field("seconds", 0, 0.0, 3600.0);
+    f.probability = field("probability", 1, 0.0, 1.0);
+    if (!bad.empty()) return Status::corruption(where + ": " + bad);
+    f.learner = static_cast<int>(learner);
     f.where = where;
     faults.push_back(f);
   }
@@ -270,12 +283,16 @@ bool is_message_fault(FaultKind k) {
 }
 
 Result<FaultPlan> load_fault_plan(const std::string& path) {
-  namespace fs = std::filesystem;
   auto text = read_text(path, kMaxConfigFileBytes);
   if (!text.ok()) return text.status();
+  return parse_fault_plan(*text, path);
+}
+
+Result<FaultPlan> parse_fault_plan(std::string_view text, const std::string& path) {
+  namespace fs = std::filesystem;
   toml::table root;
   try {
-    root = toml::parse(*text, std::string_view(path));
+    root = toml::parse(text, std::string_view(path));
   } catch (const toml::parse_error& e) {
     return Status::invalid_argument(path + ":" + std::to_string(e.source().begin.line) + ": " +
                                     std::string(e.description()));

@@ -29,6 +29,7 @@
 #include "atoll/cluster.h"
 #include "atoll/cluster_token.h"
 #include "atoll/fault_plan.h"
+#include "atoll/file.h"
 #include "atoll/fragments.h"
 #include "atoll/job.h"
 #include "atoll/log.h"
@@ -129,6 +130,26 @@ const CLI::Validator kPositiveSeconds(
     "SECONDS > 0");
 const CLI::Range kThreads(1, 1024);
 
+// Where run outputs go unless a flag says otherwise: one ignored folder.
+constexpr const char* kOutputs = "atoll-out";
+std::string output(const char* name) { return std::string(kOutputs) + "/" + name; }
+
+// Writes a report crash-safe (creating its folder), and says where, or why not.
+bool write_output(const std::string& path, const std::string& text, const char* what) {
+  std::error_code ec;
+  if (const auto dir = std::filesystem::path(path).parent_path(); !dir.empty())
+    std::filesystem::create_directories(dir, ec);
+  const atl::Status s =
+      ec ? atl::Status::io_error(path + ": cannot create its folder: " + ec.message())
+         : atl::write_file_atomic(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+  if (!s.ok()) {
+    std::fprintf(stderr, "atoll: cannot write the %s: %s\n", what, s.to_string().c_str());
+    return false;
+  }
+  std::printf("%s written to %s\n", what, path.c_str());
+  return true;
+}
+
 int fail(const atl::Status& s) {
   std::fprintf(stderr, "atoll: %s\n", s.to_string().c_str());
   return 2;
@@ -168,10 +189,7 @@ int run_with_plan(const atl::Topology& topology, const std::string& plan_path, c
   std::fputs(result->report.to_table().c_str(), stdout);
   std::fputs(atl::chaos_table({*result}).c_str(), stdout);
   std::printf("event tape: %s\n", tape.c_str());
-  if (!report_path.empty()) {
-    std::ofstream(report_path) << result->report.to_json();
-    std::printf("report written to %s\n", report_path.c_str());
-  }
+  if (!report_path.empty() && !write_output(report_path, result->report.to_json(), "report")) return 1;
   if (signals.fired()) return 130;
   return result->ok() ? 0 : 1;
 }
@@ -215,10 +233,7 @@ int chaos_command(const std::vector<std::string>& paths, const std::string& repo
     }
   }
   std::fputs(atl::chaos_table(all).c_str(), stdout);
-  if (!report_path.empty()) {
-    std::ofstream(report_path) << atl::chaos_json(all);
-    std::printf("report written to %s\n", report_path.c_str());
-  }
+  if (!report_path.empty() && !write_output(report_path, atl::chaos_json(all), "report")) return 1;
   const auto failed = std::count_if(all.begin(), all.end(), [](const auto& r) { return !r.ok(); });
   std::printf("%zu runs, %ld with broken invariants%s\n", all.size(), static_cast<long>(failed),
               signals.fired() ? " (interrupted)" : "");
@@ -284,15 +299,7 @@ int drive(const atl::Topology& topology, const atl::RunOptions& options, const s
   } else {
     std::fputs(report->to_table().c_str(), stdout);
   }
-  if (!report_path.empty()) {
-    std::ofstream f(report_path);
-    f << report->to_json();
-    if (!f) {
-      std::fprintf(stderr, "atoll: cannot write the report to %s\n", report_path.c_str());
-      return 1;
-    }
-    std::printf("report written to %s\n", report_path.c_str());
-  }
+  if (!report_path.empty() && !write_output(report_path, report->to_json(), "report")) return 1;
   return report->gave_up.empty() ? 0 : 1;
 }
 
@@ -522,7 +529,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Print help for every subcommand");
 
-  std::string file, report_path = "atoll-report.json", data, faults, tape = "atoll-tape.jsonl";
+  std::string file, report_path = output("report.json"), data, faults, tape = output("tape.jsonl");
   std::vector<std::string> sets;
   double seconds = 0;
   int threads = 0;
@@ -573,7 +580,7 @@ int main(int argc, char** argv) {
   top->add_option("--set", tsets, "Override one key (repeatable)");
 
   std::vector<std::string> chaos_paths;
-  std::string chaos_report = "atoll-chaos.json", chaos_tapes = "atoll-tapes", chaos_data;
+  std::string chaos_report = output("chaos.json"), chaos_tapes = output("tapes"), chaos_data;
   auto* chaos = app.add_subcommand("chaos", "Run fault plans (a folder of them: a chaos suite) and check their invariants");
   chaos->add_option("plans", chaos_paths, "Fault plans (TOML) or folders of them")->required();
   chaos->add_option("--report", chaos_report, "Where to write the JSON report (empty: none)")->capture_default_str();
@@ -588,7 +595,7 @@ int main(int argc, char** argv) {
       "recovered, verdict. Exit status: 0 all invariants hold; 1 some broke; 2 a bad plan.");
 
   ClusterFlags cluster;
-  std::string sfile, sreport = "atoll-report.json", sdata;
+  std::string sfile, sreport = output("report.json"), sdata;
   std::vector<std::string> ssets;
   double sseconds = 0;
   bool squiet = false;

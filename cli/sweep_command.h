@@ -11,7 +11,7 @@ struct SweepArgs {
   std::vector<std::string> grids;   // "key=v1,v2,..."
   std::vector<std::string> sets;    // shared overrides
   int seeds = 3;
-  std::string out = "atoll-sweep";  // records, reports and sweep.json
+  std::string out = "atoll-out/sweep";  // records, reports and sweep.json
   int curve = 0;                    // curve points per run (0: none)
   std::string data;
   int threads = 0;

@@ -50,7 +50,7 @@ std::vector<float> floats_of(capnp::Data::Reader d, const char* what, uint32_t f
     throw std::runtime_error(std::string(what) + " of fragment " + std::to_string(fragment) + " has " +
                              std::to_string(d.size()) + " bytes, not a whole number of floats");
   std::vector<float> v(d.size() / sizeof(float));
-  std::memcpy(v.data(), d.begin(), d.size());
+  if (!v.empty()) std::memcpy(v.data(), d.begin(), d.size());
   return v;
 }
 
@@ -111,8 +111,9 @@ Result<CheckpointState> decode_checkpoint(std::span<const uint8_t> bytes) {
   if (expected != actual)
     return Status::corruption("checksum mismatch (stored " + std::to_string(expected) + ", computed " +
                               std::to_string(actual) + ")");
-  if (payload.size() % sizeof(capnp::word) != 0)
-    return Status::corruption("payload is not a whole number of 8-byte words");
+  if (payload.empty() || payload.size() % sizeof(capnp::word) != 0)
+    return Status::corruption("payload of " + std::to_string(payload.size()) +
+                              " bytes is not a whole, non-zero number of 8-byte words");
   std::vector<capnp::word> words(payload.size() / sizeof(capnp::word));
   std::memcpy(words.data(), payload.data(), payload.size());
   capnp::ReaderOptions options;

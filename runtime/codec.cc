@@ -174,6 +174,7 @@ double error_bound(Codec codec, float x, float absmax) {
 
 void encode(Codec codec, uint32_t block, std::span<const float> x, std::span<uint8_t> out) {
   assert(out.size() == encoded_size(codec, x.size(), block));
+  if (x.empty()) return;
   switch (codec) {
     case Codec::kFp32:
       std::memcpy(out.data(), x.data(), x.size_bytes());
@@ -204,6 +205,7 @@ Status decode(Codec codec, uint32_t block, std::span<const uint8_t> in, std::spa
     return Status::corruption(std::string(codec_name(codec)) + " payload of " +
                               std::to_string(in.size()) + " bytes for " + std::to_string(out.size()) +
                               " values, expected " + std::to_string(expected) + " bytes");
+  if (out.empty()) return {};  // (and memcpy must not see the null data of empty spans)
   switch (codec) {
     case Codec::kFp32:
       std::memcpy(out.data(), in.data(), in.size());

@@ -398,12 +398,12 @@ Result<Message> decode_message(std::span<const uint8_t> bytes, size_t max_bytes)
   bytes = bytes.first(bytes.size() - kTrailerBytes);
   if (crc32c(bytes) != crc) return Status::corruption("checksum mismatch: the message was corrupted on its way");
   // Cap'n Proto reads words in place; copy only when the buffer is misaligned.
-  std::vector<capnp::word> aligned;
+  kj::Array<capnp::word> aligned;  // (capnp::word cannot be copied, so no std::vector::resize)
   const capnp::word* words = reinterpret_cast<const capnp::word*>(bytes.data());
   if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(capnp::word) != 0) {
-    aligned.resize(bytes.size() / sizeof(capnp::word));
-    std::memcpy(aligned.data(), bytes.data(), bytes.size());
-    words = aligned.data();
+    aligned = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+    std::memcpy(aligned.begin(), bytes.data(), bytes.size());
+    words = aligned.begin();
   }
   const kj::ArrayPtr<const capnp::word> array(words, bytes.size() / sizeof(capnp::word));
   capnp::ReaderOptions options;

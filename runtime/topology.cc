@@ -115,7 +115,7 @@ Status validate(const Topology& t) {
     c.range("model.width", md.width, 8, 4096);
     c.range("model.heads", md.heads, 1, 64);
     c.range("model.context", md.context, 2, 4096);
-    c.require(md.width % md.heads == 0, "model.width = " + std::to_string(md.width) +
+    c.require(md.heads < 1 || md.width % md.heads == 0, "model.width = " + std::to_string(md.width) +
                                             " is not divisible by model.heads = " + std::to_string(md.heads));
     c.require(t.data.kind == DataKind::kText, "model.kind = \"transformer\" needs data.kind = \"text\"");
   }

@@ -179,6 +179,13 @@ BOOST_AUTO_TEST_CASE(a_tape_replays_as_the_faults_that_hit_at_their_times) {
   BOOST_CHECK_EQUAL(p->faults[1].seconds, 0.05);
   std::ofstream(t.dir.file("bad.jsonl")) << "{\"t\":1,\"event\":\"inject\",\"kind\":\"melt\",\"hit\":1}\n";
   t.expect_error("replay = \"bad.jsonl\"\n", "bad.jsonl:1: unknown fault kind 'melt'");
+  // A tape is input as much as a plan: values a plan could not hold are refused by line.
+  const auto replayed = parse_fault_tape(
+      "{\"t\":1,\"event\":\"inject\",\"kind\":\"kill\",\"hit\":1,\"learner\":1e300}\n", "huge.jsonl");
+  BOOST_CHECK_MESSAGE(replayed.status().message().find("huge.jsonl:1: learner 1e+300 is outside") !=
+                          std::string_view::npos,
+                      replayed.status().to_string());
+  BOOST_CHECK(!parse_fault_tape("{\"t\":-1,\"event\":\"inject\",\"kind\":\"kill\",\"hit\":1}\n", "t.jsonl").ok());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,6 +1,7 @@
 // The cluster token: proofs admit exactly the registration they were made
-// for, tokens load with clear errors, and a syncer that requires a token
-// refuses a Register without the right proof before looking at anything else.
+// for, tokens load with clear errors, a syncer that requires a token
+// refuses a Register without the right proof before looking at anything else,
+// and learner processes never share an incarnation.
 #include <boost/test/unit_test.hpp>
 
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <fstream>
 
 #include "atoll/cluster_token.h"
+#include "atoll/incarnation.h"
 #include "atoll/syncer_core.h"
 
 namespace atl {
@@ -129,6 +131,16 @@ BOOST_AUTO_TEST_CASE(a_syncer_that_requires_the_token_refuses_registers_without_
   BOOST_CHECK(!reject_to(fx, 0));
   BOOST_CHECK(welcomed(fx, 0));
   BOOST_CHECK((*core)->learners()[0].connected);
+}
+
+// Two learner processes of one id started in the same millisecond must not
+// share an incarnation (the clock alone, ms x 1000, gave both the same one);
+// a process started later must still count above every earlier one.
+BOOST_AUTO_TEST_CASE(incarnations_of_learner_processes_never_collide_and_grow_with_the_clock) {
+  const uint64_t ms = 1'700'000'000'000;  // November 2023
+  BOOST_CHECK_NE(incarnation_base(ms, 1), incarnation_base(ms, 2));
+  BOOST_CHECK_GT(incarnation_base(ms + 1, 0), incarnation_base(ms, ~uint64_t{0}));
+  BOOST_CHECK_GT(incarnation_base(), incarnation_base(ms, ~uint64_t{0}));  // now is later
 }
 
 BOOST_AUTO_TEST_SUITE_END()

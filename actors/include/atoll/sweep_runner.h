@@ -25,7 +25,7 @@ struct SweepSpec {
   std::vector<std::string> overrides;  // shared by every variant (before its own)
   std::vector<Variant> variants;
   std::vector<uint64_t> seeds = {1};
-  std::string dir = "atoll-sweep";     // records and reports
+  std::string dir = "atoll-out/sweep";     // records and reports
   RunOptions run;                      // data, threads, curve points of every trial
 };
 

@@ -115,9 +115,13 @@ struct FaultPlan {
 
 // Reads a plan, its topology (relative to the plan's folder) and overrides.
 Result<FaultPlan> load_fault_plan(const std::string& path);
+// The same from text; `path` names it in errors and anchors relative paths.
+Result<FaultPlan> parse_fault_plan(std::string_view text, const std::string& path);
 
 // The faults an event tape (atoll/event_tape.h) records as injected and hit,
 // as timed faults at their recorded times. Errors name the file and line.
 Result<std::vector<Fault>> faults_from_tape(const std::string& path);
+// The same from text; `path` names it in errors.
+Result<std::vector<Fault>> parse_fault_tape(std::string_view text, const std::string& path);
 
 }  // namespace atl

@@ -136,7 +136,7 @@ struct OuterSpec {
 // Durable syncer state (DESIGN section 6). A run writes into its own subfolder
 // of `dir`, so a fresh run never restores another run's state.
 struct CheckpointSpec {
-  std::string dir = "atoll-checkpoints";  // empty: no checkpoints
+  std::string dir = "atoll-out/checkpoints";  // empty: no checkpoints
   int every_rounds = 100;      // write after this many rounds ...
   double every_seconds = 30;   // ... or this much time, whichever comes first
   int keep = 3;                // newest files kept
