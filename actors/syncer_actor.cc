@@ -162,6 +162,9 @@ void maybe_checkpoint(SyncerActor* self) {
   self->send(cp, save_atom_v, Packet{encode_checkpoint(st.core->checkpoint(unix_ms()))});
   st.rounds_at_checkpoint = rounds;
   st.checkpoint_at = now;
+  SyncerEffects fx;  // moments for the next one
+  st.core->request_checkpoint_moments(fx);
+  carry_out(self, fx);
 }
 
 // Tells every connected learner the run is over (learners in other

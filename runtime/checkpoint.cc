@@ -45,10 +45,10 @@ kj::ArrayPtr<const kj::byte> float_bytes(const std::vector<float>& v) {
   return {reinterpret_cast<const kj::byte*>(v.data()), v.size() * sizeof(float)};
 }
 
-std::vector<float> floats_of(capnp::Data::Reader d, const char* what, uint32_t fragment) {
+// `what` names the field in errors: "values of fragment 3".
+std::vector<float> floats_of(capnp::Data::Reader d, const std::string& what) {
   if (d.size() % sizeof(float) != 0)
-    throw std::runtime_error(std::string(what) + " of fragment " + std::to_string(fragment) + " has " +
-                             std::to_string(d.size()) + " bytes, not a whole number of floats");
+    throw std::runtime_error(what + " has " + std::to_string(d.size()) + " bytes, not a whole number of floats");
   std::vector<float> v(d.size() / sizeof(float));
   if (!v.empty()) std::memcpy(v.data(), d.begin(), d.size());
   return v;
@@ -79,6 +79,12 @@ std::vector<uint8_t> encode_checkpoint(const CheckpointState& state) {
     ls[i].setPastTokens(state.learners[i].past_tokens);
     ls[i].setSteps(state.learners[i].steps);
     ls[i].setTokens(state.learners[i].tokens);
+  }
+  if (state.optimizer) {
+    auto o = root.initOptimizer();
+    o.setStep(state.optimizer->step);
+    o.setM(float_bytes(state.optimizer->m));
+    o.setV(float_bytes(state.optimizer->v));
   }
   const size_t payload = capnp::computeSerializedSizeInWords(builder) * sizeof(capnp::word);
   std::vector<uint8_t> out(kHeaderBytes + payload);
@@ -131,8 +137,8 @@ Result<CheckpointState> decode_checkpoint(std::span<const uint8_t> bytes) {
       CheckpointState::FragmentRecord r;
       r.fragment = f.getFragment();
       r.version = f.getVersion();
-      r.values = floats_of(f.getValues(), "values", r.fragment);
-      r.momentum = floats_of(f.getMomentum(), "momentum", r.fragment);
+      r.values = floats_of(f.getValues(), "values of fragment " + std::to_string(r.fragment));
+      r.momentum = floats_of(f.getMomentum(), "momentum of fragment " + std::to_string(r.fragment));
       if (r.values.size() != r.momentum.size())
         return Status::corruption("fragment " + std::to_string(r.fragment) + " has " +
                                   std::to_string(r.values.size()) + " values but " +
@@ -149,6 +155,19 @@ Result<CheckpointState> decode_checkpoint(std::span<const uint8_t> bytes) {
     for (auto l : root.getLearners())
       s.learners.push_back(
           {l.getLearner(), l.getIncarnation(), l.getPastSteps(), l.getPastTokens(), l.getSteps(), l.getTokens()});
+    if (root.hasOptimizer()) {
+      const auto o = root.getOptimizer();
+      CheckpointState::OptimizerRecord r{o.getStep(), floats_of(o.getM(), "optimizer first moment"),
+                                         floats_of(o.getV(), "optimizer second moment")};
+      if (r.step < 0 || r.m.size() != r.v.size())
+        return Status::corruption("optimizer state has step " + std::to_string(r.step) + ", " +
+                                  std::to_string(r.m.size()) + " first and " + std::to_string(r.v.size()) +
+                                  " second moments");
+      const auto finite = [](float x) { return std::isfinite(x); };
+      if (!std::all_of(r.m.begin(), r.m.end(), finite) || !std::all_of(r.v.begin(), r.v.end(), finite))
+        return Status::corruption("optimizer state is not finite");
+      s.optimizer = std::move(r);
+    }
     return s;
   } catch (const kj::Exception& e) {
     return Status::corruption(std::string("malformed record: ") + e.getDescription().cStr());

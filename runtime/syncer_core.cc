@@ -77,6 +77,15 @@ Status SyncerCore::restore(const CheckpointState& state) {
     for (float v : f.values)
       if (!std::isfinite(v)) return Status::invalid_argument("checkpoint holds non-finite parameters");
   }
+  if (const auto& o = state.optimizer) {
+    if (o->m.size() != layout().size())
+      return Status::invalid_argument("checkpoint optimizer state has " + std::to_string(o->m.size()) +
+                                      " values, the model " + std::to_string(layout().size()));
+    if (dp_optimizer_) ATOLL_RETURN_IF_ERROR(dp_optimizer_->load_state(o->step, o->m, o->v));
+    else checkpoint_moments_ = OptimizerState{o->step, encode_payload(Codec::kBf16, 0, o->m),
+                                              encode_payload(Codec::kBf16, 0, o->v)};
+  }
+  restored_ = true;
   for (const auto& f : state.fragments) {
     auto& s = states_[f.fragment];
     s.values = f.values;
@@ -142,7 +151,28 @@ CheckpointState SyncerCore::checkpoint(int64_t unix_ms) const {
   for (size_t m = 0; m < learners_.size(); ++m)
     c.learners.push_back({static_cast<uint32_t>(m), learners_[m].incarnation, learners_[m].past_steps,
                           learners_[m].past_tokens, learners_[m].steps, learners_[m].tokens});
+  if (!topology_.checkpoint.moments) return c;
+  if (dp_optimizer_) {
+    const auto m = dp_optimizer_->first_moment(), v = dp_optimizer_->second_moment();
+    c.optimizer = CheckpointState::OptimizerRecord{dp_optimizer_->step(), {m.begin(), m.end()}, {v.begin(), v.end()}};
+  } else if (checkpoint_moments_) {
+    CheckpointState::OptimizerRecord o{checkpoint_moments_->step, std::vector<float>(layout().size()),
+                                       std::vector<float>(layout().size())};
+    if (decode_payload(checkpoint_moments_->m, o.m).ok() && decode_payload(checkpoint_moments_->v, o.v).ok())
+      c.optimizer = std::move(o);
+  }
   return c;
+}
+
+void SyncerCore::request_checkpoint_moments(SyncerEffects& fx) {
+  if (!topology_.checkpoint.moments || topology_.mode != Mode::kDecoupled) return;
+  std::optional<uint32_t> most;
+  for (uint32_t m = 0; m < learners_.size(); ++m)
+    if (learners_[m].connected && learners_[m].steps > 0 && (!most || learners_[m].steps > learners_[*most].steps))
+      most = m;
+  if (!most) return;
+  checkpoint_request_ = next_request_++;
+  fx.sends.push_back({*most, MomentsPull{checkpoint_request_}});
 }
 
 bool SyncerCore::recovering(SteadyTime now) const {
@@ -242,7 +272,9 @@ void SyncerCore::on_register(const Register& r, bool same_actor, SteadyTime now,
   // A restarted learner starts with a healthy peer's AdamW moments, if there
   // is a peer: fresh moments make its first updates several times too large.
   // (At the start of a run every learner is fresh alike.)
-  if (r.bases.empty() && r.incarnation > 1 && topology_.mode == Mode::kDecoupled) {
+  // After a restore from a checkpoint a learner without bases is not fresh
+  // either (a whole restart): the checkpoint's moments stand in for a peer's.
+  if (r.bases.empty() && (r.incarnation > 1 || restored_) && topology_.mode == Mode::kDecoupled) {
     std::optional<uint32_t> peer;
     for (uint32_t m = 0; m < learners_.size(); ++m)
       if (m != r.learner && learners_[m].connected && learners_[m].steps > 0 &&
@@ -255,6 +287,7 @@ void SyncerCore::on_register(const Register& r, bool same_actor, SteadyTime now,
       fx.timers.push_back({SyncerEffects::TimerKind::kMoments, r.learner, request, kMomentsSeconds});
       return;
     }
+    if (checkpoint_moments_) return welcome(r.learner, r.incarnation, checkpoint_moments_, now, fx);
   }
   welcome(r.learner, r.incarnation, std::nullopt, now, fx);
 }
@@ -345,6 +378,15 @@ void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<O
 }
 
 void SyncerCore::on_moments(uint32_t learner, const Moments& m, SteadyTime now, SyncerEffects& fx) {
+  if (m.request != 0 && m.request == checkpoint_request_) {
+    std::vector<float> check(layout().size());
+    if (decode_payload(m.state.m, check).ok() && decode_payload(m.state.v, check).ok() && m.state.step >= 0)
+      checkpoint_moments_ = m.state;
+    else
+      fx.notes.push_back("moments from learner " + std::to_string(learner) + " do not fit the model; not kept");
+    checkpoint_request_ = 0;
+    return;
+  }
   const auto it = pending_moments_.find(m.request);
   if (it == pending_moments_.end()) return;  // answered after the timeout: the learner was welcomed already
   const PendingWelcome pending = it->second;

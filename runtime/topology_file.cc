@@ -73,6 +73,7 @@ const std::map<std::string, Setter>& scalar_keys() {
       {"checkpoint.every_rounds", [](Topology& t, const toml::node& n, const std::string& k) { t.checkpoint.every_rounds = get_int32(n, k); }},
       {"checkpoint.every_seconds", [](Topology& t, const toml::node& n, const std::string& k) { t.checkpoint.every_seconds = get_number(n, k); }},
       {"checkpoint.keep", [](Topology& t, const toml::node& n, const std::string& k) { t.checkpoint.keep = get_int32(n, k); }},
+      {"checkpoint.moments", [](Topology& t, const toml::node& n, const std::string& k) { t.checkpoint.moments = get_bool(n, k); }},
   };
   return keys;
 }
@@ -279,7 +280,8 @@ std::string to_toml(const Topology& t) {
                                    {"sync_every_start", o.sync_every_start},
                                    {"sync_ramp_rounds", o.sync_ramp_rounds}});
   root.insert("checkpoint", toml::table{{"dir", t.checkpoint.dir}, {"every_rounds", t.checkpoint.every_rounds},
-                                        {"every_seconds", t.checkpoint.every_seconds}, {"keep", t.checkpoint.keep}});
+                                        {"every_seconds", t.checkpoint.every_seconds}, {"keep", t.checkpoint.keep},
+                                        {"moments", t.checkpoint.moments}});
   toml::array learners;
   for (const auto& l : t.learners) learners.push_back(toml::table{{"speed", l.speed}, {"batch_size", l.batch_size}});
   root.insert("learners", learners);

@@ -21,6 +21,15 @@ struct LearnerRecord {
   tokens @5 :UInt64;
 }
 
+# AdamW state, fp32 little-endian. dp: the syncer's optimizer on Theta.
+# Decoupled: the moments of the learner that had trained the most, which a
+# learner is welcomed with after a whole restart when no peer is up.
+struct OptimizerRecord {
+  step @0 :Int64;
+  m @1 :Data;
+  v @2 :Data;
+}
+
 struct Checkpoint {
   formatVersion @0 :UInt32;   # 1
   fingerprint @1 :UInt64;     # layout of the model the values belong to
@@ -28,4 +37,5 @@ struct Checkpoint {
   rounds @3 :UInt64;          # rounds completed over all fragments
   fragments @4 :List(FragmentRecord);
   learners @5 :List(LearnerRecord);
+  optimizer @6 :OptimizerRecord;  # absent: none (checkpoint.moments = false, or none yet)
 }

@@ -11,6 +11,8 @@
 #include "atoll/checkpoint.h"
 #include "atoll/crc32c.h"
 #include "atoll/file.h"
+#include "atoll/job.h"
+#include "atoll/syncer_core.h"
 #include "test_support.h"
 
 namespace atl {
@@ -24,6 +26,9 @@ CheckpointState state_of(uint64_t rounds) {
   s.fragments = {{0, rounds, testing::random_vector(100, rounds), testing::random_vector(100, rounds + 7)},
                  {1, rounds + 1, testing::random_vector(33, rounds + 1), std::vector<float>(33, 0.0f)}};
   s.learners = {{0, 1, 0, 0, 12, 768}, {1, 3, 40, 2560, 7, 448}};
+  s.optimizer = CheckpointState::OptimizerRecord{static_cast<int64_t>(rounds) * 10, testing::random_vector(133, rounds + 3),
+                                                 testing::random_vector(133, rounds + 4)};
+  for (float& v : s.optimizer->v) v = v * v;
   return s;
 }
 
@@ -169,14 +174,17 @@ BOOST_AUTO_TEST_CASE(a_state_that_is_not_finite_is_never_loaded_nor_written) {
   testing::TempDir dir;
   auto store = open_store(dir.path(), 3);
   BOOST_REQUIRE(store->write(state_of(1)).ok());
-  for (bool momentum : {false, true}) {
+  for (int field : {0, 1, 2}) {
     auto diverged = state_of(2);
-    (momentum ? diverged.fragments[1].momentum : diverged.fragments[1].values)[5] =
-        std::numeric_limits<float>::quiet_NaN();
+    std::vector<float>& where = field == 0   ? diverged.fragments[1].values
+                                : field == 1 ? diverged.fragments[1].momentum
+                                             : diverged.optimizer->v;
+    where[5] = std::numeric_limits<float>::quiet_NaN();
     const auto bytes = encode_checkpoint(diverged);  // checksum and all: valid bytes, invalid numbers
     const auto decoded = decode_checkpoint(bytes);
     BOOST_REQUIRE(!decoded.ok());
-    BOOST_CHECK_MESSAGE(decoded.status().message().find("fragment 1") != std::string_view::npos &&
+    BOOST_CHECK_MESSAGE(decoded.status().message().find(field == 2 ? "optimizer" : "fragment 1") !=
+                                std::string_view::npos &&
                             decoded.status().message().find("not finite") != std::string_view::npos,
                         decoded.status().to_string());
     BOOST_CHECK(!store->write_encoded(bytes).ok());
@@ -231,6 +239,89 @@ BOOST_AUTO_TEST_CASE(a_second_store_on_a_locked_folder_is_refused_until_the_firs
                       second.status().to_string());
   first.reset();
   BOOST_CHECK(CheckpointStore::open(dir.path(), 3).ok());
+}
+
+// A whole restart (syncer and learners in one process) resumes warm: the
+// checkpoint carries AdamW state, and learners that come back without bases
+// are welcomed with it. dp keeps its syncer-side optimizer.
+namespace {
+Topology mlp_topology(Mode mode) {
+  Topology t;
+  t.mode = mode;
+  t.model.kind = ModelKind::kMlp;
+  t.data.kind = DataKind::kSynthetic;
+  t.data.features = 4;
+  t.data.classes = 3;
+  t.model.hidden = {5};
+  t.learners = {{1.0, 8}, {1.0, 8}};
+  t.outer.fragments = 1;
+  return t;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_decoupled_checkpoint_carries_a_learners_moments_and_a_restart_welcomes_with_them) {
+  const Topology t = mlp_topology(Mode::kDecoupled);
+  const auto now = std::chrono::steady_clock::now();
+  auto core = SyncerCore::create(t, now);
+  BOOST_REQUIRE(core.ok());
+  const uint64_t fingerprint = (*core)->layout().fingerprint();
+  const size_t n = (*core)->layout().size();
+  SyncerEffects fx;
+  for (uint32_t m = 0; m < 2; ++m) (*core)->on_register(Register{m, 1, fingerprint, "", {}}, false, now, fx);
+  (*core)->on_progress(Progress{1, 1, 30, 240, 0.01, {{0, 30}}, 1.0f}, now, fx);
+  fx = {};
+  (*core)->request_checkpoint_moments(fx);
+  BOOST_REQUIRE_EQUAL(fx.sends.size(), 1u);
+  BOOST_CHECK_EQUAL(fx.sends[0].learner, 1u);  // the one that trained the most
+  const auto pull = std::get<MomentsPull>(fx.sends[0].message);
+  const std::vector<float> m(n, 0.25f), v(n, 0.0625f);
+  (*core)->on_moments(1, Moments{pull.request, OptimizerState{30, encode_payload(Codec::kBf16, 0, m),
+                                                               encode_payload(Codec::kBf16, 0, v)}},
+                      now, fx);
+  const CheckpointState saved = (*core)->checkpoint(1700000000000);
+  BOOST_REQUIRE(saved.optimizer.has_value());
+  BOOST_CHECK_EQUAL(saved.optimizer->step, 30);
+  BOOST_CHECK_EQUAL(saved.optimizer->m[3], 0.25f);
+
+  auto again = SyncerCore::create(t, now);  // the whole process restarted
+  BOOST_REQUIRE((*again)->restore(*decode_checkpoint(encode_checkpoint(saved))).ok());
+  fx = {};
+  (*again)->on_register(Register{0, 1, fingerprint, "", {}}, false, now, fx);
+  const Welcome* w = nullptr;
+  for (const auto& send : fx.sends)
+    if (std::holds_alternative<Welcome>(send.message)) w = &std::get<Welcome>(send.message);
+  BOOST_REQUIRE(w);
+  BOOST_REQUIRE(w->moments.has_value());
+  BOOST_CHECK_EQUAL(w->moments->step, 30);
+
+  Topology off = t;
+  off.checkpoint.moments = false;
+  auto cold = SyncerCore::create(off, now);
+  fx = {};
+  (*cold)->request_checkpoint_moments(fx);
+  BOOST_CHECK(fx.sends.empty());
+  BOOST_CHECK(!(*cold)->checkpoint(0).optimizer.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_dp_checkpoint_carries_the_syncers_optimizer) {
+  const Topology t = mlp_topology(Mode::kDp);
+  const auto now = std::chrono::steady_clock::now();
+  auto core = SyncerCore::create(t, now);
+  BOOST_REQUIRE(core.ok());
+  const uint64_t fingerprint = (*core)->layout().fingerprint();
+  const size_t n = (*core)->layout().size();
+  SyncerEffects fx;
+  for (uint32_t m = 0; m < 2; ++m) (*core)->on_register(Register{m, 1, fingerprint, "", {}}, false, now, fx);
+  for (uint32_t m = 0; m < 2; ++m)  // one synchronous step: both gradients
+    (*core)->on_push(Push{m, 1, 0, 0, 0, 1, 8, 0.01, encode_payload(Codec::kFp32, 0, std::vector<float>(n, 0.5f))},
+                     now, fx);
+  const CheckpointState saved = (*core)->checkpoint(0);
+  BOOST_REQUIRE(saved.optimizer.has_value());
+  BOOST_CHECK_EQUAL(saved.optimizer->step, 1);
+  BOOST_CHECK_GT(saved.optimizer->v[0], 0.0f);
+  auto again = SyncerCore::create(t, now);
+  BOOST_REQUIRE((*again)->restore(saved).ok());
+  BOOST_CHECK((*again)->checkpoint(0).optimizer == saved.optimizer);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

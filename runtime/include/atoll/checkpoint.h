@@ -42,11 +42,19 @@ struct CheckpointState {
     friend bool operator==(const LearnerRecord&, const LearnerRecord&) = default;
   };
 
+  // AdamW state over the whole layout (see schema/checkpoint.capnp).
+  struct OptimizerRecord {
+    int64_t step = 0;
+    std::vector<float> m, v;
+    friend bool operator==(const OptimizerRecord&, const OptimizerRecord&) = default;
+  };
+
   uint64_t fingerprint = 0;  // layout the values belong to
   int64_t created_unix_ms = 0;
   uint64_t rounds = 0;       // rounds completed over all fragments
   std::vector<FragmentRecord> fragments;
   std::vector<LearnerRecord> learners;
+  std::optional<OptimizerRecord> optimizer;
 
   friend bool operator==(const CheckpointState&, const CheckpointState&) = default;
 };

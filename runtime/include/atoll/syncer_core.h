@@ -159,10 +159,15 @@ class SyncerCore {
   static constexpr double kRecoverySeconds = 10.0;
   static constexpr double kMomentsSeconds = 2.0;  // how long a welcome waits for a peer's moments
 
-  // Takes Theta, momentum and versions from a checkpoint. Fails, changing
-  // nothing, if it belongs to another model or fragment plan.
+  // Takes Theta, momentum and versions from a checkpoint, and its AdamW
+  // state: dp's optimizer, or the moments a learner that registers without
+  // bases is welcomed with while no peer can give fresher ones. Fails,
+  // changing nothing, if it belongs to another model or fragment plan.
   Status restore(const CheckpointState& state);
   CheckpointState checkpoint(int64_t unix_ms) const;
+  // Decoupled, checkpoint.moments: asks the learner that trained the most
+  // for its AdamW moments, which the next checkpoint() carries.
+  void request_checkpoint_moments(SyncerEffects& fx);
 
   // From now on a Register must carry join_proof() of this token
   // (atoll/cluster_token.h), else it is refused as bad_token before anything
@@ -254,6 +259,9 @@ class SyncerCore {
   };
   std::map<uint64_t, PendingWelcome> pending_moments_;  // by request
   uint64_t next_request_ = 1;
+  uint64_t checkpoint_request_ = 0;                   // the moments asked for the next checkpoint
+  std::optional<OptimizerState> checkpoint_moments_;  // decoupled: the newest answer, or a restored one
+  bool restored_ = false;                             // from a checkpoint: learners without bases are not fresh
   std::vector<bool> expected_back_;  // connected under the syncer before this one
 
   bool current(uint32_t learner, uint64_t incarnation) const;

@@ -140,6 +140,10 @@ struct CheckpointSpec {
   int every_rounds = 100;      // write after this many rounds ...
   double every_seconds = 30;   // ... or this much time, whichever comes first
   int keep = 3;                // newest files kept
+  // AdamW state in every checkpoint, so that a whole restart resumes warm:
+  // dp's optimizer, or (decoupled) one learner's moments, fetched before each
+  // write (2 x 4 bytes per parameter in the file, 2 x 2 on the wire).
+  bool moments = true;
 
   friend bool operator==(const CheckpointSpec&, const CheckpointSpec&) = default;
 };
