@@ -201,7 +201,8 @@ Result<TrialRecord> TrialRecord::parse_toml(const std::string& text, const std::
   if (!t["label"].is_string() || !t["seed"].is_integer() || !t["ok"].is_boolean())
     return Status::corruption(source + ": not a trial record (label, seed or ok missing)");
   r.label = str("label");
-  r.seed = static_cast<uint64_t>(t["seed"].value<int64_t>().value_or(0));
+  // (is_integer first: value<int64_t>() converts a float unchecked.)
+  r.seed = t["seed"].is_integer() ? static_cast<uint64_t>(t["seed"].value<int64_t>().value_or(0)) : 0;
   if (const auto* a = t["overrides"].as_array())
     for (const auto& o : *a) r.overrides.push_back(o.value<std::string>().value_or(""));
   r.topology_hash = std::strtoull(str("topology").c_str(), nullptr, 16);

@@ -48,8 +48,10 @@ struct KeyError {
 }
 
 inline int64_t get_int(const toml::node& n, const std::string& key, int64_t lo, int64_t hi) {
+  // Type first: value<int64_t>() of a float node converts it unchecked (7e52 is UB; found by scripts/fuzz).
+  if (!n.is_integer()) fail(n, key, std::string("expected an integer, got ") + type_name(n));
   const auto v = n.value<int64_t>();
-  if (!n.is_integer() || !v) fail(n, key, std::string("expected an integer, got ") + type_name(n));
+  if (!v) fail(n, key, std::string("expected an integer, got ") + type_name(n));
   if (*v < lo || *v > hi) fail(n, key, std::to_string(*v) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return *v;
 }

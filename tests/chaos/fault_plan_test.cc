@@ -147,6 +147,8 @@ BOOST_AUTO_TEST_CASE(mistakes_name_the_file_line_and_key) {
   t.expect_error("[invariants]\nmin_goodput = 1.5\n", "invariants.min_goodput: 1.5 is outside [0, 1]");
   t.expect_error("[[fault]]\nkind = \"kill\"\nat = 4\nlearner = 0\n",
                  "plan.toml:3: kill at 4 s would never be injected: the run ends at seconds = 3");
+  t.expect_error("[[fault]]\nkind = \"crash\"\nat_step = 2.2e39\nlearner = 0\n",
+                 "fault[0].at_step: expected an integer, got a number");
   t.expect_error("replay = \".\"\n", "replay: event tape: " + t.dir.path() + "/.: is a folder, not a file");
 }
 

@@ -84,6 +84,8 @@ BOOST_AUTO_TEST_CASE(out_of_range_values_name_file_line_and_key) {
   expect_error("[outer]\nquorum = 99999999999\n", "topo.toml:2: outer.quorum: 99999999999 is outside");
   // Found by scripts/fuzz: the divisibility check divided by zero (SIGFPE) after the range check failed.
   expect_error("[model]\nheads = 0\n", "topo.toml:2: model.heads = 0 is outside");
+  // Found by scripts/fuzz: a float where an integer belongs was converted unchecked (UB for 7e52).
+  expect_error("[model]\ncontext = 7e52\n", "topo.toml:2: model.context: expected an integer, got a number");
 }
 
 BOOST_AUTO_TEST_CASE(syntax_errors_name_the_line) {
