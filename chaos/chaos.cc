@@ -135,6 +135,8 @@ Result<ChaosResult> run_with_faults(const Topology& topology, const FaultPlan& p
   if (options.running) options.running(nullptr);
   if (!report.ok()) return report.status();
   result.report = std::move(*report);
+  if (options.stopping && options.stopping())
+    result.notes.push_back("interrupted: the run was stopped early, its figures cover only the time it ran");
   check(plan, **tape, (*run)->parameters(), result);
   return result;
 }
@@ -146,8 +148,7 @@ Result<std::vector<ChaosResult>> run_plan(const FaultPlan& plan, const ChaosOpti
     t.mode = mode;
     auto r = run_with_faults(t, plan, options);
     if (!r.ok()) return r.status().with_context(plan.path + " (" + mode_name(mode) + ")");
-    if (options.stopping && options.stopping()) {  // cut short: no baseline, no further mode
-      r->notes.push_back("interrupted: the run was stopped early, its figures cover only the time it ran");
+    if (options.stopping && options.stopping()) {  // cut short (noted): no baseline, no further mode
       out.push_back(std::move(*r));
       break;
     }

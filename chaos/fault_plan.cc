@@ -23,6 +23,18 @@ std::string number_text(double v) {
   return buf;
 }
 
+// What a fault's numbers may be, in a plan file and in a replayed tape alike.
+struct FieldRange {
+  const char* key;
+  double lo, hi;
+  bool holds(double v) const { return v >= lo && v <= hi; }  // false for NaN
+  std::string refusal(double v) const {
+    return number_text(v) + " is outside [" + number_text(lo) + ", " + number_text(hi) + "]";
+  }
+};
+constexpr FieldRange kRecoverAfter{"recover_after", 0.0, 3600.0}, kDuration{"duration", 0.0, 86400.0},
+    kFactor{"factor", 1.0, 1000.0}, kFaultSeconds{"seconds", 0.0, 3600.0}, kProbability{"probability", 0.0, 1.0};
+
 constexpr FaultKind kAllKinds[] = {FaultKind::kKill,      FaultKind::kCrash,     FaultKind::kStall,
                                    FaultKind::kSlow,      FaultKind::kPartition, FaultKind::kDelay,
                                    FaultKind::kDuplicate, FaultKind::kReorder,   FaultKind::kCorrupt,
@@ -71,18 +83,17 @@ Fault read_fault(const toml::table& t, const std::string& prefix, int learners) 
     fail(*learner, prefix + "learner", std::string(fault_kind_name(f.kind)) + " does not target a learner");
   }
   if (at_step && f.learner < 0) fail(*at_step, prefix + "at_step", "needs a single learner whose steps to count");
-  const auto number = [&](const char* name, double& out, double lo, double hi) {
-    if (const toml::node* n = t.get(name)) {
-      out = get_number(*n, prefix + name);
-      if (!(out >= lo && out <= hi))
-        fail(*n, prefix + name, number_text(out) + " is outside [" + number_text(lo) + ", " + number_text(hi) + "]");
+  const auto number = [&](const FieldRange& range, double& out) {
+    if (const toml::node* n = t.get(range.key)) {
+      out = get_number(*n, prefix + range.key);
+      if (!range.holds(out)) fail(*n, prefix + range.key, range.refusal(out));
     }
   };
-  number("recover_after", f.recover_after, 0.0, 3600.0);
-  number("duration", f.duration, 0.0, 86400.0);
-  number("factor", f.factor, 1.0, 1000.0);
-  number("seconds", f.seconds, 0.0, 3600.0);
-  number("probability", f.probability, 0.0, 1.0);
+  number(kRecoverAfter, f.recover_after);
+  number(kDuration, f.duration);
+  number(kFactor, f.factor);
+  number(kFaultSeconds, f.seconds);
+  number(kProbability, f.probability);
   const bool timed = f.kind == FaultKind::kStall || f.kind == FaultKind::kSlow || is_message_fault(f.kind);
   if (timed && f.duration <= 0) fail(t, prefix + "duration", std::string("missing: how long does the ") +
                                                                  fault_kind_name(f.kind) + " last?");
@@ -133,7 +144,7 @@ Invariants read_invariants(const toml::table& t) {
     const toml::node* n = t.get(key);
     const std::string name = std::string("invariants.") + key;
     const double v = get_number(*n, name);
-    if (!(v >= lo && v <= hi)) fail(*n, name, number_text(v) + " is outside [" + number_text(lo) + ", " + number_text(hi) + "]");
+    if (const FieldRange range{key, lo, hi}; !range.holds(v)) fail(*n, name, range.refusal(v));
     return v;
   };
   if (t.get("reintegrate_within_seconds"))
@@ -226,21 +237,20 @@ Result<std::vector<Fault>> parse_fault_tape(std::string_view text, const std::st
     if (!kind.ok()) return kind.status().with_context(where);
     // The same ranges a plan file allows (read_fault): a tape is input too.
     std::string bad;
-    const auto field = [&](const char* k, double fallback, double lo, double hi) {
-      const double v = num(k, fallback);
-      if (!(v >= lo && v <= hi) && bad.empty()) bad = std::string(k) + " " + number_text(v) + " is outside [" +
-                                                      number_text(lo) + ", " + number_text(hi) + "]";
+    const auto field = [&](const FieldRange& range, double fallback) {
+      const double v = num(range.key, fallback);
+      if (!range.holds(v) && bad.empty()) bad = std::string(range.key) + " " + range.refusal(v);
       return v;
     };
     Fault f;
     f.kind = *kind;
-    f.at = field("t", -1, 0.0, 86400.0 * 365);
-    const double learner = field("learner", -1, -1, 1 << 20);
-    f.recover_after = field("recover_after", 0, 0.0, 3600.0);
-    f.duration = field("duration", 0, 0.0, 86400.0);
-    f.factor = field("factor", 1, 1.0, 1000.0);
-    f.seconds = field("seconds", 0, 0.0, 3600.0);
-    f.probability = field("probability", 1, 0.0, 1.0);
+    f.at = field({"t", 0.0, 86400.0 * 365}, -1);
+    const double learner = field({"learner", -1, 1 << 20}, -1);
+    f.recover_after = field(kRecoverAfter, 0);
+    f.duration = field(kDuration, 0);
+    f.factor = field(kFactor, 1);
+    f.seconds = field(kFaultSeconds, 0);
+    f.probability = field(kProbability, 1);
     if (!bad.empty()) return Status::corruption(where + ": " + bad);
     f.learner = static_cast<int>(learner);
     f.where = where;

@@ -181,9 +181,9 @@ int run_with_plan(const atl::Topology& topology, const std::string& plan_path, c
   if (options.tape_dir.empty()) options.tape_dir = ".";
   SignalStop signals;
   options.running = [&](atl::Run* run) { signals.watch(run); };
+  options.stopping = [&] { return signals.fired(); };
   auto result = atl::run_with_faults(topology, *plan, options);
   if (!result.ok()) return fail(result.status());
-  if (signals.fired()) result->notes.push_back("interrupted: the run was stopped early, its figures cover only the time it ran");
   if (!tape.empty() && !result->tape_path.empty() && result->tape_path != tape)
     std::filesystem::rename(result->tape_path, tape);
   std::fputs(result->report.to_table().c_str(), stdout);

@@ -82,8 +82,7 @@ Status SyncerCore::restore(const CheckpointState& state) {
       return Status::invalid_argument("checkpoint optimizer state has " + std::to_string(o->m.size()) +
                                       " values, the model " + std::to_string(layout().size()));
     if (dp_optimizer_) ATOLL_RETURN_IF_ERROR(dp_optimizer_->load_state(o->step, o->m, o->v));
-    else checkpoint_moments_ = OptimizerState{o->step, encode_payload(Codec::kBf16, 0, o->m),
-                                              encode_payload(Codec::kBf16, 0, o->v)};
+    else checkpoint_moments_ = *o;
   }
   restored_ = true;
   for (const auto& f : state.fragments) {
@@ -155,11 +154,8 @@ CheckpointState SyncerCore::checkpoint(int64_t unix_ms) const {
   if (dp_optimizer_) {
     const auto m = dp_optimizer_->first_moment(), v = dp_optimizer_->second_moment();
     c.optimizer = CheckpointState::OptimizerRecord{dp_optimizer_->step(), {m.begin(), m.end()}, {v.begin(), v.end()}};
-  } else if (checkpoint_moments_) {
-    CheckpointState::OptimizerRecord o{checkpoint_moments_->step, std::vector<float>(layout().size()),
-                                       std::vector<float>(layout().size())};
-    if (decode_payload(checkpoint_moments_->m, o.m).ok() && decode_payload(checkpoint_moments_->v, o.v).ok())
-      c.optimizer = std::move(o);
+  } else {
+    c.optimizer = checkpoint_moments_;
   }
   return c;
 }
@@ -287,7 +283,10 @@ void SyncerCore::on_register(const Register& r, bool same_actor, SteadyTime now,
       fx.timers.push_back({SyncerEffects::TimerKind::kMoments, r.learner, request, kMomentsSeconds});
       return;
     }
-    if (checkpoint_moments_) return welcome(r.learner, r.incarnation, checkpoint_moments_, now, fx);
+    if (const auto& o = checkpoint_moments_)
+      return welcome(r.learner, r.incarnation,
+                     OptimizerState{o->step, encode_payload(Codec::kBf16, 0, o->m), encode_payload(Codec::kBf16, 0, o->v)},
+                     now, fx);
   }
   welcome(r.learner, r.incarnation, std::nullopt, now, fx);
 }
@@ -379,9 +378,10 @@ void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<O
 
 void SyncerCore::on_moments(uint32_t learner, const Moments& m, SteadyTime now, SyncerEffects& fx) {
   if (m.request != 0 && m.request == checkpoint_request_) {
-    std::vector<float> check(layout().size());
-    if (decode_payload(m.state.m, check).ok() && decode_payload(m.state.v, check).ok() && m.state.step >= 0)
-      checkpoint_moments_ = m.state;
+    CheckpointState::OptimizerRecord o{m.state.step, std::vector<float>(layout().size()),
+                                       std::vector<float>(layout().size())};
+    if (decode_payload(m.state.m, o.m).ok() && decode_payload(m.state.v, o.v).ok() && o.step >= 0)
+      checkpoint_moments_ = std::move(o);
     else
       fx.notes.push_back("moments from learner " + std::to_string(learner) + " do not fit the model; not kept");
     checkpoint_request_ = 0;

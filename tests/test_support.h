@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "atoll/rng.h"
+#include "atoll/topology.h"
 
 namespace atl::testing {
 
@@ -18,6 +19,22 @@ namespace atl::testing {
 inline std::string data_dir() {
   const char* env = std::getenv("ATOLL_DATA_DIR");
   return env && *env ? env : ATOLL_DATA_DIR;
+}
+
+// An MLP 4-5-3 on synthetic clusters, two learners of speed 1 and batch 8,
+// one fragment, no checkpoints: the smallest topology a syncer runs.
+inline Topology tiny_mlp_topology(Mode mode = Mode::kDecoupled) {
+  Topology t;
+  t.mode = mode;
+  t.model.kind = ModelKind::kMlp;
+  t.data.kind = DataKind::kSynthetic;
+  t.data.features = 4;
+  t.data.classes = 3;
+  t.model.hidden = {5};
+  t.learners = {{1.0, 8}, {1.0, 8}};
+  t.outer.fragments = 1;
+  t.checkpoint.dir = "";
+  return t;
 }
 
 // Ends the test executable with CTest's "skipped" code (77) and the reason.

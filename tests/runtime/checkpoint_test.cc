@@ -11,7 +11,6 @@
 #include "atoll/checkpoint.h"
 #include "atoll/crc32c.h"
 #include "atoll/file.h"
-#include "atoll/job.h"
 #include "atoll/syncer_core.h"
 #include "test_support.h"
 
@@ -245,40 +244,40 @@ BOOST_AUTO_TEST_CASE(a_second_store_on_a_locked_folder_is_refused_until_the_firs
 // checkpoint carries AdamW state, and learners that come back without bases
 // are welcomed with it. dp keeps its syncer-side optimizer.
 namespace {
-Topology mlp_topology(Mode mode) {
-  Topology t;
-  t.mode = mode;
-  t.model.kind = ModelKind::kMlp;
-  t.data.kind = DataKind::kSynthetic;
-  t.data.features = 4;
-  t.data.classes = 3;
-  t.model.hidden = {5};
-  t.learners = {{1.0, 8}, {1.0, 8}};
-  t.outer.fragments = 1;
-  return t;
-}
+// A syncer core with learners 0 and 1 registered (incarnation 1).
+struct TwoLearners {
+  std::unique_ptr<SyncerCore> core;
+  uint64_t fingerprint = 0;
+  size_t n = 0;  // parameters
+  SyncerEffects fx;
+  TwoLearners(const Topology& t, SteadyTime now) {
+    auto created = SyncerCore::create(t, now);
+    BOOST_REQUIRE(created.ok());
+    core = std::move(*created);
+    fingerprint = core->layout().fingerprint();
+    n = core->layout().size();
+    for (uint32_t m = 0; m < 2; ++m) core->on_register(Register{m, 1, fingerprint, "", {}}, false, now, fx);
+  }
+};
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_decoupled_checkpoint_carries_a_learners_moments_and_a_restart_welcomes_with_them) {
-  const Topology t = mlp_topology(Mode::kDecoupled);
+  const Topology t = testing::tiny_mlp_topology(Mode::kDecoupled);
   const auto now = std::chrono::steady_clock::now();
-  auto core = SyncerCore::create(t, now);
-  BOOST_REQUIRE(core.ok());
-  const uint64_t fingerprint = (*core)->layout().fingerprint();
-  const size_t n = (*core)->layout().size();
-  SyncerEffects fx;
-  for (uint32_t m = 0; m < 2; ++m) (*core)->on_register(Register{m, 1, fingerprint, "", {}}, false, now, fx);
-  (*core)->on_progress(Progress{1, 1, 30, 240, 0.01, {{0, 30}}, 1.0f}, now, fx);
+  TwoLearners s(t, now);
+  auto& core = s.core;
+  SyncerEffects& fx = s.fx;
+  core->on_progress(Progress{1, 1, 30, 240, 0.01, {{0, 30}}, 1.0f}, now, fx);
   fx = {};
-  (*core)->request_checkpoint_moments(fx);
+  core->request_checkpoint_moments(fx);
   BOOST_REQUIRE_EQUAL(fx.sends.size(), 1u);
   BOOST_CHECK_EQUAL(fx.sends[0].learner, 1u);  // the one that trained the most
   const auto pull = std::get<MomentsPull>(fx.sends[0].message);
-  const std::vector<float> m(n, 0.25f), v(n, 0.0625f);
-  (*core)->on_moments(1, Moments{pull.request, OptimizerState{30, encode_payload(Codec::kBf16, 0, m),
-                                                               encode_payload(Codec::kBf16, 0, v)}},
-                      now, fx);
-  const CheckpointState saved = (*core)->checkpoint(1700000000000);
+  const std::vector<float> m(s.n, 0.25f), v(s.n, 0.0625f);
+  core->on_moments(1, Moments{pull.request, OptimizerState{30, encode_payload(Codec::kBf16, 0, m),
+                                                            encode_payload(Codec::kBf16, 0, v)}},
+                   now, fx);
+  const CheckpointState saved = core->checkpoint(1700000000000);
   BOOST_REQUIRE(saved.optimizer.has_value());
   BOOST_CHECK_EQUAL(saved.optimizer->step, 30);
   BOOST_CHECK_EQUAL(saved.optimizer->m[3], 0.25f);
@@ -286,7 +285,7 @@ BOOST_AUTO_TEST_CASE(a_decoupled_checkpoint_carries_a_learners_moments_and_a_res
   auto again = SyncerCore::create(t, now);  // the whole process restarted
   BOOST_REQUIRE((*again)->restore(*decode_checkpoint(encode_checkpoint(saved))).ok());
   fx = {};
-  (*again)->on_register(Register{0, 1, fingerprint, "", {}}, false, now, fx);
+  (*again)->on_register(Register{0, 1, s.fingerprint, "", {}}, false, now, fx);
   const Welcome* w = nullptr;
   for (const auto& send : fx.sends)
     if (std::holds_alternative<Welcome>(send.message)) w = &std::get<Welcome>(send.message);
@@ -304,18 +303,13 @@ BOOST_AUTO_TEST_CASE(a_decoupled_checkpoint_carries_a_learners_moments_and_a_res
 }
 
 BOOST_AUTO_TEST_CASE(a_dp_checkpoint_carries_the_syncers_optimizer) {
-  const Topology t = mlp_topology(Mode::kDp);
+  const Topology t = testing::tiny_mlp_topology(Mode::kDp);
   const auto now = std::chrono::steady_clock::now();
-  auto core = SyncerCore::create(t, now);
-  BOOST_REQUIRE(core.ok());
-  const uint64_t fingerprint = (*core)->layout().fingerprint();
-  const size_t n = (*core)->layout().size();
-  SyncerEffects fx;
-  for (uint32_t m = 0; m < 2; ++m) (*core)->on_register(Register{m, 1, fingerprint, "", {}}, false, now, fx);
+  TwoLearners s(t, now);
   for (uint32_t m = 0; m < 2; ++m)  // one synchronous step: both gradients
-    (*core)->on_push(Push{m, 1, 0, 0, 0, 1, 8, 0.01, encode_payload(Codec::kFp32, 0, std::vector<float>(n, 0.5f))},
-                     now, fx);
-  const CheckpointState saved = (*core)->checkpoint(0);
+    s.core->on_push(
+        Push{m, 1, 0, 0, 0, 1, 8, 0.01, encode_payload(Codec::kFp32, 0, std::vector<float>(s.n, 0.5f))}, now, s.fx);
+  const CheckpointState saved = s.core->checkpoint(0);
   BOOST_REQUIRE(saved.optimizer.has_value());
   BOOST_CHECK_EQUAL(saved.optimizer->step, 1);
   BOOST_CHECK_GT(saved.optimizer->v[0], 0.0f);

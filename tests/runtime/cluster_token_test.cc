@@ -11,24 +11,12 @@
 #include "atoll/cluster_token.h"
 #include "atoll/incarnation.h"
 #include "atoll/syncer_core.h"
+#include "test_support.h"
 
 namespace atl {
 namespace {
 
 const std::string kToken = "correct horse battery staple";
-
-Topology small_topology() {
-  Topology t;
-  t.model.kind = ModelKind::kMlp;
-  t.data.kind = DataKind::kSynthetic;
-  t.data.features = 4;
-  t.data.classes = 3;
-  t.model.hidden = {5};
-  t.learners = {{1.0, 8}, {1.0, 8}};
-  t.outer.fragments = 1;
-  t.checkpoint.dir = "";
-  return t;
-}
 
 const Reject* reject_to(const SyncerEffects& fx, uint32_t learner) {
   for (const auto& s : fx.sends)
@@ -100,7 +88,7 @@ BOOST_AUTO_TEST_CASE(tokens_load_from_a_file_or_the_environment_with_clear_error
 
 BOOST_AUTO_TEST_CASE(a_syncer_that_requires_the_token_refuses_registers_without_its_proof) {
   const auto now = SteadyTime{};
-  auto core = SyncerCore::create(small_topology(), now);
+  auto core = SyncerCore::create(testing::tiny_mlp_topology(), now);
   BOOST_REQUIRE(core.ok());
   (*core)->require_token(kToken);
   const uint64_t fingerprint = (*core)->layout().fingerprint();

@@ -26,7 +26,8 @@ struct ChaosOptions {
   // Sees each run once it is up, and when it is over (nullptr), from the
   // calling thread: a caller can stop() it from another one (a Ctrl-C).
   std::function<void(Run*)> running;
-  // Asked between runs: true ends run_plan() early with the results so far.
+  // Asked after each run: true notes the run as interrupted, and ends
+  // run_plan() early with the results so far.
   std::function<bool()> stopping;
 };
 

@@ -260,7 +260,7 @@ class SyncerCore {
   std::map<uint64_t, PendingWelcome> pending_moments_;  // by request
   uint64_t next_request_ = 1;
   uint64_t checkpoint_request_ = 0;                   // the moments asked for the next checkpoint
-  std::optional<OptimizerState> checkpoint_moments_;  // decoupled: the newest answer, or a restored one
+  std::optional<CheckpointState::OptimizerRecord> checkpoint_moments_;  // decoupled: newest answer, or restored
   bool restored_ = false;                             // from a checkpoint: learners without bases are not fresh
   std::vector<bool> expected_back_;  // connected under the syncer before this one
 
