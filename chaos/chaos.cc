@@ -99,7 +99,12 @@ void check(const FaultPlan& plan, const EventTape& tape, const std::vector<float
 
 }  // namespace
 
-Result<ChaosResult> run_with_faults(const Topology& topology, const FaultPlan& plan, const ChaosOptions& options) {
+Result<ChaosResult> run_with_faults(const Topology& topology, const FaultPlan& given, const ChaosOptions& options) {
+  // Faults made in code have no file:line: name them by index, so that the
+  // tape's injections can be matched to them.
+  FaultPlan plan = given;
+  for (size_t i = 0; i < plan.faults.size(); ++i)
+    if (plan.faults[i].where.empty()) plan.faults[i].where = "fault[" + std::to_string(i) + "]";
   Topology t = topology;
   RunOptions run_options = options.run;
   if (plan.seconds > 0) {

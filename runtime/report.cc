@@ -21,13 +21,19 @@ std::string human_bytes(double b) {
 
 }  // namespace
 
+constexpr double kSameAdvanceSeconds = 1e-3;
+
 double uptime_of(const std::vector<double>& round_ends, double wall) {
   if (wall <= 0) return 0.0;
   if (round_ends.empty()) return 0.0;
   std::vector<double> gaps;
   double prev = 0.0;
   for (double t : round_ends) {
-    gaps.push_back(std::max(0.0, t - prev));
+    // Rounds that end within a millisecond of the last are one advance of
+    // the model (fragments due together, the final flush): counted as gaps
+    // of zero, they would make the median gap, hence the allowance, zero.
+    if (t - prev < kSameAdvanceSeconds) continue;
+    gaps.push_back(t - prev);
     prev = t;
   }
   gaps.push_back(std::max(0.0, wall - prev));
@@ -151,9 +157,10 @@ std::string Report::to_table() const {
   row("held-out loss", num("%.4f", eval.loss));
   if (eval.bits_per_byte > 0)
     row("bits per byte", num("%.4f", eval.bits_per_byte) + num(" +- %.4f", eval.bits_per_byte_stderr) +
-                             num(" (next byte right %.1f%%, ", 100 * eval.accuracy) + std::to_string(eval.windows) +
-                             " windows)");
-  else row("held-out accuracy", num("%.2f%%", 100 * eval.accuracy));
+                             (std::isnan(eval.accuracy) ? std::string(" (")
+                                                        : num(" (next byte right %.1f%%, ", 100 * eval.accuracy)) +
+                             std::to_string(eval.windows) + " windows)");
+  else if (!std::isnan(eval.accuracy)) row("held-out accuracy", num("%.2f%%", 100 * eval.accuracy));
   row("bytes up / down", human_bytes(double(bytes.learner_to_syncer)) + " / " + human_bytes(double(bytes.syncer_to_learners)));
   row("bytes per token", num("%.1f", bytes_per_token));
   row("rounds", std::to_string(rounds) + num(" (quorum %.2f", quorum_mean) + num(", grace wait %.1f ms)", grace_wait_mean_ms));
