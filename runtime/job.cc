@@ -8,6 +8,7 @@
 #include "atoll/mnist.h"
 #include "atoll/rng.h"
 #include "atoll/text_corpus.h"
+#include "atoll/torchscript_model.h"
 #include "atoll/transformer.h"
 
 namespace atl {
@@ -38,6 +39,18 @@ std::string default_data_root() {
 
 Result<std::unique_ptr<Model>> make_model(const Topology& t) {
   ATOLL_RETURN_IF_ERROR(validate(t));
+  if (t.model.kind == ModelKind::kTorchScript) {
+    TorchScriptConfig c;
+    c.path = t.model.path;
+    c.avg = t.model.avg;
+    c.bytes = t.data.kind == DataKind::kText;
+    c.context = t.model.context;
+    c.features = t.data.kind == DataKind::kMnist ? 784 : t.data.features;
+    c.classes = t.data.kind == DataKind::kMnist ? 10 : t.data.classes;
+    auto model = load_torchscript_model(c);
+    if (!model.ok()) return model.status().with_context("model.path");
+    return model;
+  }
   if (t.model.kind == ModelKind::kTransformer)
     return std::unique_ptr<Model>(std::make_unique<Transformer>(
         TransformerConfig{t.model.layers, t.model.width, t.model.heads, t.model.context, 256}));

@@ -92,6 +92,9 @@ void put(const Topology& t, s::Topology::Builder b) {
   m.setWidth(static_cast<uint32_t>(t.model.width));
   m.setHeads(static_cast<uint32_t>(t.model.heads));
   m.setContext(static_cast<uint32_t>(t.model.context));
+  m.setPath(t.model.path);
+  auto avg = m.initAvg(static_cast<unsigned>(t.model.avg.size()));
+  for (unsigned i = 0; i < avg.size(); ++i) avg.set(i, t.model.avg[i]);
   auto d = b.initData();
   d.setKind(static_cast<s::DataKind>(t.data.kind));
   d.setDir(t.data.dir);
@@ -153,13 +156,16 @@ Topology get(s::Topology::Reader r) {
   t.learners.clear();
   for (auto l : r.getLearners()) t.learners.push_back({l.getSpeed(), as_int(l.getBatchSize())});
   auto m = r.getModel();
-  t.model.kind = checked_enum<ModelKind>(static_cast<uint16_t>(m.getKind()), 1, "model kind");
+  t.model.kind = checked_enum<ModelKind>(static_cast<uint16_t>(m.getKind()), 2, "model kind");
   t.model.hidden.clear();
   for (uint32_t h : m.getHidden()) t.model.hidden.push_back(as_int(h));
   t.model.layers = as_int(m.getLayers());
   t.model.width = as_int(m.getWidth());
   t.model.heads = as_int(m.getHeads());
   t.model.context = as_int(m.getContext());
+  t.model.path = m.getPath().cStr();
+  t.model.avg.clear();
+  for (auto g : m.getAvg()) t.model.avg.push_back(g.cStr());
   auto d = r.getData();
   t.data.kind = checked_enum<DataKind>(static_cast<uint16_t>(d.getKind()), 2, "data kind");
   t.data.dir = d.getDir().cStr();

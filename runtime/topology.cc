@@ -50,7 +50,14 @@ const char* mode_name(Mode m) {
   }
   return "unknown";
 }
-const char* model_kind_name(ModelKind k) { return k == ModelKind::kMlp ? "mlp" : "transformer"; }
+const char* model_kind_name(ModelKind k) {
+  switch (k) {
+    case ModelKind::kMlp: return "mlp";
+    case ModelKind::kTransformer: return "transformer";
+    case ModelKind::kTorchScript: return "torchscript";
+  }
+  return "?";
+}
 const char* data_kind_name(DataKind k) {
   switch (k) {
     case DataKind::kMnist: return "mnist";
@@ -66,7 +73,7 @@ Result<Mode> parse_mode(std::string_view name) {
   return parse_enum("mode", name, kAll, mode_name);
 }
 Result<ModelKind> parse_model_kind(std::string_view name) {
-  static constexpr ModelKind kAll[] = {ModelKind::kMlp, ModelKind::kTransformer};
+  static constexpr ModelKind kAll[] = {ModelKind::kMlp, ModelKind::kTransformer, ModelKind::kTorchScript};
   return parse_enum("model kind", name, kAll, model_kind_name);
 }
 Result<DataKind> parse_data_kind(std::string_view name) {
@@ -87,7 +94,7 @@ int sync_interval(const OuterSpec& o, uint64_t version) {
 
 int64_t tokens_per_step(const Topology& t, uint32_t learner) {
   const int64_t batch = t.learners[learner].batch_size;
-  return t.model.kind == ModelKind::kTransformer ? batch * t.model.context : batch;
+  return t.data.kind == DataKind::kText ? batch * t.model.context : batch;
 }
 
 Status validate(const Topology& t) {
@@ -110,6 +117,11 @@ Status validate(const Topology& t) {
       c.range("model.hidden[" + std::to_string(i) + "]", md.hidden[i], 1, 1 << 16);
     c.require(t.data.kind != DataKind::kText,
               "model.kind = \"mlp\" needs data.kind = \"mnist\" or \"synthetic\"");
+  } else if (md.kind == ModelKind::kTorchScript) {
+    c.require(!md.path.empty(), "model.path must name the TorchScript file (model.kind = \"torchscript\")");
+    if (t.data.kind == DataKind::kText) c.range("model.context", md.context, 2, 4096);
+    for (size_t i = 0; i < md.avg.size(); ++i)
+      c.require(!md.avg[i].empty(), "model.avg[" + std::to_string(i) + "] is empty: give a glob such as \"*emb*\"");
   } else {
     c.range("model.layers", md.layers, 1, 64);
     c.range("model.width", md.width, 8, 4096);

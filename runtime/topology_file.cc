@@ -31,6 +31,7 @@ const std::map<std::string, Setter>& scalar_keys() {
       {"model.width", [](Topology& t, const toml::node& n, const std::string& k) { t.model.width = get_int32(n, k); }},
       {"model.heads", [](Topology& t, const toml::node& n, const std::string& k) { t.model.heads = get_int32(n, k); }},
       {"model.context", [](Topology& t, const toml::node& n, const std::string& k) { t.model.context = get_int32(n, k); }},
+      {"model.path", [](Topology& t, const toml::node& n, const std::string& k) { t.model.path = get_string(n, k); }},
       {"data.kind", [](Topology& t, const toml::node& n, const std::string& k) { t.data.kind = get_enum(n, k, parse_data_kind); }},
       {"data.dir", [](Topology& t, const toml::node& n, const std::string& k) { t.data.dir = get_string(n, k); }},
       {"data.holdout_every", [](Topology& t, const toml::node& n, const std::string& k) { t.data.holdout_every = get_int32(n, k); }},
@@ -80,6 +81,7 @@ const std::map<std::string, Setter>& scalar_keys() {
 
 // Keys that hold arrays, handled by hand.
 constexpr const char* kHidden = "model.hidden";
+constexpr const char* kAvg = "model.avg";
 constexpr const char* kLearners = "learners";
 const char* const kTables[] = {"model", "data", "inner", "outer", "checkpoint"};
 
@@ -92,6 +94,7 @@ const char* const kTables[] = {"model", "data", "inner", "outer", "checkpoint"};
   };
   for (const auto& [k, setter] : scalar_keys()) consider(k);
   consider(kHidden);
+  consider(kAvg);
   consider(kLearners);
   consider("learners.speed");
   consider("learners.batch_size");
@@ -134,6 +137,13 @@ void read_table(Topology& t, const toml::table& tbl, const std::string& prefix,
       if (!arr) fail(v, key, std::string("expected an array of layer widths, got ") + type_name(v));
       t.model.hidden.clear();
       for (size_t i = 0; i < arr->size(); ++i) t.model.hidden.push_back(get_int32((*arr)[i], key + "[" + std::to_string(i) + "]"));
+      continue;
+    }
+    if (key == kAvg) {
+      const auto* arr = v.as_array();
+      if (!arr) fail(v, key, std::string("expected an array of tensor-name globs, got ") + type_name(v));
+      t.model.avg.clear();
+      for (size_t i = 0; i < arr->size(); ++i) t.model.avg.push_back(get_string((*arr)[i], key + "[" + std::to_string(i) + "]"));
       continue;
     }
     if (const auto* sub = v.as_table()) {
@@ -252,9 +262,12 @@ std::string to_toml(const Topology& t) {
   root.insert("seconds", t.seconds);
   toml::array hidden;
   for (int h : t.model.hidden) hidden.push_back(h);
+  toml::array avg;
+  for (const auto& g : t.model.avg) avg.push_back(g);
   root.insert("model", toml::table{{"kind", model_kind_name(t.model.kind)}, {"hidden", hidden},
                                    {"layers", t.model.layers}, {"width", t.model.width},
-                                   {"heads", t.model.heads}, {"context", t.model.context}});
+                                   {"heads", t.model.heads}, {"context", t.model.context},
+                                   {"path", t.model.path}, {"avg", avg}});
   root.insert("data", toml::table{{"kind", data_kind_name(t.data.kind)}, {"dir", t.data.dir},
                                   {"holdout_every", t.data.holdout_every}, {"eval_examples", t.data.eval_examples},
                                   {"features", t.data.features}, {"classes", t.data.classes},

@@ -17,6 +17,7 @@ enum Mode {
 enum ModelKind {
   mlp @0;
   transformer @1;
+  torchscript @2;
 }
 
 enum DataKind {
@@ -42,6 +43,8 @@ struct ModelSpec {
   width @3 :UInt32;
   heads @4 :UInt32;
   context @5 :UInt32;
+  path @6 :Text;          # torchscript: the module file
+  avg @7 :List(Text);     # torchscript: globs of the tensors merged by weighted mean
 }
 
 struct DataSpec {

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <numbers>
 #include <span>
@@ -26,6 +27,7 @@ namespace atl {
 struct EvalSums {
   double loss_sum = 0.0;   // natural-log cross-entropy summed over predictions
   int64_t correct = 0;     // argmax hits
+  bool predicts = true;    // false: the model gives its loss only, so accuracy() is NaN
   int64_t count = 0;       // predictions: examples (classifier) or bytes (LM)
   // Batch means of the loss, summed and squared (evaluate_all fills them):
   // the batch is the unit of the standard error, because the windows of one
@@ -36,6 +38,7 @@ struct EvalSums {
   EvalSums& operator+=(const EvalSums& o) {
     loss_sum += o.loss_sum;
     correct += o.correct;
+    predicts = predicts && o.predicts;
     count += o.count;
     batches += o.batches;
     batch_loss_sum += o.batch_loss_sum;
@@ -43,7 +46,10 @@ struct EvalSums {
     return *this;
   }
   double loss() const { return count ? loss_sum / static_cast<double>(count) : 0.0; }
-  double accuracy() const { return count ? static_cast<double>(correct) / static_cast<double>(count) : 0.0; }
+  double accuracy() const {
+    if (!predicts) return std::numeric_limits<double>::quiet_NaN();
+    return count ? static_cast<double>(correct) / static_cast<double>(count) : 0.0;
+  }
   double bits_per_byte() const { return loss() / std::numbers::ln2; }
   // Standard error of loss() (nats), from the spread of the batch means; 0
   // with fewer than two batches.

@@ -25,6 +25,10 @@ struct TensorSpec {
   TensorRole role = TensorRole::kBody;
   bool decay = true;   // AdamW weight decay applies (weights yes, biases and norms no)
   size_t offset = 0;   // in floats from the start of the buffer
+  // The model's own shape, when it has one beyond rows x cols (a TorchScript
+  // tensor: row-major, any rank, rows = dims[0], cols = the product of the
+  // rest). Empty for atoll's own models.
+  std::vector<int64_t> dims;
 
   size_t size() const { return static_cast<size_t>(rows) * static_cast<size_t>(cols); }
 };
@@ -34,6 +38,8 @@ class ParamLayout {
   // Appends a tensor after the last one and returns its index.
   // REQUIRES: name not already present, rows > 0, cols > 0.
   int add(std::string name, int rows, int cols, TensorRole role, bool decay);
+  // The same for a tensor of any rank (row-major `dims`, each > 0).
+  int add(std::string name, std::vector<int64_t> dims, TensorRole role, bool decay);
 
   const std::vector<TensorSpec>& tensors() const { return tensors_; }
   const TensorSpec& tensor(int i) const { return tensors_[static_cast<size_t>(i)]; }
@@ -43,7 +49,8 @@ class ParamLayout {
   // Total number of floats.
   size_t size() const { return size_; }
 
-  // FNV-1a hash of every tensor's name, shape, role and decay flag, in order.
+  // FNV-1a hash of every tensor's name, shape (with dims when set), role and
+  // decay flag, in order.
   // Two replicas can exchange parameters only if their fingerprints match.
   uint64_t fingerprint() const;
 

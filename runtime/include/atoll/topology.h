@@ -27,7 +27,11 @@ enum class Mode : uint8_t {
   kDp = 1,         // synchronous data-parallel: all learners every step
   kElasticDp = 2,  // data-parallel that shrinks to the live learners after a failure
 };
-enum class ModelKind : uint8_t { kMlp = 0, kTransformer = 1 };
+enum class ModelKind : uint8_t {
+  kMlp = 0,
+  kTransformer = 1,
+  kTorchScript = 2,  // a PyTorch module exported as TorchScript (torchscript_model.h)
+};
 enum class DataKind : uint8_t {
   kMnist = 0,      // data/mnist, MLP classifier
   kText = 1,       // a folder of documents (State of the Union), byte-level LM
@@ -40,7 +44,7 @@ enum class Weighting : uint8_t {
 };
 
 const char* mode_name(Mode mode);            // "decoupled", "dp", "elastic_dp"
-const char* model_kind_name(ModelKind kind); // "mlp", "transformer"
+const char* model_kind_name(ModelKind kind); // "mlp", "transformer", "torchscript"
 const char* data_kind_name(DataKind kind);   // "mnist", "text", "synthetic"
 const char* weighting_name(Weighting w);     // "tokens", "uniform"
 Result<Mode> parse_mode(std::string_view name);
@@ -63,7 +67,12 @@ struct ModelSpec {
   int layers = 4;                   // transformer: blocks
   int width = 128;                  // transformer: model width
   int heads = 4;                    // transformer: attention heads (divides width)
-  int context = 128;                // transformer: bytes of context
+  int context = 128;                // transformer, torchscript on text: bytes of context
+  std::string path;                 // torchscript: the module file (torch.jit.save), relative to the cwd
+  // torchscript: tensors whose names match one of these globs (fnmatch) are
+  // merged by weighted mean (AVG), the others by RDA. The default catches
+  // embeddings by their usual names.
+  std::vector<std::string> avg = {"*emb*", "wte.*", "wpe.*"};
 
   friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
 };
