@@ -19,7 +19,7 @@ struct Fnv1a {
 
 int ParamLayout::add(std::string name, int rows, int cols, TensorRole role, bool decay) {
   assert(rows > 0 && cols > 0 && find(name) < 0);
-  TensorSpec t{std::move(name), rows, cols, role, decay, size_};
+  TensorSpec t{std::move(name), rows, cols, role, decay, size_, {}};
   size_ += t.size();
   tensors_.push_back(std::move(t));
   return count() - 1;

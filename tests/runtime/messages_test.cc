@@ -30,6 +30,8 @@ Topology unusual_topology() {
   t.model.width = 96;
   t.model.heads = 3;
   t.model.context = 64;
+  t.model.path = "models/gpt.pt";  // travels even when another kind ignores it
+  t.model.avg = {"wte.*", "*head*"};
   t.data.kind = DataKind::kText;
   t.data.dir = "/srv/corpus";
   t.data.holdout_every = 7;

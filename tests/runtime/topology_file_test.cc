@@ -7,7 +7,9 @@
 
 #include <sys/stat.h>
 
+#include "atoll/job.h"
 #include "atoll/topology_file.h"
+#include "atoll/torchscript_model.h"
 #include "test_support.h"
 
 namespace atl {
@@ -185,6 +187,35 @@ BOOST_AUTO_TEST_CASE(the_example_topologies_are_valid) {
     BOOST_CHECK_MESSAGE(t.ok(), e.path() << ": " << t.status().to_string());
   }
   BOOST_CHECK_GE(seen, 3);
+}
+
+BOOST_AUTO_TEST_CASE(a_torchscript_model_names_its_file_or_says_why_this_build_cannot_load_it) {
+  Topology t = testing::tiny_mlp_topology();
+  t.model.kind = ModelKind::kTorchScript;
+  t.model.path = "no/such/module.pt";
+  auto model = make_model(t);
+  BOOST_REQUIRE(!model.ok());
+  const std::string msg = model.status().to_string();
+  if (torchscript_available())
+    BOOST_CHECK_MESSAGE(msg.find("model.path: no/such/module.pt: no such file") != std::string::npos, msg);
+  else  // built without libtorch: the run that asks for it says why
+    BOOST_CHECK_MESSAGE(msg.find("built without libtorch") != std::string::npos &&
+                            msg.find("libtorch-dev") != std::string::npos, msg);
+}
+
+BOOST_AUTO_TEST_CASE(model_avg_takes_an_array_of_globs_and_says_so_otherwise) {
+  auto t = parse_topology("[model]\nkind = \"mlp\"\navg = [\"emb*\", \"head.?\"]\n[data]\nkind = \"synthetic\"\n"
+                          "[outer]\nfragments = 2\n", "a.toml");
+  BOOST_REQUIRE_MESSAGE(t.ok(), t.status().to_string());
+  BOOST_CHECK((t->model.avg == std::vector<std::string>{"emb*", "head.?"}));
+  auto back = parse_topology(to_toml(*t), "round-trip");
+  BOOST_REQUIRE_MESSAGE(back.ok(), back.status().to_string());
+  BOOST_CHECK(back->model == t->model);
+  auto bad = parse_topology("[model]\navg = \"emb*\"\n", "b.toml");
+  BOOST_REQUIRE(!bad.ok());
+  BOOST_CHECK_MESSAGE(bad.status().to_string().find("b.toml:2") != std::string::npos &&
+                          bad.status().to_string().find("expected an array of tensor-name globs") != std::string::npos,
+                      bad.status().to_string());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
