@@ -4,12 +4,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include <unistd.h>
 
+#include "atoll/batch.h"
 #include "atoll/rng.h"
 #include "atoll/topology.h"
 
@@ -35,6 +38,24 @@ inline Topology tiny_mlp_topology(Mode mode = Mode::kDecoupled) {
   t.outer.fragments = 1;
   t.checkpoint.dir = "";
   return t;
+}
+
+// The committed text fixture: the first State of the Union address, 1790.
+inline std::string sotu_excerpt() {
+  std::ifstream in(std::string(ATOLL_SOURCE_DIR) + "/tests/fixtures/sotu_1790_excerpt.txt");
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A language-model batch of `rows` windows of T + 1 bytes of `text`, row r
+// starting at offset + 7 r (wrapping around).
+inline Batch text_batch(const std::string& text, int rows, int T, size_t offset) {
+  Batch b;
+  b.rows = rows;
+  b.y_cols = T + 1;
+  b.tokens = int64_t{rows} * T;
+  for (int r = 0; r < rows; ++r)
+    for (int k = 0; k <= T; ++k) b.y.push_back(static_cast<uint8_t>(text[(offset + size_t(r * 7 + k)) % text.size()]));
+  return b;
 }
 
 // Ends the test executable with CTest's "skipped" code (77) and the reason.

@@ -16,17 +16,8 @@ The contract atoll calls (README, "Bring your own model"):
 """
 import argparse
 import math
-import os
-import sys
 
-try:
-    import torch
-except ImportError:
-    # python3-torch belongs to Debian's Python; a pyenv or venv python3 that
-    # comes first on PATH does not see it.
-    if sys.executable != "/usr/bin/python3" and os.path.exists("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    sys.exit("gpt.py: PyTorch is missing: install python3-torch (scripts/setup does)")
+from torchscript_export import save, torch  # re-runs under /usr/bin/python3 if torch is missing
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -120,13 +111,8 @@ def main() -> None:
     if a.width % a.heads:
         ap.error(f"--width {a.width} is not divisible by --heads {a.heads}")
     torch.manual_seed(a.seed)
-    model = torch.jit.script(GPT(a.layers, a.width, a.heads, a.context))
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    model.save(a.out)
-    n = sum(p.numel() for p in model.parameters())
-    print(f"gpt.py: saved {a.out}: GPT {a.layers}x{a.width}, {a.heads} heads, context {a.context}, "
-          f"{n} parameters (torch {torch.__version__})")
-
+    save(GPT(a.layers, a.width, a.heads, a.context), a.out,
+         f"GPT {a.layers}x{a.width}, {a.heads} heads, context {a.context}")
 
 if __name__ == "__main__":
     main()

@@ -11,17 +11,8 @@ The classifier contract (README, "Bring your own model"):
 atoll hands over MNIST pixels scaled to [0, 1], one row of 784 per image.
 """
 import argparse
-import os
-import sys
 
-try:
-    import torch
-except ImportError:
-    # python3-torch belongs to Debian's Python; a pyenv or venv python3 that
-    # comes first on PATH does not see it.
-    if sys.executable != "/usr/bin/python3" and os.path.exists("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    sys.exit("mnist_cnn.py: PyTorch is missing: install python3-torch (scripts/setup does)")
+from torchscript_export import save, torch  # re-runs under /usr/bin/python3 if torch is missing
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -52,13 +43,7 @@ def main() -> None:
     ap.add_argument("--out", default="atoll-out/torch/mnist_cnn.pt", help="where to save the TorchScript module")
     a = ap.parse_args()
     torch.manual_seed(a.seed)
-    model = torch.jit.script(MnistCnn(a.channels))
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    model.save(a.out)
-    n = sum(p.numel() for p in model.parameters())
-    print(f"mnist_cnn.py: saved {a.out}: CNN with {a.channels} and {2 * a.channels} filters, {n} parameters "
-          f"(torch {torch.__version__})")
-
+    save(MnistCnn(a.channels), a.out, f"CNN with {a.channels} and {2 * a.channels} filters")
 
 if __name__ == "__main__":
     main()

@@ -5,9 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
-#include <fstream>
 #include <functional>
-#include <iterator>
 
 #include "atoll/adamw.h"
 #include "atoll/data_source.h"
@@ -24,21 +22,7 @@ using layers::Vec;
 
 using testing::check_gradient;
 using testing::random_mat;
-
-Batch text_batch(const std::string& text, int rows, int T, size_t offset) {
-  Batch b;
-  b.rows = rows;
-  b.y_cols = T + 1;
-  b.tokens = int64_t{rows} * T;
-  for (int r = 0; r < rows; ++r)
-    for (int k = 0; k <= T; ++k) b.y.push_back(static_cast<uint8_t>(text[(offset + size_t(r * 7 + k)) % text.size()]));
-  return b;
-}
-
-std::string fixture() {
-  std::ifstream in(std::string(ATOLL_SOURCE_DIR) + "/tests/fixtures/sotu_1790_excerpt.txt");
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using testing::text_batch;
 
 }  // namespace
 
@@ -159,7 +143,7 @@ BOOST_AUTO_TEST_CASE(whole_model_gradient_matches_directional_derivatives_for_ev
 }
 
 BOOST_AUTO_TEST_CASE(a_tiny_model_learns_the_fixture_text) {
-  const std::string text = fixture();
+  const std::string text = testing::sotu_excerpt();
   BOOST_REQUIRE_GT(text.size(), 5000u);
   Transformer model(TransformerConfig{2, 32, 2, 32, 256});
   std::vector<float> params(model.layout().size()), grads(params.size());
@@ -186,7 +170,7 @@ BOOST_AUTO_TEST_CASE(a_tiny_model_learns_the_fixture_text) {
 }
 
 BOOST_AUTO_TEST_CASE(equal_seeds_give_bit_identical_training) {
-  const std::string text = fixture();
+  const std::string text = testing::sotu_excerpt();
   const auto run = [&] {
     Transformer model(TransformerConfig{2, 16, 2, 16, 256});
     std::vector<float> params(model.layout().size()), grads(params.size());

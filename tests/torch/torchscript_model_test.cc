@@ -10,8 +10,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "atoll/adamw.h"
 #include "atoll/checkpoint.h"
@@ -54,21 +52,6 @@ Topology gpt_topology() {
   t.outer.fragments = 3;
   t.checkpoint.dir = "";
   return t;
-}
-
-std::string fixture_text() {
-  std::ifstream in(std::string(ATOLL_SOURCE_DIR) + "/tests/fixtures/sotu_1790_excerpt.txt");
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-Batch text_batch(const std::string& text, int rows, int T, size_t offset) {
-  Batch b;
-  b.rows = rows;
-  b.y_cols = T + 1;
-  b.tokens = int64_t{rows} * T;
-  for (int r = 0; r < rows; ++r)
-    for (int k = 0; k <= T; ++k) b.y.push_back(static_cast<uint8_t>(text[(offset + size_t(r * 13 + k)) % text.size()]));
-  return b;
 }
 
 Batch classifier_batch(int rows, uint64_t seed) {
@@ -251,7 +234,7 @@ BOOST_AUTO_TEST_CASE(atolls_transformer_matches_pytorch_autograd_loss_and_every_
     }
   };
 
-  const std::string text = fixture_text();
+  const std::string text = testing::sotu_excerpt();
   BOOST_REQUIRE_GT(text.size(), 1000u);
   double worst = 0.0;
   for (uint64_t seed : {1u, 2u}) {
@@ -264,7 +247,7 @@ BOOST_AUTO_TEST_CASE(atolls_transformer_matches_pytorch_autograd_loss_and_every_
         for (size_t k = 0; k < t.size(); ++k) pa[t.offset + k] += noise[k];
       }
     move(pa, pt, true);
-    const Batch batch = text_batch(text, 3, 12, 40 * seed);
+    const Batch batch = testing::text_batch(text, 3, 12, 40 * seed);
     const float la = eigen.forward_backward(pa, batch, ga);
     const float lt = torch.forward_backward(pt, batch, gt);
     BOOST_TEST_MESSAGE("seed " << seed << ": loss atoll " << la << ", PyTorch " << lt);
@@ -298,8 +281,8 @@ BOOST_AUTO_TEST_CASE(adamw_on_the_buffer_trains_the_module) {
   cfg.lr = 3e-3f;
   cfg.warmup_steps = 0;
   AdamW opt(model.layout(), cfg);
-  const std::string text = fixture_text();
-  const Batch batch = text_batch(text, 4, 12, 0);
+  const std::string text = testing::sotu_excerpt();
+  const Batch batch = testing::text_batch(text, 4, 12, 0);
   const float first = model.forward_backward(params, batch, grads);
   float last = first;
   for (int s = 0; s < 60; ++s) {
@@ -340,7 +323,7 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_of_a_torchscript_model_round_trips) {
   std::vector<float> restored(params.size());
   for (size_t i = 0; i < fragments->size(); ++i) scatter((*fragments)[i], back->fragments[i].values, restored);
   BOOST_CHECK(restored == params);
-  const Batch batch = text_batch(fixture_text(), 2, 12, 5);
+  const Batch batch = testing::text_batch(testing::sotu_excerpt(), 2, 12, 5);
   BOOST_CHECK_EQUAL(model.evaluate(restored, batch).loss(), model.evaluate(params, batch).loss());
 }
 
