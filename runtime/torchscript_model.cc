@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include <ATen/Parallel.h>
 #include <torch/script.h>
@@ -132,13 +133,14 @@ Result<std::unique_ptr<TorchScriptModel>> TorchScriptModel::open(const TorchScri
     m->logits_.emplace(std::move(*logits));
   }
 
-  size_t buffers = 0;
-  for (const auto& b : m->module_.named_buffers(/*recurse=*/true)) {
-    (void)b;
-    ++buffers;
-  }
+  const size_t buffers = m->module_.named_buffers(/*recurse=*/true).size();
+  std::set<const c10::TensorImpl*> seen;
   for (const auto& p : m->module_.named_parameters(/*recurse=*/true)) {
     const at::Tensor& v = p.value;
+    // libtorch lists a tied weight under each of its names: it is one tensor
+    // of the layout, under its first name (a second slice would never see a
+    // gradient, and AdamW would decay it apart).
+    if (!seen.insert(v.unsafeGetTensorImpl()).second) continue;
     const std::string where = path + ": parameter " + p.name + " " + shape_of(v);
     if (v.scalar_type() != at::kFloat)
       return Status::invalid_argument(where + " is " + std::string(c10::toString(v.scalar_type())) +

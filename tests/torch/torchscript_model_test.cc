@@ -138,6 +138,32 @@ BOOST_AUTO_TEST_CASE(the_layout_is_the_modules_named_parameters_with_their_shape
   BOOST_CHECK_NE((*cnn)->layout().fingerprint(), layout.fingerprint());
 }
 
+BOOST_AUTO_TEST_CASE(a_tied_weight_is_one_tensor_that_gets_both_gradients) {
+  Topology t = gpt_topology();
+  t.model.path = module_path("tied");
+  auto made = make_model(t);
+  BOOST_REQUIRE_MESSAGE(made.ok(), made.status().to_string());
+  Model& model = **made;
+  // libtorch lists it as emb.weight and head.weight: one tensor, first name.
+  BOOST_REQUIRE_EQUAL(model.layout().count(), 1);
+  BOOST_CHECK_EQUAL(model.layout().tensor(0).name, "emb.weight");
+  std::vector<float> params(model.layout().size()), grads(params.size());
+  model.init(params, 1);
+  const Batch batch = testing::text_batch(testing::sotu_excerpt(), 2, 12, 3);
+  const float loss = model.forward_backward(params, batch, grads);
+  BOOST_REQUIRE(std::isfinite(loss));
+  // Along the gradient, the loss falls as the gradient says: the embedding's
+  // and the head's contributions both landed in the one slice.
+  double norm2 = 0.0;
+  for (float g : grads) norm2 += double(g) * g;
+  BOOST_REQUIRE_GT(norm2, 0.0);
+  const float h = 1e-2f / static_cast<float>(std::sqrt(norm2));
+  std::vector<float> p = params, scratch(params.size());
+  for (size_t i = 0; i < p.size(); ++i) p[i] -= h * grads[i];
+  const double down = model.forward_backward(p, batch, scratch);
+  BOOST_CHECK_CLOSE((loss - down) / h, norm2, 2.0);  // percent
+}
+
 BOOST_AUTO_TEST_CASE(the_fingerprint_covers_every_dimension_not_just_rows_and_columns) {
   ParamLayout a, b, c;
   a.add("w", std::vector<int64_t>{3, 4}, TensorRole::kBody, true);
