@@ -18,7 +18,8 @@
 // over batches and divided by the total: bits per byte = that loss / ln 2.
 //
 // Parameters: every float32 parameter, in named_parameters() order and by its
-// TorchScript name ("h.0.attn.qkv.weight"), becomes a tensor of the layout;
+// TorchScript name ("h.0.attn.qkv.weight"; a tied weight once, by its first
+// name), becomes a tensor of the layout;
 // the module's own storage is replaced by views into the flat buffer each
 // call passes, so fragments, codecs and checkpoints see an ordinary layout.
 // Tensors of rank >= 2 decay, others don't. Names matching a glob of
