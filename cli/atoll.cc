@@ -557,6 +557,7 @@ int main(int argc, char** argv) {
       "  atoll run --set mode=dp                       the data-parallel baseline, all else equal\n"
       "  atoll run --set outer.sync_every=50 --seconds 10\n"
       "  atoll run examples/topologies/synthetic.toml  needs no data files\n"
+      "  atoll run examples/torch/gpt.toml             a PyTorch GPT as TorchScript (python3 examples/torch/gpt.py first)\n"
       "  atoll run --processes                         syncer and learners as separate local processes\n"
       "  atoll topology > mine.toml                    start a topology file from the defaults\n"
       "\nThe report (JSON) has mode, tokens, tokens_per_second, goodput, uptime, eval.loss,\n"
