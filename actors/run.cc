@@ -70,9 +70,33 @@ std::string default_run_name() {
   return std::string(buf) + "-" + std::to_string(::getpid());
 }
 
-// `theta` on the held-out data, on every core.
+// `theta` on the held-out data, on every core. Each thread builds its model
+// again from the topology: a TorchScript file may have gone or changed since
+// the run began, and then the loss is NaN, with the reason logged, never a
+// model of another layout reading past `theta`.
 EvalSums evaluate_global(const Topology& topology, const Job& job, std::span<const float> theta) {
-  return evaluate_all([&] { return make_model(topology).value(); }, theta, job.eval_batches());
+  auto first = make_model(topology);
+  if (!first.ok() || (*first)->layout().size() != theta.size()) {
+    log_error("held-out evaluation skipped: " +
+              (first.ok() ? std::string("the model's layout changed during the run") : first.status().to_string()));
+    EvalSums none;
+    none.loss_sum = std::numeric_limits<double>::quiet_NaN();
+    none.count = 1;
+    return none;
+  }
+  const uint64_t fingerprint = (*first)->layout().fingerprint();
+  return evaluate_all(
+      [&]() -> std::unique_ptr<Model> {
+        auto m = make_model(topology);
+        if (m.ok() && (*m)->layout().fingerprint() == fingerprint) return std::move(*m);
+        return nullptr;
+      },
+      theta, job.eval_batches());
+}
+
+// The model's description for the report, or why it could not be built again.
+std::string describe_model(const Result<std::unique_ptr<Model>>& model) {
+  return model.ok() ? (*model)->describe() : "(model not rebuilt: " + model.status().to_string() + ")";
 }
 
 }  // namespace
@@ -279,8 +303,7 @@ Result<Report> Run::Impl::learner_side_report(double wall) {
     l.gave_up = std::find(r.gave_up.begin(), r.gave_up.end(), Directory::learner(id)) != r.gave_up.end();
     r.per_learner.push_back(l);
   }
-  auto model = make_model(s.topology);
-  r.model = (*model)->describe();
+  r.model = describe_model(make_model(s.topology));
   r.eval.loss = r.eval.accuracy = std::numeric_limits<double>::quiet_NaN();
   return r;
 }
@@ -349,9 +372,12 @@ Result<Report> Run::wait() {
               auto msg = decode_message(p.bytes);
               if (!msg.ok() || !std::holds_alternative<Welcome>(*msg)) return;
               auto model = make_model(s.topology);
+              if (!model.ok()) return;  // its file went away: no snapshot
               auto fragments = plan_fragments((*model)->layout(), static_cast<int>(std::get<Welcome>(*msg).fragments.size()));
+              if (!fragments.ok()) return;
               theta.assign((*model)->layout().size(), 0.0f);
               for (const auto& fv : std::get<Welcome>(*msg).fragments) {
+                if (fv.fragment >= fragments->size()) continue;
                 std::vector<float> values((*fragments)[fv.fragment].size);
                 if (decode_payload(fv.values, values).ok()) scatter((*fragments)[fv.fragment], values, theta);
               }
@@ -418,7 +444,7 @@ Result<Report> Run::wait() {
     r.per_learner.push_back(l);
   }
   auto model = make_model(s.topology);
-  r.model = (*model)->describe();
+  r.model = describe_model(model);
   if (!theta.empty()) {
     const bool text = s.topology.data.kind == DataKind::kText;
     for (const auto& snap : s.board->snapshots()) {
@@ -438,7 +464,7 @@ Result<Report> Run::wait() {
     }
     if (s.options.curve_points > 1)
       r.curve.push_back({wall, r.tokens, r.eval.loss, r.eval.bits_per_byte, r.eval.accuracy});
-    if (auto* lm = dynamic_cast<Transformer*>(model->get()))
+    if (auto* lm = model.ok() ? dynamic_cast<Transformer*>(model->get()) : nullptr)
       r.sample = lm->sample(theta, "Fellow-Citizens of the Senate and House of Representatives: ", 160, 0.8,
                             s.topology.seed);
   } else {

@@ -30,6 +30,10 @@ ExampleSet head(ExampleSet set, int limit) {
   return set;
 }
 
+// Inputs and classes of a classifier on `t`'s data (MNIST: 28 x 28 pixels, 10 digits).
+int classifier_features(const Topology& t) { return t.data.kind == DataKind::kMnist ? 784 : t.data.features; }
+int classifier_classes(const Topology& t) { return t.data.kind == DataKind::kMnist ? 10 : t.data.classes; }
+
 }  // namespace
 
 std::string default_data_root() {
@@ -45,8 +49,8 @@ Result<std::unique_ptr<Model>> make_model(const Topology& t) {
     c.avg = t.model.avg;
     c.bytes = t.data.kind == DataKind::kText;
     c.context = t.model.context;
-    c.features = t.data.kind == DataKind::kMnist ? 784 : t.data.features;
-    c.classes = t.data.kind == DataKind::kMnist ? 10 : t.data.classes;
+    c.features = classifier_features(t);
+    c.classes = classifier_classes(t);
     auto model = load_torchscript_model(c);
     if (!model.ok()) return model.status().with_context("model.path");
     return model;
@@ -56,8 +60,8 @@ Result<std::unique_ptr<Model>> make_model(const Topology& t) {
         TransformerConfig{t.model.layers, t.model.width, t.model.heads, t.model.context, 256}));
   MlpConfig c;
   c.hidden = t.model.hidden;
-  c.inputs = t.data.kind == DataKind::kMnist ? 784 : t.data.features;
-  c.classes = t.data.kind == DataKind::kMnist ? 10 : t.data.classes;
+  c.inputs = classifier_features(t);
+  c.classes = classifier_classes(t);
   return std::unique_ptr<Model>(std::make_unique<Mlp>(c));
 }
 

@@ -164,8 +164,10 @@ Topology get(s::Topology::Reader r) {
   t.model.heads = as_int(m.getHeads());
   t.model.context = as_int(m.getContext());
   t.model.path = m.getPath().cStr();
-  t.model.avg.clear();
-  for (auto g : m.getAvg()) t.model.avg.push_back(g.cStr());
+  if (m.hasAvg()) {  // absent (an older sender): the default globs
+    t.model.avg.clear();
+    for (auto g : m.getAvg()) t.model.avg.push_back(g.cStr());
+  }
   auto d = r.getData();
   t.data.kind = checked_enum<DataKind>(static_cast<uint16_t>(d.getKind()), 2, "data kind");
   t.data.dir = d.getDir().cStr();

@@ -1,5 +1,8 @@
 #include "atoll/model.h"
 
+#include <algorithm>
+#include <limits>
+
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
@@ -26,7 +29,12 @@ EvalSums evaluate_all(const ModelFactory& make, std::span<const float> params, c
   tbb::enumerable_thread_specific<std::unique_ptr<Model>> models([&] { return make(); });
   std::vector<EvalSums> each(batches.size());
   tbb::parallel_for(size_t{0}, batches.size(), [&](size_t i) {
-    each[i] = with_batch_stats(models.local()->evaluate(params, batches[i]));
+    if (const auto& model = models.local()) {
+      each[i] = with_batch_stats(model->evaluate(params, batches[i]));
+    } else {
+      each[i].loss_sum = std::numeric_limits<double>::quiet_NaN();
+      each[i].count = std::max<int64_t>(1, batches[i].tokens);
+    }
   });
   EvalSums total;
   for (const auto& e : each) total += e;

@@ -19,9 +19,10 @@ std::string human_bytes(double b) {
   return buf;
 }
 
-}  // namespace
-
+// Round ends closer than this to the last one counted are the same advance.
 constexpr double kSameAdvanceSeconds = 1e-3;
+
+}  // namespace
 
 double uptime_of(const std::vector<double>& round_ends, double wall) {
   if (wall <= 0) return 0.0;

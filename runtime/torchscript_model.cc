@@ -1,4 +1,4 @@
-// The only translation unit that includes libtorch (about 20 s to compile):
+// The only translation unit that includes libtorch (about 30 s to compile):
 // everything else sees the Model interface of torchscript_model.h.
 #include "atoll/torchscript_model.h"
 
@@ -28,7 +28,7 @@ std::string shape_of(const at::Tensor& t) {
   return s + "]";
 }
 
-std::string what(const std::exception& e) {
+std::string message_of(const std::exception& e) {
   if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return c->what_without_backtrace();
   return e.what();
 }
@@ -67,6 +67,8 @@ class TorchScriptModel final : public Model {
   float forward_backward(std::span<const float> params, const Batch& batch, std::span<float> grads) override;
   EvalSums evaluate(std::span<const float> params, const Batch& batch) override;
 
+  // The module's parameters as the layout, with their values in the file.
+  Status take_parameters();
   // A forward and backward pass on two examples made up of valid inputs:
   // shows a broken contract at load, not in the middle of a run.
   Status probe();
@@ -105,7 +107,7 @@ Result<std::unique_ptr<TorchScriptModel>> TorchScriptModel::open(const TorchScri
   try {
     m->module_ = torch::jit::load(path);
   } catch (const std::exception& e) {
-    std::string why = what(e);
+    std::string why = message_of(e);
     why = why.substr(0, why.find('\n'));
     return Status::invalid_argument(path + ": not a TorchScript archive (torch.jit.load says: " + why +
                                     "); save it with torch.jit.script(model).save(path)");
@@ -134,14 +136,28 @@ Result<std::unique_ptr<TorchScriptModel>> TorchScriptModel::open(const TorchScri
   }
 
   const size_t buffers = m->module_.named_buffers(/*recurse=*/true).size();
+  ATOLL_RETURN_IF_ERROR(m->take_parameters());
+  if (m->params_.empty()) return Status::invalid_argument(path + ": the module has no parameters to train");
+
+  std::string name = m->module_.type()->name() ? m->module_.type()->name()->name() : "module";
+  m->description_ = "torchscript " + name + " from " + path + " (" + std::to_string(m->params_.size()) + " tensors" +
+                    (buffers ? ", " + std::to_string(buffers) + " buffers kept per replica" : std::string()) + ")";
+  return m;
+}
+
+Status TorchScriptModel::take_parameters() try {
+  const std::string& path = config_.path;
   std::set<const c10::TensorImpl*> seen;
-  for (const auto& p : m->module_.named_parameters(/*recurse=*/true)) {
+  for (const auto& p : module_.named_parameters(/*recurse=*/true)) {
     const at::Tensor& v = p.value;
     // libtorch lists a tied weight under each of its names: it is one tensor
     // of the layout, under its first name (a second slice would never see a
     // gradient, and AdamW would decay it apart).
     if (!seen.insert(v.unsafeGetTensorImpl()).second) continue;
     const std::string where = path + ": parameter " + p.name + " " + shape_of(v);
+    if (v.layout() != at::kStrided || !v.device().is_cpu())
+      return Status::invalid_argument(where + " is not a dense CPU tensor: atoll trains dense float32 parameters "
+                                      "on the CPU");
     if (v.scalar_type() != at::kFloat)
       return Status::invalid_argument(where + " is " + std::string(c10::toString(v.scalar_type())) +
                                       ": atoll trains float32 parameters (call model.float() before scripting)");
@@ -151,20 +167,17 @@ Result<std::unique_ptr<TorchScriptModel>> TorchScriptModel::open(const TorchScri
     if (v.numel() == 0 || v.numel() > (int64_t{1} << 31) - 1)
       return Status::invalid_argument(where + " has " + std::to_string(v.numel()) +
                                       " elements: expected 1 to 2^31 - 1");
-    std::vector<int64_t> dims(v.sizes().begin(), v.sizes().end());
-    if (dims.empty()) dims = {1};  // a scalar parameter
-    const auto role = matches_any(p.name, config.avg) ? TensorRole::kEmbedding : TensorRole::kBody;
-    m->layout_.add(p.name, std::move(dims), role, /*decay=*/v.dim() >= 2);
-    m->params_.push_back(v);
+    std::vector<int64_t> dims = v.sizes().vec();
+    if (dims.empty()) dims.push_back(1);  // a scalar parameter
+    const auto role = matches_any(p.name, config_.avg) ? TensorRole::kEmbedding : TensorRole::kBody;
+    layout_.add(p.name, std::move(dims), role, /*decay=*/v.dim() >= 2);
+    params_.push_back(v);
     const at::Tensor flat = v.detach().contiguous().reshape({-1});
-    m->initial_.insert(m->initial_.end(), flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel());
+    initial_.insert(initial_.end(), flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel());
   }
-  if (m->params_.empty()) return Status::invalid_argument(path + ": the module has no parameters to train");
-
-  std::string name = m->module_.type()->name() ? m->module_.type()->name()->name() : "module";
-  m->description_ = "torchscript " + name + " from " + path + " (" + std::to_string(m->params_.size()) + " tensors" +
-                    (buffers ? ", " + std::to_string(buffers) + " buffers kept per replica" : std::string()) + ")";
-  return m;
+  return {};
+} catch (const std::exception& e) {
+  return Status::invalid_argument(config_.path + ": its parameters cannot be read: " + message_of(e));
 }
 
 TorchScriptModel::Inputs TorchScriptModel::to_tensors(const Batch& batch) const {
@@ -183,8 +196,9 @@ TorchScriptModel::Inputs TorchScriptModel::to_tensors(const Batch& batch) const 
       }
     in.predictions = B * T;
   } else {
-    // The batch outlives the call: a view, not a copy.
-    in.x = torch::from_blob(const_cast<float*>(batch.x.data()), {batch.rows, batch.x_cols}, torch::kFloat);
+    // A copy, not a view: a module may change its inputs in place, and the
+    // held-out batches are shared by every evaluation.
+    in.x = torch::from_blob(const_cast<float*>(batch.x.data()), {batch.rows, batch.x_cols}, torch::kFloat).clone();
     in.y = torch::empty({batch.rows}, torch::kLong);
     auto* y = in.y.data_ptr<int64_t>();
     for (int r = 0; r < batch.rows; ++r) y[r] = batch.y[static_cast<size_t>(r)];
@@ -244,7 +258,8 @@ float TorchScriptModel::forward_backward(std::span<const float> params, const Ba
   } catch (const std::exception& e) {
     // The module broke its contract mid-run (the probe passed): a non-finite
     // step makes the learner restart from the global model, loudly.
-    log_error(config_.path + ": forward/backward failed: " + what(e));
+    for (auto& p : params_) p.mutable_grad() = at::Tensor();
+    log_error(config_.path + ": forward/backward failed: " + message_of(e));
     std::fill(grads.begin(), grads.end(), std::numeric_limits<float>::quiet_NaN());
     return std::numeric_limits<float>::quiet_NaN();
   }
@@ -267,7 +282,7 @@ EvalSums TorchScriptModel::evaluate(std::span<const float> params, const Batch& 
       sums.correct = scores.argmax(-1).reshape(in.y.sizes()).eq(in.y).sum().item<int64_t>();
     }
   } catch (const std::exception& e) {
-    log_error(config_.path + ": evaluation failed: " + what(e));
+    log_error(config_.path + ": evaluation failed: " + message_of(e));
     sums.count = std::max<int64_t>(1, batch.tokens);
     sums.loss_sum = std::numeric_limits<double>::quiet_NaN();
   }
@@ -289,7 +304,6 @@ Status TorchScriptModel::probe() {
       config_.bytes ? "forward(int64 [2, " + std::to_string(config_.context) + "], int64 [2, " +
                           std::to_string(config_.context) + "])"
                     : "forward(float32 [2, " + std::to_string(config_.features) + "], int64 [2])";
-  std::vector<float> grads(layout_.size());
   try {
     bind(initial_);
     module_.train(true);
@@ -304,8 +318,22 @@ Status TorchScriptModel::probe() {
                                       " returned a loss that does not depend on the parameters (no grad)");
     loss->backward();
     for (auto& p : params_) p.mutable_grad() = at::Tensor();
+    if (logits_) {
+      torch::NoGradGuard no_grad;
+      const Inputs in = to_tensors(b);
+      const c10::IValue out = (*logits_)({in.x});
+      const int64_t scores = config_.bytes ? 256 : config_.classes;
+      const std::string want = config_.bytes ? "[2, " + std::to_string(config_.context) + ", 256]"
+                                             : "[2, " + std::to_string(config_.classes) + "]";
+      if (!out.isTensor() || out.toTensor().dim() != in.y.dim() + 1 || out.toTensor().size(-1) != scores ||
+          out.toTensor().sizes().slice(0, static_cast<size_t>(in.y.dim())) != in.y.sizes())
+        return Status::invalid_argument(config_.path + ": logits() returned " +
+                                        (out.isTensor() ? "a tensor of shape " + shape_of(out.toTensor())
+                                                        : std::string(out.tagKind())) +
+                                        ", expected scores of shape " + want);
+    }
   } catch (const std::exception& e) {
-    std::string why = what(e);
+    std::string why = message_of(e);
     if (why.size() > 600) why = why.substr(0, 600) + " ...";
     return Status::invalid_argument(config_.path + ": " + expected + " failed: " + why);
   }

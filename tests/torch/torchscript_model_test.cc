@@ -82,6 +82,7 @@ BOOST_AUTO_TEST_CASE(a_module_that_breaks_the_contract_is_refused_saying_what_an
       {"no_grad", {"does not depend on the parameters"}},
       {"int_loss", {"Long loss, expected float"}},
       {"float64", {"parameter fc.weight [3, 4] is Double", "float32"}},
+      {"bad_logits", {"logits() returned a tensor of shape [2]", "expected scores of shape [2, 3]"}},
   };
   for (const auto& c : cases) {
     const std::string path = module_path(c.module);

@@ -3,10 +3,13 @@
 // restores its checkpoint, and the global model stays finite and improves.
 #include <boost/test/unit_test.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <thread>
 
 #include "atoll/chaos.h"
+#include "atoll/run.h"
 #include "test_support.h"
 
 namespace atl {
@@ -71,6 +74,35 @@ BOOST_AUTO_TEST_CASE(a_killed_learner_and_a_killed_syncer_come_back_on_a_torchsc
   BOOST_CHECK(std::isfinite(r->report.eval.loss));
   BOOST_CHECK_LT(r->report.eval.loss, 4.5);
   BOOST_CHECK_GT(r->report.eval.accuracy, 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(a_module_file_deleted_mid_run_leaves_the_held_out_loss_unknown_not_a_crash) {
+  const std::string module = std::string(ATOLL_TORCH_MODULES) + "/classifier.pt";
+  if (!std::filesystem::exists(module)) testing::skip(module + " is missing (make_modules.py needs python3-torch)");
+  testing::TempDir dir;
+  const std::string copy = dir.file("m.pt");
+  std::filesystem::copy_file(module, copy);
+  Topology t = testing::tiny_mlp_topology();
+  t.model.kind = ModelKind::kTorchScript;
+  t.model.path = copy;
+  t.tokens = 0;
+  t.seconds = 30.0;  // ended below, once the file is gone
+  auto run = Run::start(t);
+  BOOST_REQUIRE_MESSAGE(run.ok(), run.status().to_string());
+  // Every learner has its module loaded once it has trained.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto m = (*run)->metrics();
+    if (m.learner_steps.size() == 2 && m.learner_steps[0] > 0 && m.learner_steps[1] > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::filesystem::remove(copy);
+  (*run)->stop();
+  auto report = (*run)->wait();
+  BOOST_REQUIRE_MESSAGE(report.ok(), report.status().to_string());
+  BOOST_CHECK_GT(report->tokens, 0u);
+  BOOST_CHECK(std::isnan(report->eval.loss));  // and the reason is logged
+  BOOST_CHECK_MESSAGE(report->model.find("no such file") != std::string::npos, report->model);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

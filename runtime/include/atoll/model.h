@@ -27,13 +27,13 @@ namespace atl {
 struct EvalSums {
   double loss_sum = 0.0;   // natural-log cross-entropy summed over predictions
   int64_t correct = 0;     // argmax hits
-  bool predicts = true;    // false: the model gives its loss only, so accuracy() is NaN
   int64_t count = 0;       // predictions: examples (classifier) or bytes (LM)
   // Batch means of the loss, summed and squared (evaluate_all fills them):
   // the batch is the unit of the standard error, because the windows of one
   // batch are neighbours in the text and not independent of each other.
   int64_t batches = 0;
   double batch_loss_sum = 0.0, batch_loss_sq_sum = 0.0;
+  bool predicts = true;    // false: the model gives its loss only, so accuracy() is NaN
 
   EvalSums& operator+=(const EvalSums& o) {
     loss_sum += o.loss_sum;
@@ -87,7 +87,9 @@ EvalSums evaluate_all(Model& model, std::span<const float> params, const std::ve
 
 // The same on every core: each thread evaluates with its own model from
 // `make`. Sums are added in batch order, so the result does not depend on
-// the number of threads.
+// the number of threads. A thread whose `make` returns null (a model file
+// gone or changed mid-run) counts its batches as NaN loss: the result says
+// so instead of the process ending.
 using ModelFactory = std::function<std::unique_ptr<Model>()>;
 EvalSums evaluate_all(const ModelFactory& make, std::span<const float> params, const std::vector<Batch>& batches);
 

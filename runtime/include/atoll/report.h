@@ -72,7 +72,8 @@ struct Report {
 // Share of [0, wall] during which rounds kept completing: gaps between round
 // ends (and before the first and after the last) count in full up to 3x the
 // median gap, and only that much beyond it. Round ends within 1 ms of the
-// previous one are the same advance (fragments due together, the final flush).
+// last one counted are the same advance (fragments due together, the final
+// flush).
 double uptime_of(const std::vector<double>& round_ends, double wall);
 
 }  // namespace atl

@@ -17,16 +17,17 @@
 // Held-out loss is forward()'s mean times the batch's predictions, summed
 // over batches and divided by the total: bits per byte = that loss / ln 2.
 //
-// Parameters: every float32 parameter, in named_parameters() order and by its
-// TorchScript name ("h.0.attn.qkv.weight"; a tied weight once, by its first
-// name), becomes a tensor of the layout;
-// the module's own storage is replaced by views into the flat buffer each
-// call passes, so fragments, codecs and checkpoints see an ordinary layout.
+// Parameters: every parameter (float32 required), in named_parameters()
+// order and by its TorchScript name ("h.0.attn.qkv.weight"; a tied weight
+// once, by its first name), becomes a tensor of the layout. The module's own
+// storage is replaced by views into the flat buffer each call passes, so
+// fragments, codecs and checkpoints see an ordinary layout.
 // Tensors of rank >= 2 decay, others don't. Names matching a glob of
 // model.avg merge by weighted mean, the rest by RDA. init() writes the
 // weights saved in the file: the topology's seed does not change them.
 // Buffers (e.g. a causal mask) stay each replica's own: never merged nor
-// checkpointed.
+// checkpointed, and held-out evaluation uses the file's. Buffers that learn
+// (BatchNorm running statistics) are not supported.
 //
 // Threads: libtorch runs its operators on the calling thread (one intra-op
 // thread per process, set on first load), so a learner's compute stays inside
@@ -58,7 +59,8 @@ struct TorchScriptConfig {
 
 // Loads the module and checks the contract on a probe batch of two
 // examples: a forward and a backward pass. Errors name the file and say what
-// was expected and what was found (NotFound, InvalidArgument, Unimplemented).
+// was expected and what was found (NotFound, InvalidArgument; Unavailable
+// in a build without libtorch).
 Result<std::unique_ptr<Model>> load_torchscript_model(const TorchScriptConfig& config);
 
 // Whether this build has libtorch.
