@@ -26,9 +26,11 @@ struct SyncerState {
   static inline const char* name = "syncer";
   SyncerArgs args;
   std::unique_ptr<SyncerCore> core;
-  std::vector<caf::actor> learners;              // by id: the registered actor
-  std::map<caf::actor_addr, uint32_t> ids;       // registered actor -> id
-  std::vector<caf::node_id> registered_from;     // by id: the process its last incarnation registered from
+  // The transport's routing table: the actor each learner id is bound to
+  // (the core decides who is admitted), and back.
+  std::vector<caf::actor> learners;              // by id
+  std::map<caf::actor_addr, uint32_t> ids;       // bound actor -> id
+  std::map<caf::node_id, uint64_t> processes;    // names processes for the core's Senders (1, 2, ...)
   uint64_t rounds_at_checkpoint = 0;
   caf::actor_clock::time_point checkpoint_at;
   std::string ending;     // why the run ends, once its final flush began
@@ -204,6 +206,14 @@ void check_budget(SyncerActor* self) {
   end_run(self, "token budget of " + std::to_string(budget) + " reached");
 }
 
+// The core's name for a sender: its process (numbered as first seen) and its actor id.
+Sender sender_of(SyncerActor* self, const caf::actor& sender) {
+  if (!sender) return {};
+  auto& processes = self->state.processes;
+  const auto [it, added] = processes.try_emplace(sender.node(), processes.size() + 1);
+  return Sender{it->second, sender.id()};
+}
+
 void on_packet(SyncerActor* self, Packet& p) {
   auto& st = self->state;
   st.args.board->bytes_up += p.bytes.size();
@@ -223,43 +233,18 @@ void on_packet(SyncerActor* self, Packet& p) {
       send_packet(self, r->learner, sender, Packet{encode_message(Done{"the run is over"})});
       return;
     }
-    // A Register replayed from another process: a new process has a new
-    // incarnation, so an old or current one from elsewhere is not its owner.
-    if (r->learner < st.registered_from.size() && st.registered_from[r->learner] &&
-        st.registered_from[r->learner] != sender.node() &&
-        r->incarnation <= st.core->learners()[r->learner].incarnation) {
-      st.core->refuse(r->learner, RejectReason::kDuplicateLearner, 0xffffffffu,
-                      "incarnation " + std::to_string(r->incarnation) + " of learner " + std::to_string(r->learner) +
-                          " registered from another process",
-                      fx);
-      return carry_out(self, fx, &sender, r->learner);
-    }
-    const bool same_actor = r->learner < st.learners.size() && st.learners[r->learner] == sender;
-    // Another process holds this id and its connection is alive (else its
-    // down would have cleared the slot): two processes were given one id.
-    // (A restart in the same process gets a new incarnation instead.)
-    if (const caf::actor& holder = r->learner < st.learners.size() ? st.learners[r->learner] : caf::actor{};
-        holder && !same_actor && holder.node() != sender.node() && st.core->admits(*r)) {
-      st.core->refuse(r->learner, RejectReason::kDuplicateLearner, 0xffffffffu,
-                      "learner " + std::to_string(r->learner) + " is already connected from another process", fx);
-      return carry_out(self, fx, &sender, r->learner);
-    }
-    st.core->on_register(*r, same_actor, now, fx);
-    const bool refused = std::any_of(fx.sends.begin(), fx.sends.end(), [&](const auto& s) {
-      return s.learner == r->learner && std::holds_alternative<Reject>(s.message);
-    });
-    // Accepted (its welcome may come later, with a peer's moments): this
-    // actor is learner r->learner from now on.
-    if (!refused && r->learner < st.learners.size() && !same_actor) {
+    const Admission a = st.core->on_register(*r, sender_of(self, sender), now, fx);
+    if (a.accepted()) {  // this actor is learner r->learner from now on (its welcome may come later)
       auto& slot = st.learners[r->learner];
-      if (slot) {
-        self->demonitor(slot);
-        st.ids.erase(slot.address());
+      if (slot != sender) {
+        if (slot) {
+          self->demonitor(slot);
+          st.ids.erase(slot.address());
+        }
+        slot = sender;
+        st.ids[sender.address()] = r->learner;
+        self->monitor(sender);
       }
-      slot = sender;
-      st.ids[sender.address()] = r->learner;
-      st.registered_from[r->learner] = sender.node();
-      self->monitor(sender);
     }
     carry_out(self, fx, &sender, r->learner);
     return check_budget(self);
@@ -359,7 +344,6 @@ caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
   state.core = std::move(*core);
   if (!state.args.cluster_token.empty()) state.core->require_token(state.args.cluster_token);
   state.learners.resize(state.args.topology.learners.size());
-  state.registered_from.resize(state.args.topology.learners.size());
   if (const auto previous = state.args.board->final_state(); previous.valid) {
     state.core->continue_from(previous.stats, previous.learners);
     log_info("syncer: continuing the statistics of the syncer before it (" + std::to_string(previous.stats.rounds) +

@@ -7,15 +7,11 @@
 
 #include "atoll/cluster_token.h"
 #include "atoll/job.h"
-#include "atoll/merge.h"
-#include "atoll/nesterov.h"
+#include "round_protocol.h"
+#include "syncer_state.h"
 
 namespace atl {
 namespace {
-
-constexpr uint32_t kNoFragment = 0xffffffffu;
-
-double seconds_between(SteadyTime a, SteadyTime b) { return std::chrono::duration<double>(b - a).count(); }
 
 // Why a payload that has the right count did not decode.
 RejectReason decode_reason(const Status& s) {
@@ -24,55 +20,135 @@ RejectReason decode_reason(const Status& s) {
 
 }  // namespace
 
+// ---- the state both the core and the round protocol use
+
+int SyncerState::effective_quorum() const {
+  int failed = 0;
+  for (const auto& l : learners) failed += (!l.connected && l.down_at) ? 1 : 0;
+  const int live = static_cast<int>(learners.size()) - failed;
+  return std::max(1, std::min(topology.outer.quorum, live));
+}
+
+double SyncerState::slowest_step_seconds() const {
+  double t = 0.0;
+  for (const auto& l : learners)
+    if (l.connected) t = std::max(t, l.step_seconds);
+  return t;
+}
+
+void SyncerState::refuse(uint32_t learner, RejectReason reason, uint32_t fragment, std::string detail,
+                         SyncerEffects& fx) {
+  ++stats.rejected;
+  ++stats.rejected_by_reason[static_cast<size_t>(reason)];
+  if (reason == RejectReason::kStale) ++stats.stale_refused;
+  fx.notes.push_back("refused from learner " + std::to_string(learner) + " (" + reject_reason_name(reason) +
+                     "): " + detail);
+  fx.sends.push_back({learner, Reject{reason, fragment, std::move(detail)}});
+}
+
+bool SyncerState::delta_broadcasts() const {
+  return topology.mode == Mode::kDecoupled && is_quantized(topology.outer.broadcast_codec);
+}
+
+FragmentValues SyncerState::held_values(uint32_t p) const {
+  const GlobalFragment& g = global[p];
+  if (!delta_broadcasts()) {
+    const Codec codec = topology.mode == Mode::kDecoupled ? topology.outer.broadcast_codec : Codec::kFp32;
+    return {p, g.version, encode_payload(codec, 0, g.values)};
+  }
+  return {p, g.version, encode_payload(Codec::kFp32, 0, g.held.empty() ? g.values : g.held)};
+}
+
+Broadcast SyncerState::broadcast(uint32_t p, std::vector<uint32_t> merged) {
+  GlobalFragment& g = global[p];
+  Broadcast b{p, g.version, {}, false, 0, std::move(merged)};
+  if (!delta_broadcasts()) {
+    b.values = held_values(p).values;
+    return b;
+  }
+  if (g.held.empty()) {  // learners may hold any version: send the values once
+    b.values = encode_payload(Codec::kFp32, 0, g.values);
+    g.held = g.values;
+    return b;
+  }
+  std::vector<float> diff(g.values.size());
+  for (size_t i = 0; i < diff.size(); ++i) diff[i] = g.values[i] - g.held[i];
+  b.values = encode_payload(topology.outer.broadcast_codec, topology.outer.broadcast_block, diff);
+  b.delta = true;
+  b.base_version = g.version - 1;
+  // Learners add exactly what decodes; what rounding left out stays in values - held.
+  if (!decode_payload(b.values, diff).ok()) {  // cannot happen for finite values; be safe all the same
+    b = Broadcast{p, g.version, encode_payload(Codec::kFp32, 0, g.values), false, 0, std::move(b.merged)};
+    g.held = g.values;
+    return b;
+  }
+  for (size_t i = 0; i < diff.size(); ++i) g.held[i] += diff[i];
+  return b;
+}
+
+void SyncerState::note_merged(uint32_t learner, SteadyTime now, SyncerEffects& fx) {
+  LearnerRecord& l = learners[learner];
+  ++l.merged;
+  if (l.awaiting_first_merge) {
+    fx.events.push_back({"first_merge", learner, l.incarnation, seconds_between(*l.awaiting_first_merge, now)});
+    l.awaiting_first_merge.reset();
+  }
+}
+
+// ---- creation, checkpoints
+
 Result<std::unique_ptr<SyncerCore>> SyncerCore::create(const Topology& topology, SteadyTime now,
                                                       std::optional<SteadyTime> started) {
   auto model = make_model(topology);
   if (!model.ok()) return model.status();
   auto fragments = plan_fragments((*model)->layout(), topology);
   if (!fragments.ok()) return fragments.status();
-  return std::unique_ptr<SyncerCore>(
-      new SyncerCore(topology, std::move(*model), std::move(*fragments), now, started.value_or(now)));
+  auto s = std::make_unique<SyncerState>();
+  s->topology = topology;
+  s->model = std::move(*model);
+  s->fragments = std::move(*fragments);
+  s->global.resize(s->fragments.size());
+  s->learners.resize(topology.learners.size());
+  s->created = now;
+  s->start = started.value_or(now);
+  return std::unique_ptr<SyncerCore>(new SyncerCore(std::move(s)));
 }
 
-SyncerCore::SyncerCore(const Topology& topology, std::unique_ptr<Model> model, std::vector<Fragment> fragments,
-                       SteadyTime now, SteadyTime started)
-    : topology_(topology),
-      model_(std::move(model)),
-      fragments_(std::move(fragments)),
-      states_(fragments_.size()),
-      learners_(topology.learners.size()),
-      dropped_(topology.learners.size(), false),
-      created_(now),
-      start_(started) {
-  const std::vector<float> theta = initial_parameters(*model_, topology_);
+SyncerCore::SyncerCore(std::unique_ptr<SyncerState> state) : s_(std::move(state)) {
+  const std::vector<float> theta = initial_parameters(*s_->model, s_->topology);
   initial_crc_ = parameters_crc(theta);
-  for (size_t p = 0; p < fragments_.size(); ++p) {
-    states_[p].values.resize(fragments_[p].size);
-    gather(fragments_[p], theta, states_[p].values);
-    states_[p].momentum.assign(fragments_[p].size, 0.0f);
-    if (delta_broadcasts()) states_[p].held = states_[p].values;  // what every welcome gives
+  for (size_t p = 0; p < s_->fragments.size(); ++p) {
+    GlobalFragment& g = s_->global[p];
+    g.values.resize(s_->fragments[p].size);
+    gather(s_->fragments[p], theta, g.values);
+    g.momentum.assign(s_->fragments[p].size, 0.0f);
+    if (s_->delta_broadcasts()) g.held = g.values;  // what every welcome gives
   }
-  if (topology_.mode != Mode::kDecoupled) {
-    AdamWConfig c = topology_.inner;
-    if (c.total_steps == 0 && topology_.tokens > 0) {
-      uint64_t per_step = 0;  // tokens of one synchronous step, all learners
-      for (uint32_t m = 0; m < topology_.learners.size(); ++m)
-        per_step += static_cast<uint64_t>(tokens_per_step(topology_, m));
-      c.total_steps = std::max<int64_t>(c.warmup_steps + 1, static_cast<int64_t>(topology_.tokens / per_step));
-    }
-    dp_optimizer_ = std::make_unique<AdamW>(model_->layout(), c);
-  }
+  rounds_ = s_->topology.mode == Mode::kDecoupled ? make_decoupled_rounds(*s_) : make_synchronous_rounds(*s_);
 }
+
+SyncerCore::~SyncerCore() = default;
+
+const Topology& SyncerCore::topology() const { return s_->topology; }
+const ParamLayout& SyncerCore::layout() const { return s_->layout(); }
+const std::vector<Fragment>& SyncerCore::fragments() const { return s_->fragments; }
+uint64_t SyncerCore::version(uint32_t fragment) const { return s_->global[fragment].version; }
+const SyncerStats& SyncerCore::stats() const { return s_->stats; }
+const std::vector<LearnerRecord>& SyncerCore::learners() const { return s_->learners; }
+double SyncerCore::elapsed(SteadyTime now) const { return s_->elapsed(now); }
+bool SyncerCore::flushing() const { return rounds_->flushing(); }
+bool SyncerCore::flushed() const { return rounds_->flushed(); }
+double SyncerCore::flush_seconds() const { return std::clamp(3.0 * s_->slowest_step_seconds(), 1.0, 30.0); }
 
 Status SyncerCore::restore(const CheckpointState& state) {
   if (state.fingerprint != layout().fingerprint())
     return Status::invalid_argument("checkpoint belongs to another model (fingerprint " +
                                     std::to_string(state.fingerprint) + ")");
-  if (state.fragments.size() != fragments_.size())
+  if (state.fragments.size() != s_->fragments.size())
     return Status::invalid_argument("checkpoint has " + std::to_string(state.fragments.size()) +
-                                    " fragments, this run " + std::to_string(fragments_.size()));
+                                    " fragments, this run " + std::to_string(s_->fragments.size()));
   for (const auto& f : state.fragments) {
-    if (f.fragment >= fragments_.size() || f.values.size() != fragments_[f.fragment].size)
+    if (f.fragment >= s_->fragments.size() || f.values.size() != s_->fragments[f.fragment].size)
       return Status::invalid_argument("checkpoint fragment " + std::to_string(f.fragment) + " does not fit this run");
     for (float v : f.values)
       if (!std::isfinite(v)) return Status::invalid_argument("checkpoint holds non-finite parameters");
@@ -81,25 +157,22 @@ Status SyncerCore::restore(const CheckpointState& state) {
     if (o->m.size() != layout().size())
       return Status::invalid_argument("checkpoint optimizer state has " + std::to_string(o->m.size()) +
                                       " values, the model " + std::to_string(layout().size()));
-    if (dp_optimizer_) ATOLL_RETURN_IF_ERROR(dp_optimizer_->load_state(o->step, o->m, o->v));
-    else checkpoint_moments_ = *o;
+    if (Status st = rounds_->restore_optimizer(*o); st.code() == Status::Code::kNotFound) checkpoint_moments_ = *o;
+    else ATOLL_RETURN_IF_ERROR(st);
   }
   restored_ = true;
   for (const auto& f : state.fragments) {
-    auto& s = states_[f.fragment];
-    s.values = f.values;
-    s.momentum = f.momentum;
-    s.version = f.version;
-    s.open = false;
-    s.last = false;
-    s.answers.clear();
-    s.waiting.clear();
-    s.held.clear();  // learners hold versions this syncer does not know
-    s.initial = false;
+    GlobalFragment& g = s_->global[f.fragment];
+    g.values = f.values;
+    g.momentum = f.momentum;
+    g.version = f.version;
+    g.held.clear();  // learners hold versions this syncer does not know
+    g.initial = false;
+    rounds_->fragment_replaced(f.fragment, nullptr);
   }
   for (const auto& saved : state.learners) {
-    if (saved.learner >= learners_.size()) continue;
-    LearnerRecord& l = learners_[saved.learner];
+    if (saved.learner >= s_->learners.size()) continue;
+    LearnerRecord& l = s_->learners[saved.learner];
     // A syncer in a new process knows nothing yet: it takes the training
     // counts (its token budget goes on). One restarted in-process has fresher
     // ones from the syncer before it (continue_from) and keeps those.
@@ -112,19 +185,18 @@ Status SyncerCore::restore(const CheckpointState& state) {
     }
     l.incarnation = std::max(l.incarnation, saved.incarnation);
   }
-  stats_.rounds = std::max(stats_.rounds, state.rounds);
+  s_->stats.rounds = std::max(s_->stats.rounds, state.rounds);
   return {};
 }
 
 void SyncerCore::continue_from(const SyncerStats& stats, const std::vector<LearnerRecord>& learners) {
-  const uint64_t rounds = stats_.rounds;  // from a checkpoint, if one was restored
-  stats_ = stats;
-  stats_.rounds = std::max(stats_.rounds, rounds);
-  expected_back_.assign(learners_.size(), false);
-  for (size_t m = 0; m < learners.size() && m < learners_.size(); ++m) {
-    LearnerRecord& l = learners_[m];
+  const uint64_t rounds = s_->stats.rounds;  // from a checkpoint, if one was restored
+  s_->stats = stats;
+  s_->stats.rounds = std::max(s_->stats.rounds, rounds);
+  for (size_t m = 0; m < learners.size() && m < s_->learners.size(); ++m) {
+    LearnerRecord& l = s_->learners[m];
     const LearnerRecord& old = learners[m];
-    expected_back_[m] = old.connected;
+    l.expected_back = old.connected;
     // The last incarnation's counts stay its own: if it registers again, its
     // next Progress replaces them (its counts are cumulative); a new
     // incarnation folds them into the past when it is welcomed.
@@ -144,49 +216,48 @@ CheckpointState SyncerCore::checkpoint(int64_t unix_ms) const {
   CheckpointState c;
   c.fingerprint = layout().fingerprint();
   c.created_unix_ms = unix_ms;
-  c.rounds = stats_.rounds;
-  for (size_t p = 0; p < states_.size(); ++p)
-    c.fragments.push_back({static_cast<uint32_t>(p), states_[p].version, states_[p].values, states_[p].momentum});
-  for (size_t m = 0; m < learners_.size(); ++m)
-    c.learners.push_back({static_cast<uint32_t>(m), learners_[m].incarnation, learners_[m].past_steps,
-                          learners_[m].past_tokens, learners_[m].steps, learners_[m].tokens});
-  if (!topology_.checkpoint.moments) return c;
-  if (dp_optimizer_) {
-    const auto m = dp_optimizer_->first_moment(), v = dp_optimizer_->second_moment();
-    c.optimizer = CheckpointState::OptimizerRecord{dp_optimizer_->step(), {m.begin(), m.end()}, {v.begin(), v.end()}};
-  } else {
-    c.optimizer = checkpoint_moments_;
+  c.rounds = s_->stats.rounds;
+  for (size_t p = 0; p < s_->global.size(); ++p) {
+    const GlobalFragment& g = s_->global[p];
+    c.fragments.push_back({static_cast<uint32_t>(p), g.version, g.values, g.momentum});
   }
+  for (size_t m = 0; m < s_->learners.size(); ++m) {
+    const LearnerRecord& l = s_->learners[m];
+    c.learners.push_back({static_cast<uint32_t>(m), l.incarnation, l.past_steps, l.past_tokens, l.steps, l.tokens});
+  }
+  if (!s_->topology.checkpoint.moments) return c;
+  if (auto o = rounds_->optimizer()) c.optimizer = std::move(o);
+  else c.optimizer = checkpoint_moments_;
   return c;
 }
 
 void SyncerCore::request_checkpoint_moments(SyncerEffects& fx) {
-  if (!topology_.checkpoint.moments || topology_.mode != Mode::kDecoupled) return;
+  if (!s_->topology.checkpoint.moments || s_->topology.mode != Mode::kDecoupled) return;
   std::optional<uint32_t> most;
-  for (uint32_t m = 0; m < learners_.size(); ++m)
-    if (learners_[m].connected && learners_[m].steps > 0 && (!most || learners_[m].steps > learners_[*most].steps))
-      most = m;
+  for (uint32_t m = 0; m < s_->learners.size(); ++m) {
+    const LearnerRecord& l = s_->learners[m];
+    if (l.connected && l.steps > 0 && (!most || l.steps > s_->learners[*most].steps)) most = m;
+  }
   if (!most) return;
   checkpoint_request_ = next_request_++;
   fx.sends.push_back({*most, MomentsPull{checkpoint_request_}});
 }
 
 bool SyncerCore::recovering(SteadyTime now) const {
-  if (seconds_between(created_, now) >= kRecoverySeconds) return false;
-  for (size_t m = 0; m < expected_back_.size(); ++m)
-    if (expected_back_[m] && !learners_[m].connected) return true;
-  return false;
+  if (seconds_between(s_->created, now) >= kRecoverySeconds) return false;
+  return std::any_of(s_->learners.begin(), s_->learners.end(),
+                     [](const LearnerRecord& l) { return l.expected_back && !l.connected; });
 }
 
 uint64_t SyncerCore::total_tokens() const {
   uint64_t t = 0;
-  for (const auto& l : learners_) t += l.past_tokens + l.tokens;
+  for (const auto& l : s_->learners) t += l.past_tokens + l.tokens;
   return t;
 }
 
 std::vector<float> SyncerCore::parameters() const {
   std::vector<float> theta(layout().size());
-  for (size_t p = 0; p < fragments_.size(); ++p) scatter(fragments_[p], states_[p].values, theta);
+  for (size_t p = 0; p < s_->fragments.size(); ++p) scatter(s_->fragments[p], s_->global[p].values, theta);
   return theta;
 }
 
@@ -194,75 +265,75 @@ std::vector<float> SyncerCore::parameters() const {
 
 void SyncerCore::refuse(uint32_t learner, RejectReason reason, uint32_t fragment, std::string detail,
                         SyncerEffects& fx) {
-  ++stats_.rejected;
-  ++stats_.rejected_by_reason[static_cast<size_t>(reason)];
-  if (reason == RejectReason::kStale) ++stats_.stale_refused;
-  fx.notes.push_back("refused from learner " + std::to_string(learner) + " (" + reject_reason_name(reason) +
-                     "): " + detail);
-  fx.sends.push_back({learner, Reject{reason, fragment, std::move(detail)}});
+  s_->refuse(learner, reason, fragment, std::move(detail), fx);
 }
 
 bool SyncerCore::current(uint32_t learner, uint64_t incarnation) const {
-  return learner < learners_.size() && learners_[learner].connected &&
-         learners_[learner].incarnation == incarnation;
+  return learner < s_->learners.size() && s_->learners[learner].connected &&
+         s_->learners[learner].incarnation == incarnation;
 }
 
-int SyncerCore::connected_count() const {
-  int n = 0;
-  for (const auto& l : learners_) n += l.connected ? 1 : 0;
-  return n;
-}
-
-int SyncerCore::effective_quorum() const {
-  // Failed learners that are not back leave the set a round waits for, or
-  // K = M would hang; learners still joining (or being welcomed) do not.
-  int failed = 0;
-  for (const auto& l : learners_) failed += (!l.connected && l.down_at) ? 1 : 0;
-  const int live = static_cast<int>(learners_.size()) - failed;
-  return std::max(1, std::min(topology_.outer.quorum, live));
-}
-
-double SyncerCore::slowest_step_seconds() const {
-  double t = 0.0;
-  for (const auto& l : learners_)
-    if (l.connected) t = std::max(t, l.step_seconds);
-  return t;
-}
-
-bool SyncerCore::admits(const Register& r) const {
-  return token_.empty() || check_join_proof(token_, r.token, r.learner, r.incarnation, r.fingerprint);
-}
-
-void SyncerCore::on_register(const Register& r, bool same_actor, SteadyTime now, SyncerEffects& fx) {
-  if (!admits(r))
-    return refuse(r.learner, RejectReason::kBadToken, kNoFragment,
-                  r.token.empty() ? "no cluster token given" : "the cluster token does not match", fx);
-  if (r.learner >= learners_.size())
-    return refuse(r.learner, RejectReason::kUnknownLearner, kNoFragment,
-                  "learner " + std::to_string(r.learner) + " is not in this topology of " +
-                      std::to_string(learners_.size()),
-                  fx);
+Admission SyncerCore::admit(const Register& r, const Sender& from) const {
+  using V = Admission::Verdict;
+  // The token first: a stranger learns nothing about the run.
+  if (!token_.empty() && !check_join_proof(token_, r.token, r.learner, r.incarnation, r.fingerprint))
+    return Admission::refuse(RejectReason::kBadToken,
+                             r.token.empty() ? "no cluster token given" : "the cluster token does not match");
+  if (r.learner >= s_->learners.size())
+    return Admission::refuse(RejectReason::kUnknownLearner, "learner " + std::to_string(r.learner) +
+                                                                " is not in this topology of " +
+                                                                std::to_string(s_->learners.size()));
+  const LearnerRecord& l = s_->learners[r.learner];
+  const bool bound = l.sender.actor != 0;
+  const bool same_sender = bound && l.sender == from;
+  // Another process holds this id and its sender is alive (else its down
+  // would have unbound it): two processes were given one id. (A restart in
+  // the same process is a new sender with a new incarnation instead.)
+  if (bound && !same_sender && l.sender.process != from.process)
+    return Admission::refuse(RejectReason::kDuplicateLearner,
+                             "learner " + std::to_string(r.learner) + " is already connected from another process");
+  // A new process has a new incarnation: an old or current one from
+  // elsewhere is a replay, not its owner.
+  if (l.sender.process != 0 && l.sender.process != from.process && r.incarnation <= l.incarnation)
+    return Admission::refuse(RejectReason::kDuplicateLearner, "incarnation " + std::to_string(r.incarnation) +
+                                                                  " of learner " + std::to_string(r.learner) +
+                                                                  " registered from another process");
   if (r.fingerprint != layout().fingerprint())
-    return refuse(r.learner, RejectReason::kFingerprintMismatch, kNoFragment,
-                  "model fingerprint " + std::to_string(r.fingerprint) + ", the syncer's is " +
-                      std::to_string(layout().fingerprint()),
-                  fx);
-  LearnerRecord& l = learners_[r.learner];
+    return Admission::refuse(RejectReason::kFingerprintMismatch,
+                             "model fingerprint " + std::to_string(r.fingerprint) + ", the syncer's is " +
+                                 std::to_string(layout().fingerprint()));
   if (l.connected) {
-    if (same_actor && r.incarnation == l.incarnation) {  // a resync: it missed something
-      fx.notes.push_back("learner " + std::to_string(r.learner) + " resynchronizes");
-      l.initial_crc = r.initial_crc;
-      adopt_bases(r, now, fx);
-      return welcome(r.learner, r.incarnation, std::nullopt, now, fx);
-    }
+    if (same_sender && r.incarnation == l.incarnation) return {V::kResync, {}, {}};  // it missed something
     if (r.incarnation <= l.incarnation)
-      return refuse(r.learner, RejectReason::kDuplicateLearner, kNoFragment,
-                    "learner " + std::to_string(r.learner) + " incarnation " + std::to_string(l.incarnation) +
-                        " is connected; refused incarnation " + std::to_string(r.incarnation),
-                    fx);
+      return Admission::refuse(RejectReason::kDuplicateLearner,
+                               "learner " + std::to_string(r.learner) + " incarnation " +
+                                   std::to_string(l.incarnation) + " is connected; refused incarnation " +
+                                   std::to_string(r.incarnation));
   }
-  for (const auto& [request, p] : pending_moments_)
-    if (p.learner == r.learner && p.incarnation == r.incarnation) return;  // a retry while we ask a peer
+  if (l.moments_request != 0 && l.moments_incarnation == r.incarnation)
+    return {V::kWait, {}, {}};  // a retry while we ask a peer
+  return {V::kAccept, {}, {}};
+}
+
+Admission SyncerCore::on_register(const Register& r, const Sender& from, SteadyTime now, SyncerEffects& fx) {
+  const Admission a = admit(r, from);
+  switch (a.verdict) {
+    case Admission::Verdict::kRefuse:
+      s_->refuse(r.learner, a.reason, kNoFragment, a.detail, fx);
+      return a;
+    case Admission::Verdict::kWait:
+      return a;
+    case Admission::Verdict::kResync:
+      fx.notes.push_back("learner " + std::to_string(r.learner) + " resynchronizes");
+      s_->learners[r.learner].initial_crc = r.initial_crc;
+      adopt_bases(r, now, fx);
+      welcome(r.learner, r.incarnation, std::nullopt, now, fx);
+      return a;
+    case Admission::Verdict::kAccept:
+      break;
+  }
+  LearnerRecord& l = s_->learners[r.learner];
+  l.sender = from;  // this sender is learner r.learner from now on
   l.initial_crc = r.initial_crc;
   adopt_bases(r, now, fx);
   // A restarted learner starts with a healthy peer's AdamW moments, if there
@@ -270,40 +341,43 @@ void SyncerCore::on_register(const Register& r, bool same_actor, SteadyTime now,
   // (At the start of a run every learner is fresh alike.)
   // After a restore from a checkpoint a learner without bases is not fresh
   // either (a whole restart): the checkpoint's moments stand in for a peer's.
-  if (r.bases.empty() && (r.incarnation > 1 || restored_) && topology_.mode == Mode::kDecoupled) {
+  if (r.bases.empty() && (r.incarnation > 1 || restored_) && s_->topology.mode == Mode::kDecoupled) {
     std::optional<uint32_t> peer;
-    for (uint32_t m = 0; m < learners_.size(); ++m)
-      if (m != r.learner && learners_[m].connected && learners_[m].steps > 0 &&
-          (!peer || learners_[m].steps > learners_[*peer].steps))
+    for (uint32_t m = 0; m < s_->learners.size(); ++m)
+      if (m != r.learner && s_->learners[m].connected && s_->learners[m].steps > 0 &&
+          (!peer || s_->learners[m].steps > s_->learners[*peer].steps))
         peer = m;
     if (peer) {
-      const uint64_t request = next_request_++;
-      pending_moments_[request] = {r.learner, r.incarnation};
-      fx.sends.push_back({*peer, MomentsPull{request}});
-      fx.timers.push_back({SyncerEffects::TimerKind::kMoments, r.learner, request, kMomentsSeconds});
-      return;
+      l.moments_request = next_request_++;
+      l.moments_incarnation = r.incarnation;
+      fx.sends.push_back({*peer, MomentsPull{l.moments_request}});
+      fx.timers.push_back({SyncerEffects::TimerKind::kMoments, r.learner, l.moments_request, kMomentsSeconds});
+      return a;
     }
-    if (const auto& o = checkpoint_moments_)
-      return welcome(r.learner, r.incarnation,
-                     OptimizerState{o->step, encode_payload(Codec::kBf16, 0, o->m), encode_payload(Codec::kBf16, 0, o->v)},
-                     now, fx);
+    if (const auto& o = checkpoint_moments_) {
+      welcome(r.learner, r.incarnation,
+              OptimizerState{o->step, encode_payload(Codec::kBf16, 0, o->m), encode_payload(Codec::kBf16, 0, o->v)},
+              now, fx);
+      return a;
+    }
   }
   welcome(r.learner, r.incarnation, std::nullopt, now, fx);
+  return a;
 }
 
 void SyncerCore::adopt_bases(const Register& r, SteadyTime now, SyncerEffects& fx) {
-  const bool recovering = seconds_between(created_, now) < kRecoverySeconds;
+  const bool recovering = seconds_between(s_->created, now) < kRecoverySeconds;
   for (const auto& base : r.bases) {
-    if (base.fragment >= states_.size()) continue;
-    FragmentState& s = states_[base.fragment];
-    if (base.version <= s.version) continue;
+    if (base.fragment >= s_->global.size()) continue;
+    GlobalFragment& g = s_->global[base.fragment];
+    if (base.version <= g.version) continue;
     if (!recovering) {
       fx.notes.push_back("learner " + std::to_string(r.learner) + " holds version " + std::to_string(base.version) +
                          " of fragment " + std::to_string(base.fragment) + ", ahead of the syncer's " +
-                         std::to_string(s.version) + "; ignored outside recovery");
+                         std::to_string(g.version) + "; ignored outside recovery");
       continue;
     }
-    std::vector<float> values(fragments_[base.fragment].size);
+    std::vector<float> values(s_->fragments[base.fragment].size);
     if (Status st = decode_payload(base.values, values); !st.ok()) {
       fx.notes.push_back("base of fragment " + std::to_string(base.fragment) + " from learner " +
                          std::to_string(r.learner) + " ignored: " + std::string(st.message()));
@@ -311,22 +385,22 @@ void SyncerCore::adopt_bases(const Register& r, SteadyTime now, SyncerEffects& f
     }
     // The newest version any learner adopted wins; momentum stays the
     // checkpoint's (DESIGN section 6).
-    if (s.open) cancel_round(base.fragment, "the fragment was recovered at a newer version", fx);
-    s.answers.clear();
-    s.values = std::move(values);
-    s.version = base.version;
-    s.held.clear();  // other learners hold older versions
-    s.initial = false;
-    ++stats_.recovered_fragments;
+    rounds_->fragment_replaced(base.fragment, &fx);
+    g.values = std::move(values);
+    g.version = base.version;
+    g.held.clear();  // other learners hold older versions
+    g.initial = false;
+    ++s_->stats.recovered_fragments;
     fx.notes.push_back("recovered fragment " + std::to_string(base.fragment) + " at version " +
                        std::to_string(base.version) + " from learner " + std::to_string(r.learner) + "'s base");
-    fx.to_all.push_back(broadcast(base.fragment, {}));  // learners welcomed before move forward too
+    fx.to_all.push_back(s_->broadcast(base.fragment, {}));  // learners welcomed before move forward too
   }
 }
 
 void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<OptimizerState> moments,
                          SteadyTime now, SyncerEffects& fx) {
-  LearnerRecord& l = learners_[learner];
+  LearnerRecord& l = s_->learners[learner];
+  if (l.moments_incarnation == incarnation) l.moments_request = l.moments_incarnation = 0;  // no longer waiting
   const bool resync = l.connected && l.incarnation == incarnation;
   if (!resync) {
     // A new incarnation of a learner known before is back after a failure,
@@ -340,16 +414,16 @@ void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<O
     l.connected = true;
     l.incarnation = incarnation;
     ++l.registrations;
-    l.progress.assign(states_.size(), {});
-    for (size_t p = 0; p < states_.size(); ++p) l.progress[p].version = states_[p].version;
-    l.merged_base.assign(states_.size(), std::nullopt);
-    dropped_[learner] = false;
+    l.progress.assign(s_->global.size(), {});
+    for (size_t p = 0; p < s_->global.size(); ++p) l.progress[p].version = s_->global[p].version;
+    l.merged_base.assign(s_->global.size(), std::nullopt);
+    l.dropped = false;
     if (l.down_at || replaced) {
       // Seconds since the failure, when this syncer saw it; unknown (NaN) otherwise.
       double recovery = std::numeric_limits<double>::quiet_NaN();
       if (l.down_at) {
         recovery = seconds_between(*l.down_at, now);
-        stats_.recovery_seconds.push_back(recovery);
+        s_->stats.recovery_seconds.push_back(recovery);
       }
       fx.events.push_back({"registration", learner, incarnation, recovery});
       l.awaiting_first_merge = now;
@@ -359,21 +433,21 @@ void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<O
   Welcome w;
   w.learner = learner;
   w.incarnation = incarnation;
-  w.topology = topology_;
-  for (uint32_t p = 0; p < states_.size(); ++p) {
-    if (states_[p].initial && states_[p].version == 0 && l.initial_crc == initial_crc_)
+  w.topology = s_->topology;
+  for (uint32_t p = 0; p < s_->global.size(); ++p) {
+    if (s_->global[p].initial && s_->global[p].version == 0 && l.initial_crc == initial_crc_)
       w.fragments.push_back({p, 0, Payload{}});  // the learner makes the same values from the seed
     else
-      w.fragments.push_back(held_values(p));
+      w.fragments.push_back(s_->held_values(p));
   }
-  if (moments) ++stats_.moments_handed;
+  if (moments) ++s_->stats.moments_handed;
   w.moments = std::move(moments);
+  const bool with_moments = w.moments.has_value();
   fx.sends.push_back({learner, std::move(w)});
   if (!resync)
     fx.notes.push_back("learner " + std::to_string(learner) + " registered (incarnation " +
-                       std::to_string(incarnation) + (w.moments ? ", with a peer's moments)" : ")"));
-  if (topology_.mode != Mode::kDecoupled) return check_step(now, fx);
-  for (uint32_t p = 0; p < states_.size(); ++p) check_due(p, now, fx);
+                       std::to_string(incarnation) + (with_moments ? ", with a peer's moments)" : ")"));
+  rounds_->on_welcome(learner, now, fx);
 }
 
 void SyncerCore::on_moments(uint32_t learner, const Moments& m, SteadyTime now, SyncerEffects& fx) {
@@ -387,104 +461,93 @@ void SyncerCore::on_moments(uint32_t learner, const Moments& m, SteadyTime now, 
     checkpoint_request_ = 0;
     return;
   }
-  const auto it = pending_moments_.find(m.request);
-  if (it == pending_moments_.end()) return;  // answered after the timeout: the learner was welcomed already
-  const PendingWelcome pending = it->second;
-  pending_moments_.erase(it);
+  const auto waiting = std::find_if(s_->learners.begin(), s_->learners.end(), [&](const LearnerRecord& l) {
+    return m.request != 0 && l.moments_request == m.request;
+  });
+  if (waiting == s_->learners.end()) return;  // answered after the timeout: the learner was welcomed already
+  const auto welcomed = static_cast<uint32_t>(waiting - s_->learners.begin());
   std::vector<float> check(layout().size());
   std::optional<OptimizerState> moments = m.state;
   if (!decode_payload(m.state.m, check).ok() || !decode_payload(m.state.v, check).ok()) {
     fx.notes.push_back("moments from learner " + std::to_string(learner) + " do not fit the model; not used");
     moments.reset();
   }
-  welcome(pending.learner, pending.incarnation, std::move(moments), now, fx);
+  welcome(welcomed, waiting->moments_incarnation, std::move(moments), now, fx);
 }
 
 void SyncerCore::on_learner_down(uint32_t learner, SteadyTime now, SyncerEffects& fx) {
-  if (learner >= learners_.size()) return;
+  if (learner >= s_->learners.size()) return;
+  LearnerRecord& l = s_->learners[learner];
   // A learner that dies while its welcome waits for a peer's moments is not welcomed.
-  std::erase_if(pending_moments_, [&](const auto& kv) { return kv.second.learner == learner; });
-  if (!learners_[learner].connected) return;
-  LearnerRecord& l = learners_[learner];
+  l.moments_request = l.moments_incarnation = 0;
+  l.sender.actor = 0;  // unbound; the process it came from is remembered
+  if (!l.connected) return;
   l.connected = false;
   l.down_at = now;
   ++l.failures;
   fx.notes.push_back("learner " + std::to_string(learner) + " is down");
-  if (topology_.mode == Mode::kElasticDp)
-    fx.timers.push_back({SyncerEffects::TimerKind::kReconfigure, learner, l.failures,
-                         topology_.outer.reconfigure_seconds});
-  if (topology_.mode != Mode::kDecoupled) return;
-  for (uint32_t p = 0; p < states_.size(); ++p) {
-    auto& s = states_[p];
-    if (s.open) {
-      s.waiting.erase(learner);
-      check_round(p, now, fx);
-    } else {
-      check_due(p, now, fx);  // the quorum may be within reach of fewer learners now
-    }
-  }
+  rounds_->on_learner_down(learner, now, fx);
 }
 
 void SyncerCore::on_malformed(std::optional<uint32_t> learner, const Status& why, SyncerEffects& fx) {
   const RejectReason reason =
       why.code() == Status::Code::kOutOfRange ? RejectReason::kTooLarge : RejectReason::kMalformed;
-  if (learner) return refuse(*learner, reason, kNoFragment, std::string(why.message()), fx);
-  ++stats_.rejected;
-  ++stats_.rejected_by_reason[static_cast<size_t>(reason)];
+  if (learner) return s_->refuse(*learner, reason, kNoFragment, std::string(why.message()), fx);
+  ++s_->stats.rejected;
+  ++s_->stats.rejected_by_reason[static_cast<size_t>(reason)];
   fx.notes.push_back("refused a message from an unknown sender: " + std::string(why.message()));
 }
 
 void SyncerCore::on_progress(const Progress& m, SteadyTime now, SyncerEffects& fx) {
   if (!current(m.learner, m.incarnation)) return;  // an old incarnation's last words
-  if (m.fragments.size() != states_.size())
-    return refuse(m.learner, RejectReason::kBadShape, kNoFragment,
-                  "progress for " + std::to_string(m.fragments.size()) + " fragments, expected " +
-                      std::to_string(states_.size()),
-                  fx);
-  LearnerRecord& l = learners_[m.learner];
+  if (m.fragments.size() != s_->global.size())
+    return s_->refuse(m.learner, RejectReason::kBadShape, kNoFragment,
+                      "progress for " + std::to_string(m.fragments.size()) + " fragments, expected " +
+                          std::to_string(s_->global.size()),
+                      fx);
+  LearnerRecord& l = s_->learners[m.learner];
   l.steps = m.step;
   l.tokens = m.tokens;
   // Step times feed the grace window: an absurd one must not become an absurd wait.
   if (std::isfinite(m.step_seconds)) l.step_seconds = std::clamp(m.step_seconds, 0.0, 3600.0);
   if (std::isfinite(m.loss)) l.loss = m.loss;
   l.progress = m.fragments;
-  if (topology_.mode != Mode::kDecoupled) return;
-  for (uint32_t p = 0; p < states_.size(); ++p) check_due(p, now, fx);
+  rounds_->on_progress(m.learner, now, fx);
 }
 
-// ---- pushes
+// ---- pushes: the checks every mode shares
 
 void SyncerCore::on_push(const Push& m, SteadyTime now, SyncerEffects& fx) {
   if (!current(m.learner, m.incarnation))
-    return refuse(m.learner, RejectReason::kUnknownLearner, m.fragment,
-                  "learner " + std::to_string(m.learner) + " incarnation " + std::to_string(m.incarnation) +
-                      " is not registered",
-                  fx);
-  if (m.fragment >= states_.size())
-    return refuse(m.learner, RejectReason::kUnknownFragment, m.fragment,
-                  "fragment " + std::to_string(m.fragment) + " of " + std::to_string(states_.size()), fx);
-  FragmentState& s = states_[m.fragment];
+    return s_->refuse(m.learner, RejectReason::kUnknownLearner, m.fragment,
+                      "learner " + std::to_string(m.learner) + " incarnation " + std::to_string(m.incarnation) +
+                          " is not registered",
+                      fx);
+  if (m.fragment >= s_->global.size())
+    return s_->refuse(m.learner, RejectReason::kUnknownFragment, m.fragment,
+                      "fragment " + std::to_string(m.fragment) + " of " + std::to_string(s_->global.size()), fx);
+  const uint64_t version = s_->global[m.fragment].version;
   // A refused answer still takes its learner out of the round it answers, or
   // the round would wait for it forever.
   const auto refuse_answer = [&](RejectReason reason, std::string detail) {
-    refuse(m.learner, reason, m.fragment, std::move(detail), fx);
-    if (s.open && s.waiting.erase(m.learner) > 0) check_round(m.fragment, now, fx);
+    s_->refuse(m.learner, reason, m.fragment, std::move(detail), fx);
+    rounds_->on_no_answer(m.learner, m.fragment, now, fx);
   };
-  if (m.base_version > s.version)
+  if (m.base_version > version)
     return refuse_answer(RejectReason::kMalformed, "base version " + std::to_string(m.base_version) +
-                                                       " is ahead of the global version " + std::to_string(s.version));
-  if (topology_.mode == Mode::kDecoupled && m.round != 0 && (!s.open || m.round != s.round)) {
-    ++stats_.late;  // answers a round that already closed: late, whatever its base (not an offence)
+                                                       " is ahead of the global version " + std::to_string(version));
+  if (rounds_->answers_closed_round(m)) {
+    ++s_->stats.late;  // answers a round that already closed: late, whatever its base (not an offence)
     return;
   }
-  const auto staleness = static_cast<uint64_t>(topology_.outer.max_staleness);
-  if (m.base_version + staleness < s.version)
+  const auto staleness = static_cast<uint64_t>(s_->topology.outer.max_staleness);
+  if (m.base_version + staleness < version)
     return refuse_answer(RejectReason::kStale, "base version " + std::to_string(m.base_version) + " is older than " +
-                                                   std::to_string(s.version) + " - " + std::to_string(staleness));
+                                                   std::to_string(version) + " - " + std::to_string(staleness));
   if ((m.steps == 0) != (m.tokens == 0))
     return refuse_answer(RejectReason::kMalformed, std::to_string(m.steps) + " steps with " +
                                                        std::to_string(m.tokens) + " tokens");
-  const size_t size = fragments_[m.fragment].size;
+  const size_t size = s_->fragments[m.fragment].size;
   if (m.delta.count != size)
     return refuse_answer(RejectReason::kBadShape, "payload of " + std::to_string(m.delta.count) +
                                                       " values for a fragment of " + std::to_string(size));
@@ -492,364 +555,28 @@ void SyncerCore::on_push(const Push& m, SteadyTime now, SyncerEffects& fx) {
            std::vector<float>(size)};
   if (Status st = decode_payload(m.delta, a.delta); !st.ok())
     return refuse_answer(decode_reason(st), std::string(st.message()));
-  const auto& merged = learners_[m.learner].merged_base[m.fragment];
+  const auto& merged = s_->learners[m.learner].merged_base[m.fragment];
   if (merged && m.base_version <= *merged) {
-    ++stats_.late;  // this progress (from this base) is in the global model already
-    if (s.open && s.waiting.erase(m.learner) > 0) check_round(m.fragment, now, fx);
-    return;
+    ++s_->stats.late;  // this progress (from this base) is in the global model already
+    return rounds_->on_no_answer(m.learner, m.fragment, now, fx);
   }
-
-  if (topology_.mode != Mode::kDecoupled) {
-    if (m.base_version != s.version || m.steps == 0) {  // a gradient for a step already applied
-      ++stats_.late;
-      return;
-    }
-    s.answers[m.learner] = std::move(a);
-    return check_step(now, fx);
-  }
-
-  if (s.open) {
-    // An unasked push does not answer a last pull: the answer to come holds more progress.
-    if (!s.last || m.round != 0) s.waiting.erase(m.learner);
-    s.answers[m.learner] = std::move(a);
-    return check_round(m.fragment, now, fx);
-  }
-  if (m.base_version != s.version) {
-    ++stats_.late;  // pushed unasked on a version already replaced
-    return;
-  }
-  if (a.steps > 0) s.answers[m.learner] = std::move(a);  // early: counts when the round opens
-  check_due(m.fragment, now, fx);
+  rounds_->on_answer(m, std::move(a), now, fx);
 }
 
-// ---- decoupled rounds
+// ---- timers and the end of a run
 
-void SyncerCore::check_due(uint32_t p, SteadyTime now, SyncerEffects& fx) {
-  FragmentState& s = states_[p];
-  if (s.open || flushing()) return;
-  const uint64_t threshold =
-      steps_until_due(static_cast<int>(p), static_cast<int>(states_.size()), sync_interval(topology_.outer, s.version),
-                      s.version);
-  int due = 0;
-  for (uint32_t m = 0; m < learners_.size(); ++m) {
-    const auto& l = learners_[m];
-    if (!l.connected) continue;
-    const auto it = s.answers.find(m);
-    const bool pushed = it != s.answers.end() && it->second.base_version == s.version && it->second.steps >= threshold;
-    const bool reported = p < l.progress.size() && l.progress[p].version == s.version && l.progress[p].steps >= threshold;
-    due += (pushed || reported) ? 1 : 0;
-  }
-  if (due >= effective_quorum()) open_round(p, now, fx);
+void SyncerCore::on_timer(const SyncerEffects::Timer& t, SteadyTime now, SyncerEffects& fx) {
+  if (t.kind != SyncerEffects::TimerKind::kMoments) return rounds_->on_timer(t, now, fx);
+  if (t.id >= s_->learners.size()) return;
+  LearnerRecord& l = s_->learners[t.id];
+  if (l.moments_request == 0 || l.moments_request != t.round) return;
+  fx.notes.push_back("no peer moments for learner " + std::to_string(t.id) + " in time");
+  welcome(t.id, l.moments_incarnation, std::nullopt, now, fx);
 }
-
-void SyncerCore::open_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
-  FragmentState& s = states_[p];
-  s.open = true;
-  s.round = next_round_++;
-  s.opened = now;
-  s.quorum = false;
-  s.waiting.clear();
-  const auto staleness = static_cast<uint64_t>(topology_.outer.max_staleness);
-  std::erase_if(s.answers, [&](const auto& kv) { return kv.second.base_version + staleness < s.version; });
-  for (uint32_t m = 0; m < learners_.size(); ++m) {
-    if (!learners_[m].connected) continue;
-    const auto it = s.answers.find(m);
-    if (it != s.answers.end() && it->second.base_version == s.version && it->second.steps > 0)
-      continue;  // pushed its progress unasked: already answered
-    s.waiting.insert(m);
-    fx.sends.push_back({m, Pull{p, s.round}});
-  }
-  fx.timers.push_back({SyncerEffects::TimerKind::kQuorum, p, s.round, quorum_deadline_seconds()});
-  check_round(p, now, fx);
-}
-
-double SyncerCore::quorum_deadline_seconds() const {
-  // Generous: a due learner answers within about one of its steps.
-  return std::max(1.0, 20.0 * slowest_step_seconds());
-}
-
-double SyncerCore::grace_seconds(const FragmentState& s) const {
-  const auto& o = topology_.outer;
-  const double step = slowest_step_seconds();
-  const double to_quorum = seconds_between(s.opened, s.quorum_at);
-  const double grace = o.grace_gamma * (o.overlap * step - to_quorum);
-  return std::clamp(grace, 0.0, o.grace_cap_steps * step);
-}
-
-void SyncerCore::check_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
-  FragmentState& s = states_[p];
-  if (!s.open) return;
-  if (s.last) {
-    if (s.waiting.empty()) close_last_round(p, now, fx);
-    return;
-  }
-  int with_progress = 0;
-  for (const auto& [m, a] : s.answers) with_progress += a.steps > 0 ? 1 : 0;
-  if (!s.quorum && with_progress >= effective_quorum()) {
-    s.quorum = true;
-    s.quorum_at = now;
-    const double grace = grace_seconds(s);
-    if (!s.waiting.empty() && grace > 0.0) {
-      fx.timers.push_back({SyncerEffects::TimerKind::kGrace, p, s.round, grace});
-      return;
-    }
-    return close_round(p, now, fx);
-  }
-  if (s.waiting.empty()) {
-    if (s.quorum) return close_round(p, now, fx);
-    cancel_round(p, "everyone pulled answered or failed, and the quorum is still short", fx);
-  }
-}
-
-void SyncerCore::cancel_round(uint32_t p, const std::string& why, SyncerEffects& fx) {
-  FragmentState& s = states_[p];
-  s.open = false;
-  s.waiting.clear();
-  // Answers with progress wait for the next round; empty ones would only make
-  // it open again without anyone to pull.
-  std::erase_if(s.answers, [](const auto& kv) { return kv.second.steps == 0; });
-  ++stats_.cancelled_rounds;
-  fx.notes.push_back("round " + std::to_string(s.round) + " of fragment " + std::to_string(p) + " cancelled: " + why);
-}
-
-void SyncerCore::close_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
-  FragmentState& s = states_[p];
-  const auto& o = topology_.outer;
-  const auto staleness = static_cast<uint64_t>(o.max_staleness);
-  std::vector<Contribution> cs;
-  std::vector<std::pair<uint32_t, uint64_t>> who;  // learner, base version
-  double good = 0.0;
-  for (const auto& [m, a] : s.answers) {
-    if (a.steps == 0 || a.base_version + staleness < s.version) continue;
-    cs.push_back({a.delta, o.weighting == Weighting::kUniform ? 1.0 : token_weight(a.tokens, a.steps)});
-    who.emplace_back(m, a.base_version);
-    good += a.seconds;
-  }
-  Fragment rule_of = fragments_[p];
-  if (o.force_avg) rule_of.rule = MergeRule::kAvg;
-  std::vector<float> g(fragments_[p].size);
-  if (!merge_fragment(rule_of, cs, g)) return cancel_round(p, "no answer carried weight", fx);
-  for (float& x : g) x = -x;  // outer gradient: base - theta
-  NesterovConfig outer = o.nesterov;
-  if (o.lr_warmup_rounds > 0)  // round k of this fragment (k = its version) steps with (k+1)/W of lr
-    outer.lr *= std::min(1.0f, static_cast<float>(s.version + 1) / static_cast<float>(o.lr_warmup_rounds));
-  // The outer step on copies: a finite but huge update can still overflow.
-  std::vector<float> values = s.values, momentum = s.momentum;
-  nesterov_step(outer, values, momentum, g);
-  if (!std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); }) ||
-      !std::all_of(momentum.begin(), momentum.end(), [](float v) { return std::isfinite(v); })) {
-    ++stats_.discarded_rounds;
-    cancel_round(p, "the merged update is not finite; the round is discarded", fx);
-    s.answers.clear();
-    return;
-  }
-  s.values = std::move(values);
-  s.momentum = std::move(momentum);
-  s.initial = false;
-  ++s.version;
-  s.open = false;
-  s.answers.clear();
-  s.waiting.clear();
-
-  ++stats_.rounds;
-  stats_.merged_pushes += cs.size();
-  stats_.quorum_sum += static_cast<double>(cs.size());
-  stats_.grace_wait_sum += seconds_between(s.quorum_at, now);
-  // A step's time is spread over fragments by their share of the parameters.
-  stats_.good_seconds += good * static_cast<double>(fragments_[p].size) / static_cast<double>(layout().size());
-  stats_.round_ends.push_back(elapsed(now));
-  std::vector<uint32_t> merged;
-  for (const auto& [m, base] : who) {
-    LearnerRecord& l = learners_[m];
-    ++l.merged;
-    merged.push_back(m);
-    if (p < l.merged_base.size()) l.merged_base[p] = base;
-    if (l.awaiting_first_merge) {
-      fx.events.push_back({"first_merge", m, l.incarnation, seconds_between(*l.awaiting_first_merge, now)});
-      l.awaiting_first_merge.reset();
-    }
-  }
-  fx.to_all.push_back(broadcast(p, std::move(merged)));
-}
-
-// ---- the end of a run
-
-double SyncerCore::flush_seconds() const { return std::clamp(3.0 * slowest_step_seconds(), 1.0, 30.0); }
 
 void SyncerCore::begin_flush(SteadyTime now, SyncerEffects& fx) {
   if (flushing()) return;
-  if (topology_.mode != Mode::kDecoupled || !topology_.outer.final_flush) {
-    flush_ = Flush::kDone;
-    return;
-  }
-  flush_ = Flush::kFlushing;
-  fx.notes.push_back("the run is ending: a last round for every fragment");
-  fx.timers.push_back({SyncerEffects::TimerKind::kFlush, 0, 0, flush_seconds()});
-  for (uint32_t p = 0; p < states_.size(); ++p) open_last_round(p, now, fx);
-}
-
-void SyncerCore::open_last_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
-  FragmentState& s = states_[p];
-  // A round still open becomes the last one: the answers it has stay, and a
-  // learner's last answer replaces its earlier one.
-  s.open = true;
-  s.last = true;
-  s.round = next_round_++;
-  s.opened = now;
-  s.waiting.clear();
-  const auto staleness = static_cast<uint64_t>(topology_.outer.max_staleness);
-  std::erase_if(s.answers, [&](const auto& kv) { return kv.second.base_version + staleness < s.version; });
-  for (uint32_t m = 0; m < learners_.size(); ++m) {
-    if (!learners_[m].connected) continue;
-    s.waiting.insert(m);
-    fx.sends.push_back({m, Pull{p, s.round, true}});
-  }
-  check_round(p, now, fx);
-}
-
-void SyncerCore::close_last_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
-  FragmentState& s = states_[p];
-  const bool progress = std::any_of(s.answers.begin(), s.answers.end(), [](const auto& kv) { return kv.second.steps > 0; });
-  if (progress) {
-    s.quorum_at = now;  // no grace wait in a last round
-    close_round(p, now, fx);
-  }
-  s.open = s.last = false;
-  s.waiting.clear();
-  s.answers.clear();
-  if (std::none_of(states_.begin(), states_.end(), [](const FragmentState& f) { return f.open; })) {
-    flush_ = Flush::kDone;
-    fx.notes.push_back("every fragment had its last round: the model is final");
-  }
-}
-
-// ---- broadcasts
-
-bool SyncerCore::delta_broadcasts() const {
-  return topology_.mode == Mode::kDecoupled && is_quantized(topology_.outer.broadcast_codec);
-}
-
-FragmentValues SyncerCore::held_values(uint32_t p) const {
-  const FragmentState& s = states_[p];
-  if (!delta_broadcasts()) {
-    const Codec codec = topology_.mode == Mode::kDecoupled ? topology_.outer.broadcast_codec : Codec::kFp32;
-    return {p, s.version, encode_payload(codec, 0, s.values)};
-  }
-  return {p, s.version, encode_payload(Codec::kFp32, 0, s.held.empty() ? s.values : s.held)};
-}
-
-Broadcast SyncerCore::broadcast(uint32_t p, std::vector<uint32_t> merged) {
-  FragmentState& s = states_[p];
-  Broadcast b{p, s.version, {}, false, 0, std::move(merged)};
-  if (!delta_broadcasts()) {
-    b.values = held_values(p).values;
-    return b;
-  }
-  if (s.held.empty()) {  // learners may hold any version: send the values once
-    b.values = encode_payload(Codec::kFp32, 0, s.values);
-    s.held = s.values;
-    return b;
-  }
-  std::vector<float> diff(s.values.size());
-  for (size_t i = 0; i < diff.size(); ++i) diff[i] = s.values[i] - s.held[i];
-  b.values = encode_payload(topology_.outer.broadcast_codec, topology_.outer.broadcast_block, diff);
-  b.delta = true;
-  b.base_version = s.version - 1;
-  // Learners add exactly what decodes; what rounding left out stays in values - held.
-  if (!decode_payload(b.values, diff).ok()) {  // cannot happen for finite values; be safe all the same
-    b = Broadcast{p, s.version, encode_payload(Codec::kFp32, 0, s.values), false, 0, std::move(b.merged)};
-    s.held = s.values;
-    return b;
-  }
-  for (size_t i = 0; i < diff.size(); ++i) s.held[i] += diff[i];
-  return b;
-}
-
-void SyncerCore::on_timer(const SyncerEffects::Timer& t, SteadyTime now, SyncerEffects& fx) {
-  if (t.kind == SyncerEffects::TimerKind::kReconfigure) {
-    // Only for the failure that set it: a learner that came back and failed
-    // again has its own timer.
-    if (t.id < learners_.size() && !learners_[t.id].connected && learners_[t.id].failures == t.round) {
-      dropped_[t.id] = true;
-      fx.notes.push_back("elastic group shrinks without learner " + std::to_string(t.id));
-      check_step(now, fx);
-    }
-    return;
-  }
-  if (t.kind == SyncerEffects::TimerKind::kFlush) {
-    for (uint32_t p = 0; p < states_.size(); ++p)
-      if (states_[p].open && states_[p].last) close_last_round(p, now, fx);
-    return;
-  }
-  if (t.kind == SyncerEffects::TimerKind::kMoments) {
-    const auto it = pending_moments_.find(t.round);
-    if (it == pending_moments_.end()) return;
-    const PendingWelcome pending = it->second;
-    pending_moments_.erase(it);
-    fx.notes.push_back("no peer moments for learner " + std::to_string(pending.learner) + " in time");
-    return welcome(pending.learner, pending.incarnation, std::nullopt, now, fx);
-  }
-  if (t.id >= states_.size()) return;
-  FragmentState& s = states_[t.id];
-  if (!s.open || s.round != t.round) return;
-  if (t.kind == SyncerEffects::TimerKind::kGrace) return close_round(t.id, now, fx);
-  if (!s.quorum) {
-    cancel_round(t.id, "no quorum within " + std::to_string(quorum_deadline_seconds()) + " s; pulling again", fx);
-    check_due(t.id, now, fx);
-  }
-}
-
-
-// ---- dp and elastic_dp
-
-bool SyncerCore::in_group(uint32_t m) const {
-  if (topology_.mode == Mode::kDp) return true;  // waits for every learner, dead or alive
-  return learners_[m].connected || !dropped_[m];
-}
-
-void SyncerCore::check_step(SteadyTime now, SyncerEffects& fx) {
-  FragmentState& s = states_[0];
-  std::vector<Contribution> cs;
-  double good = 0.0;
-  for (uint32_t m = 0; m < learners_.size(); ++m) {
-    if (!in_group(m)) continue;
-    const auto it = s.answers.find(m);
-    if (it == s.answers.end()) return;  // the barrier: someone has not sent this step's gradient
-    cs.push_back({it->second.delta, static_cast<double>(it->second.tokens)});
-    good += it->second.seconds;
-  }
-  double weight = 0.0;
-  for (const auto& c : cs) weight += c.weight;
-  if (cs.empty() || weight <= 0.0) return;
-  std::vector<float> g(s.values.size());
-  weighted_mean(cs, g);
-  // AdamW keeps g^2: a gradient whose square overflows would poison it for good.
-  if (!std::all_of(g.begin(), g.end(), [](float v) { return std::isfinite(v * v); })) {
-    ++stats_.discarded_rounds;
-    fx.notes.push_back("step of version " + std::to_string(s.version) + " discarded: the mean gradient overflows");
-    for (const auto& [m, a] : s.answers)  // not the learners' fault: ask them for a fresh gradient
-      fx.sends.push_back({m, Reject{RejectReason::kNonFinite, 0, "the mean gradient overflowed; compute again"}});
-    s.answers.clear();
-    return;
-  }
-  dp_optimizer_->update(s.values, g);
-  s.initial = false;
-  ++s.version;
-  ++stats_.rounds;
-  stats_.merged_pushes += cs.size();
-  stats_.quorum_sum += static_cast<double>(cs.size());
-  stats_.good_seconds += good;
-  stats_.round_ends.push_back(elapsed(now));
-  for (const auto& [m, a] : s.answers) {
-    LearnerRecord& l = learners_[m];
-    ++l.merged;
-    if (l.awaiting_first_merge) {
-      fx.events.push_back({"first_merge", m, l.incarnation, seconds_between(*l.awaiting_first_merge, now)});
-      l.awaiting_first_merge.reset();
-    }
-  }
-  s.answers.clear();
-  fx.to_all.push_back(broadcast(0, {}));
+  rounds_->begin_flush(now, fx);
 }
 
 }  // namespace atl

@@ -256,7 +256,7 @@ struct TwoLearners {
     core = std::move(*created);
     fingerprint = core->layout().fingerprint();
     n = core->layout().size();
-    for (uint32_t m = 0; m < 2; ++m) core->on_register(Register{m, 1, fingerprint, "", {}}, false, now, fx);
+    for (uint32_t m = 0; m < 2; ++m) core->on_register(Register{m, 1, fingerprint, "", {}}, Sender{1, m + 1}, now, fx);
   }
 };
 }  // namespace
@@ -285,7 +285,7 @@ BOOST_AUTO_TEST_CASE(a_decoupled_checkpoint_carries_a_learners_moments_and_a_res
   auto again = SyncerCore::create(t, now);  // the whole process restarted
   BOOST_REQUIRE((*again)->restore(*decode_checkpoint(encode_checkpoint(saved))).ok());
   fx = {};
-  (*again)->on_register(Register{0, 1, s.fingerprint, "", {}}, false, now, fx);
+  (*again)->on_register(Register{0, 1, s.fingerprint, "", {}}, Sender{1, 1}, now, fx);
   const Welcome* w = nullptr;
   for (const auto& send : fx.sends)
     if (std::holds_alternative<Welcome>(send.message)) w = &std::get<Welcome>(send.message);

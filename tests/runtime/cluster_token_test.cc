@@ -94,7 +94,7 @@ BOOST_AUTO_TEST_CASE(a_syncer_that_requires_the_token_refuses_registers_without_
   const uint64_t fingerprint = (*core)->layout().fingerprint();
 
   SyncerEffects fx;
-  (*core)->on_register(Register{0, 1, fingerprint, "", {}}, false, now, fx);
+  (*core)->on_register(Register{0, 1, fingerprint, "", {}}, Sender{1, 1}, now, fx);
   const Reject* r = reject_to(fx, 0);
   BOOST_REQUIRE(r);
   BOOST_CHECK(r->reason == RejectReason::kBadToken);
@@ -102,20 +102,20 @@ BOOST_AUTO_TEST_CASE(a_syncer_that_requires_the_token_refuses_registers_without_
 
   fx = {};
   (*core)->on_register(Register{0, 1, fingerprint, join_proof("another token, long enough", 0, 1, fingerprint), {}},
-                       false, now, fx);
+                       Sender{1, 1}, now, fx);
   BOOST_REQUIRE(reject_to(fx, 0));
   BOOST_CHECK(reject_to(fx, 0)->reason == RejectReason::kBadToken);
 
   // A proof made for learner 1 does not admit learner 0.
   fx = {};
-  (*core)->on_register(Register{0, 1, fingerprint, join_proof(kToken, 1, 1, fingerprint), {}}, false, now, fx);
+  (*core)->on_register(Register{0, 1, fingerprint, join_proof(kToken, 1, 1, fingerprint), {}}, Sender{1, 1}, now, fx);
   BOOST_REQUIRE(reject_to(fx, 0));
   BOOST_CHECK(!welcomed(fx, 0));
   BOOST_CHECK_EQUAL((*core)->stats().rejected, 3u);
   BOOST_CHECK(!(*core)->learners()[0].connected);
 
   fx = {};
-  (*core)->on_register(Register{0, 1, fingerprint, join_proof(kToken, 0, 1, fingerprint), {}}, false, now, fx);
+  (*core)->on_register(Register{0, 1, fingerprint, join_proof(kToken, 0, 1, fingerprint), {}}, Sender{1, 1}, now, fx);
   BOOST_CHECK(!reject_to(fx, 0));
   BOOST_CHECK(welcomed(fx, 0));
   BOOST_CHECK((*core)->learners()[0].connected);

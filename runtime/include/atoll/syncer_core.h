@@ -1,11 +1,18 @@
 // SyncerCore: the syncer's state and decisions, without CAF (DESIGN sections 5-7).
 //
 // Holds the global parameters Theta, per-fragment versions and outer
-// momentum, the registry of learners and each fragment's round. The syncer
-// actor feeds it every event together with the current time and carries out
-// the SyncerEffects it returns: messages to one learner, messages to all,
-// timers. Because time is an argument, the same logic runs in real time and in
-// a test's virtual time, and it can be unit-tested without actors.
+// momentum, and one record per learner. A driver feeds it every event
+// together with the current time and carries out the SyncerEffects it
+// returns: messages to one learner, messages to all, timers. Because time is
+// an argument, the same logic runs in the syncer actor (real time), in a
+// test's virtual time and in the cluster simulator (atoll/simulator.h).
+//
+// The core decides what every mode shares: admission (atoll/admission.h),
+// welcomes, recovery from learners' bases, peer moments, checkpoints, and the
+// checks every push passes. When a new global version is made is the round
+// protocol's decision, one per mode: decoupled rounds
+// (runtime/decoupled_rounds.cc) or synchronous steps for dp and elastic_dp
+// (runtime/synchronous_rounds.cc).
 //
 // Decoupled round of fragment p (DESIGN section 5):
 //   due     K learners did H steps since adopting p's current version
@@ -51,7 +58,7 @@
 #include <string>
 #include <vector>
 
-#include "atoll/adamw.h"
+#include "atoll/admission.h"
 #include "atoll/checkpoint.h"
 #include "atoll/fragments.h"
 #include "atoll/messages.h"
@@ -101,8 +108,9 @@ struct SyncerEffects {
   bool empty() const { return sends.empty() && to_all.empty() && timers.empty() && notes.empty() && events.empty(); }
 };
 
+// Everything the syncer knows of one learner, across its incarnations.
 struct LearnerRecord {
-  bool connected = false;           // registered and not known to be down
+  bool connected = false;           // welcomed and not known to be down
   uint64_t incarnation = 0;
   uint64_t registrations = 0;
   uint64_t steps = 0, tokens = 0;   // reported by the current incarnation
@@ -118,6 +126,15 @@ struct LearnerRecord {
   uint64_t merged = 0;              // pushes merged
   uint32_t initial_crc = 0;         // of its initialization, from its last Register
   std::vector<FragmentProgress> progress;  // per fragment, as reported
+  // Admission (atoll/admission.h): the sender the id is bound to (actor 0:
+  // none, or it went down) and the process its last incarnation came from.
+  Sender sender;
+  // A welcome waiting for a peer's AdamW moments: the request and the
+  // incarnation it welcomes (0: none).
+  uint64_t moments_request = 0;
+  uint64_t moments_incarnation = 0;
+  bool dropped = false;             // elastic_dp: left the group after a failure
+  bool expected_back = false;       // connected under the syncer this one replaced
 };
 
 struct SyncerStats {
@@ -141,12 +158,16 @@ struct SyncerStats {
   double grace_wait_mean() const { return rounds ? grace_wait_sum / double(rounds) : 0.0; }
 };
 
+struct SyncerState;    // what the core and its round protocol share (runtime/syncer_state.h)
+class RoundProtocol;   // decoupled rounds, or dp's synchronous steps (runtime/round_protocol.h)
+
 class SyncerCore {
  public:
   // Builds the model's layout, fragments and initial Theta from the topology.
   // `started`: when the run started (the time base of round_ends and goodput).
   static Result<std::unique_ptr<SyncerCore>> create(const Topology& topology, SteadyTime now,
                                                     std::optional<SteadyTime> started = std::nullopt);
+  ~SyncerCore();
 
   // Continues the statistics of the syncer this one replaces (in-process
   // restarts): counters, round history, learners' past tokens. Connections
@@ -173,136 +194,74 @@ class SyncerCore {
   // (atoll/cluster_token.h), else it is refused as bad_token before anything
   // else is looked at. Empty (the default, one process): no proof needed.
   void require_token(std::string token) { token_ = std::move(token); }
-  // True if `reg` carries the proof the token requires (or none is required).
-  bool admits(const Register& reg) const;
 
-  // `same_actor`: the actor that registered this learner id before sends it
-  // again (a resync after lost messages), rather than a new actor.
-  void on_register(const Register& reg, bool same_actor, SteadyTime now, SyncerEffects& fx);
+  // The admission decision for a Register from `from` (atoll/admission.h),
+  // without acting on it.
+  Admission admit(const Register& reg, const Sender& from) const;
+  // Admits (or refuses, with a Reject) and welcomes, or asks a peer for the
+  // moments to welcome with. The verdict says whether `from` is now bound to
+  // the learner id: the transport then routes that id's messages to it.
+  Admission on_register(const Register& reg, const Sender& from, SteadyTime now, SyncerEffects& fx);
+
   void on_moments(uint32_t learner, const Moments& moments, SteadyTime now, SyncerEffects& fx);
   void on_progress(const Progress& progress, SteadyTime now, SyncerEffects& fx);
   void on_push(const Push& push, SteadyTime now, SyncerEffects& fx);
   void on_timer(const SyncerEffects::Timer& timer, SteadyTime now, SyncerEffects& fx);
+  // The sender bound to `learner` went down (its actor, process or connection).
   void on_learner_down(uint32_t learner, SteadyTime now, SyncerEffects& fx);
 
   // The run is ending: one last round per fragment (see above); in dp modes,
   // or without outer.final_flush, the model is final at once. No round opens
   // after this. Calling it again does nothing.
   void begin_flush(SteadyTime now, SyncerEffects& fx);
-  bool flushing() const { return flush_ != Flush::kNone; }
+  bool flushing() const;
   // True once every final round has closed: Theta is the run's final model.
-  bool flushed() const { return flush_ == Flush::kDone; }
+  bool flushed() const;
   // How long the final rounds wait for answers: a learner answers at its next step boundary.
   double flush_seconds() const;
   // A message from `learner` (if known) that did not decode; answers with a Reject.
   void on_malformed(std::optional<uint32_t> learner, const Status& why, SyncerEffects& fx);
-  // Refuses something the actor found wrong (a learner id used by another
-  // actor, say): a Reject to `learner`, counted like every other refusal.
+  // Refuses something the transport found wrong: a Reject to `learner`,
+  // counted like every other refusal.
   void refuse(uint32_t learner, RejectReason reason, uint32_t fragment, std::string detail, SyncerEffects& fx);
 
   // The largest packet a learner may send: a register with every base plus
   // moments in fp32, with room to spare. Anything larger is refused unread.
   size_t max_message_bytes() const { return 4 * layout().size() * sizeof(float) * 3 + (size_t{1} << 20); }
 
-  const Topology& topology() const { return topology_; }
-  const ParamLayout& layout() const { return model_->layout(); }
-  const std::vector<Fragment>& fragments() const { return fragments_; }
-  uint64_t version(uint32_t fragment) const { return states_[fragment].version; }
-  const SyncerStats& stats() const { return stats_; }
+  const Topology& topology() const;
+  const ParamLayout& layout() const;
+  const std::vector<Fragment>& fragments() const;
+  uint64_t version(uint32_t fragment) const;
+  const SyncerStats& stats() const;
   // True while a syncer that replaced another waits for the learners that
   // were connected to register again (bounded by kRecoverySeconds): until
   // then its versions may still be behind what they adopted.
   bool recovering(SteadyTime now) const;
-  const std::vector<LearnerRecord>& learners() const { return learners_; }
+  const std::vector<LearnerRecord>& learners() const;
   // Tokens trained by every incarnation of every learner, as reported.
   uint64_t total_tokens() const;
   // Theta as one buffer in layout order.
   std::vector<float> parameters() const;
-  // Seconds since the core was created.
-  double elapsed(SteadyTime now) const { return std::chrono::duration<double>(now - start_).count(); }
+  // Seconds since the run started.
+  double elapsed(SteadyTime now) const;
 
  private:
-  struct Answer {
-    uint64_t base_version = 0;
-    uint64_t steps = 0, tokens = 0;
-    double seconds = 0.0;
-    std::vector<float> delta;  // theta - base (dp: the gradient)
-  };
-  struct FragmentState {
-    std::vector<float> values, momentum;
-    uint64_t version = 0;
-    bool open = false;          // a round is collecting
-    uint64_t round = 0;         // id of the open (or last) round
-    SteadyTime opened{}, quorum_at{};
-    bool quorum = false;
-    bool last = false;          // the open round is the final one (begin_flush)
-    std::set<uint32_t> waiting;            // pulled, not yet answered
-    std::map<uint32_t, Answer> answers;    // by learner: this round's, or early (unasked) ones
-    // What learners hold for `version` with int broadcast codecs (broadcasts
-    // are differences to it). Empty when unknown (after a restore or a
-    // recovery): the next broadcast then sends the values.
-    std::vector<float> held;
-    bool initial = true;  // values are the seed's initialization (learners can make them)
-  };
-
-  SyncerCore(const Topology& topology, std::unique_ptr<Model> model, std::vector<Fragment> fragments,
-             SteadyTime now, SteadyTime started);
+  explicit SyncerCore(std::unique_ptr<SyncerState> state);
 
   // Registration, split: adopt newer bases (recovery), then welcome now or
   // after a peer's moments arrive.
   void adopt_bases(const Register& r, SteadyTime now, SyncerEffects& fx);
   void welcome(uint32_t learner, uint64_t incarnation, std::optional<OptimizerState> moments, SteadyTime now,
                SyncerEffects& fx);
-  struct PendingWelcome {
-    uint32_t learner;
-    uint64_t incarnation;
-  };
-  std::map<uint64_t, PendingWelcome> pending_moments_;  // by request
-  uint64_t next_request_ = 1;
+  bool current(uint32_t learner, uint64_t incarnation) const;
+
+  std::unique_ptr<SyncerState> s_;
+  std::unique_ptr<RoundProtocol> rounds_;
+  uint64_t next_request_ = 1;                          // of MomentsPulls
   uint64_t checkpoint_request_ = 0;                   // the moments asked for the next checkpoint
   std::optional<CheckpointState::OptimizerRecord> checkpoint_moments_;  // decoupled: newest answer, or restored
   bool restored_ = false;                             // from a checkpoint: learners without bases are not fresh
-  std::vector<bool> expected_back_;  // connected under the syncer before this one
-
-  bool current(uint32_t learner, uint64_t incarnation) const;
-  int connected_count() const;
-  int effective_quorum() const;
-  double slowest_step_seconds() const;
-
-  // decoupled
-  void check_due(uint32_t p, SteadyTime now, SyncerEffects& fx);
-  void open_round(uint32_t p, SteadyTime now, SyncerEffects& fx);
-  void check_round(uint32_t p, SteadyTime now, SyncerEffects& fx);
-  void close_round(uint32_t p, SteadyTime now, SyncerEffects& fx);
-  void cancel_round(uint32_t p, const std::string& why, SyncerEffects& fx);
-  double quorum_deadline_seconds() const;
-  double grace_seconds(const FragmentState& s) const;
-  void open_last_round(uint32_t p, SteadyTime now, SyncerEffects& fx);
-  void close_last_round(uint32_t p, SteadyTime now, SyncerEffects& fx);
-  // Broadcasts differences to `held` (int broadcast codecs, decoupled mode).
-  bool delta_broadcasts() const;
-  // A fragment's current version as a welcome gives it: the values learners hold.
-  FragmentValues held_values(uint32_t p) const;
-  // The broadcast of a fragment's new version (updates `held`).
-  Broadcast broadcast(uint32_t p, std::vector<uint32_t> merged);
-
-  // dp, elastic_dp
-  bool in_group(uint32_t learner) const;
-  void check_step(SteadyTime now, SyncerEffects& fx);
-
-  Topology topology_;
-  std::unique_ptr<Model> model_;
-  std::vector<Fragment> fragments_;
-  std::vector<FragmentState> states_;
-  std::vector<LearnerRecord> learners_;
-  std::vector<bool> dropped_;  // elastic_dp: left the group after a failure
-  std::unique_ptr<AdamW> dp_optimizer_;
-  uint64_t next_round_ = 1;
-  enum class Flush { kNone, kFlushing, kDone };
-  Flush flush_ = Flush::kNone;
-  SteadyTime created_;  // this syncer's start (recovery window)
-  SteadyTime start_;    // the run's start (time base of statistics)
-  SyncerStats stats_;
   std::string token_;  // the cluster token; empty: joins need no proof
   uint32_t initial_crc_ = 0;  // of the seed's initialization
 };

@@ -1,0 +1,49 @@
+// Admission: which sender may register as which learner, decided without CAF
+// (DESIGN section 4).
+//
+// A Register arrives from a Sender: the transport's names for the sending
+// actor and for its process, opaque to the syncer. SyncerCore::admit()
+// decides from its learner records alone, in this order:
+//
+//   refuse   no proof of the cluster token (when one is required); a learner
+//            id outside the topology; an id bound to a live sender of
+//            another process; an incarnation no newer than the one known,
+//            sent from another process (a replay); another model
+//            (fingerprint); an incarnation no newer than the connected one
+//   resync   the bound sender registers its current incarnation again (it
+//            missed a broadcast): welcomed again, nothing else changes
+//   wait     a retry while the welcome of that incarnation waits for a peer's
+//            AdamW moments
+//   accept   a new incarnation, or the first: the id is bound to the sender
+//            until it goes down
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "atoll/messages.h"
+
+namespace atl {
+
+// Who sent a message, as the transport names it. Both fields are nonzero for
+// a real sender; equal senders are the same actor.
+struct Sender {
+  uint64_t process = 0;  // the sender's process (in one process: all the same)
+  uint64_t actor = 0;    // the sender within it
+  friend bool operator==(const Sender&, const Sender&) = default;
+};
+
+struct Admission {
+  enum class Verdict { kRefuse, kResync, kWait, kAccept };
+  Verdict verdict = Verdict::kRefuse;
+  RejectReason reason = RejectReason::kMalformed;  // kRefuse
+  std::string detail;                              // kRefuse: why, for the Reject and the log
+
+  static Admission refuse(RejectReason reason, std::string detail) {
+    return {Verdict::kRefuse, reason, std::move(detail)};
+  }
+  bool accepted() const { return verdict == Verdict::kAccept; }
+  bool refused() const { return verdict == Verdict::kRefuse; }
+};
+
+}  // namespace atl

@@ -1,0 +1,79 @@
+// SyncerState: what SyncerCore and its round protocol share (internal).
+//
+// The core owns it; the protocol of the run's mode reads and changes it
+// through a reference. Nothing here decides when a round happens.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "atoll/fragments.h"
+#include "atoll/messages.h"
+#include "atoll/model.h"
+#include "atoll/syncer_core.h"
+#include "atoll/topology.h"
+
+namespace atl {
+
+inline constexpr uint32_t kNoFragment = 0xffffffffu;
+
+inline double seconds_between(SteadyTime a, SteadyTime b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// A fragment's global copy: Theta_p, its outer momentum and its version.
+struct GlobalFragment {
+  std::vector<float> values, momentum;
+  uint64_t version = 0;
+  // What learners hold for `version` with int broadcast codecs (broadcasts
+  // are differences to it). Empty when unknown (after a restore or a
+  // recovery): the next broadcast then sends the values.
+  std::vector<float> held;
+  bool initial = true;  // values are the seed's initialization (learners can make them)
+};
+
+// A push that passed the core's checks, decoded: a learner's progress on a
+// fragment since `base_version` (dp: the gradient of one step).
+struct Answer {
+  uint64_t base_version = 0;
+  uint64_t steps = 0, tokens = 0;
+  double seconds = 0.0;      // device time of those steps
+  std::vector<float> delta;  // theta - base; dp: the gradient
+};
+
+struct SyncerState {
+  Topology topology;
+  std::unique_ptr<Model> model;  // the layout and the initialization; never trained here
+  std::vector<Fragment> fragments;
+  std::vector<GlobalFragment> global;  // by fragment
+  std::vector<LearnerRecord> learners;  // by learner id
+  SyncerStats stats;
+  SteadyTime created;  // this syncer's start (recovery window)
+  SteadyTime start;    // the run's start (time base of statistics)
+
+  const ParamLayout& layout() const { return model->layout(); }
+  double elapsed(SteadyTime now) const { return seconds_between(start, now); }
+
+  // Failed learners that are not back leave the set a round waits for, or
+  // K = M would hang; learners still joining (or being welcomed) do not.
+  int effective_quorum() const;
+  // The slowest connected learner's moving-average step time (0: none yet).
+  double slowest_step_seconds() const;
+
+  // A Reject to `learner`, counted and noted.
+  void refuse(uint32_t learner, RejectReason reason, uint32_t fragment, std::string detail, SyncerEffects& fx);
+
+  // Broadcasts differences to `held` (int broadcast codecs, decoupled mode).
+  bool delta_broadcasts() const;
+  // A fragment's current version as a welcome gives it: the values learners hold.
+  FragmentValues held_values(uint32_t p) const;
+  // The broadcast of a fragment's new version (updates `held`).
+  Broadcast broadcast(uint32_t p, std::vector<uint32_t> merged);
+
+  // Books that a push of `learner` was merged; the first one after it came
+  // back is a recovery event ("first_merge").
+  void note_merged(uint32_t learner, SteadyTime now, SyncerEffects& fx);
+};
+
+}  // namespace atl

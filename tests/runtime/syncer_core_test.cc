@@ -1,0 +1,239 @@
+// SyncerCore without CAF: admission as a decision, each mode's round
+// protocol, one learner record. Time is an argument, so every test runs in
+// virtual time (`at(s)`), message by message.
+#include <boost/test/unit_test.hpp>
+
+#include "atoll/syncer_core.h"
+#include "test_support.h"
+
+namespace atl {
+namespace {
+
+const SteadyTime kStart{};
+SteadyTime at(double seconds) {
+  return kStart + std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(seconds));
+}
+
+// A core over testing::tiny_mlp_topology (two learners, one fragment) with
+// H = 4 and fp32 codecs, and what its learners would say.
+struct Core {
+  std::unique_ptr<SyncerCore> core;
+  uint64_t fingerprint = 0;
+  size_t n = 0;  // parameters
+  explicit Core(Topology t) {
+    t.outer.sync_every = 4;
+    t.outer.push_codec = Codec::kFp32;
+    t.outer.broadcast_codec = Codec::kFp32;
+    auto created = SyncerCore::create(t, kStart);
+    BOOST_REQUIRE(created.ok());
+    core = std::move(*created);
+    fingerprint = core->layout().fingerprint();
+    n = core->layout().size();
+  }
+  Register reg(uint32_t m, uint64_t incarnation) const { return Register{m, incarnation, fingerprint, "", {}}; }
+  SyncerEffects join(uint32_t m, double t = 0.0, uint64_t incarnation = 1) {
+    SyncerEffects fx;
+    BOOST_REQUIRE(core->on_register(reg(m, incarnation), Sender{1, 10 + m}, at(t), fx).accepted());
+    return fx;
+  }
+  SyncerEffects progress(uint32_t m, uint64_t steps, double t, double step_seconds = 0.1) {
+    SyncerEffects fx;
+    core->on_progress(Progress{m, 1, steps, steps * 8, step_seconds, {{core->version(0), steps}}, 1.0f}, at(t), fx);
+    return fx;
+  }
+  SyncerEffects push(uint32_t m, uint64_t round, uint64_t steps, float delta, double t) {
+    SyncerEffects fx;
+    core->on_push(Push{m, 1, 0, round, core->version(0), steps, steps * 8, 0.1 * double(steps),
+                       encode_payload(Codec::kFp32, 0, std::vector<float>(n, delta))},
+                  at(t), fx);
+    return fx;
+  }
+};
+
+template <class T>
+const T* sent_to(const SyncerEffects& fx, uint32_t learner) {
+  for (const auto& s : fx.sends)
+    if (s.learner == learner && std::holds_alternative<T>(s.message)) return &std::get<T>(s.message);
+  return nullptr;
+}
+
+const SyncerEffects::Timer* timer(const SyncerEffects& fx, SyncerEffects::TimerKind kind) {
+  for (const auto& t : fx.timers)
+    if (t.kind == kind) return &t;
+  return nullptr;
+}
+
+bool broadcasts(const SyncerEffects& fx) {
+  for (const auto& m : fx.to_all)
+    if (std::holds_alternative<Broadcast>(m)) return true;
+  return false;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(syncer_core_test)
+
+BOOST_AUTO_TEST_CASE(admission_is_a_decision_on_the_learner_records) {
+  using V = Admission::Verdict;
+  Core c(testing::tiny_mlp_topology());
+  const Sender first{1, 10}, same_process{1, 11}, other_process{2, 20};
+  BOOST_CHECK(c.core->admit(c.reg(0, 1), first).verdict == V::kAccept);
+  BOOST_CHECK(c.core->admit(c.reg(7, 1), first).reason == RejectReason::kUnknownLearner);
+  Register other_model = c.reg(0, 1);
+  other_model.fingerprint ^= 1;
+  BOOST_CHECK(c.core->admit(other_model, first).reason == RejectReason::kFingerprintMismatch);
+
+  SyncerEffects fx;
+  BOOST_REQUIRE(c.core->on_register(c.reg(0, 1), first, at(0), fx).accepted());
+  BOOST_CHECK(c.core->learners()[0].sender == first);
+  // The bound sender again: a resync. An older or equal incarnation from
+  // elsewhere in its process: refused while it is connected.
+  BOOST_CHECK(c.core->admit(c.reg(0, 1), first).verdict == V::kResync);
+  BOOST_CHECK(c.core->admit(c.reg(0, 1), same_process).reason == RejectReason::kDuplicateLearner);
+  // A new incarnation in the same process replaces it (a supervisor's restart).
+  BOOST_CHECK(c.core->admit(c.reg(0, 2), same_process).verdict == V::kAccept);
+  // Another process may not take an id whose sender is alive, whatever its incarnation ...
+  const Admission taken = c.core->admit(c.reg(0, 5), other_process);
+  BOOST_CHECK(taken.reason == RejectReason::kDuplicateLearner);
+  BOOST_CHECK(taken.detail.find("already connected from another process") != std::string::npos);
+  // ... and once it is down, a replay of its incarnation from elsewhere is refused, a newer one is not.
+  c.core->on_learner_down(0, at(1), fx);
+  BOOST_CHECK(c.core->learners()[0].sender.actor == 0);
+  const Admission replay = c.core->admit(c.reg(0, 1), other_process);
+  BOOST_CHECK(replay.reason == RejectReason::kDuplicateLearner);
+  BOOST_CHECK(replay.detail.find("registered from another process") != std::string::npos);
+  BOOST_CHECK(c.core->admit(c.reg(0, 2), other_process).verdict == V::kAccept);
+
+  // The token comes before everything else.
+  c.core->require_token("a cluster token of enough length");
+  BOOST_CHECK(c.core->admit(c.reg(9, 1), first).reason == RejectReason::kBadToken);
+}
+
+BOOST_AUTO_TEST_CASE(a_restarted_learner_waits_for_a_peers_moments_and_its_retries_wait_too) {
+  Core c(testing::tiny_mlp_topology());
+  c.join(0);
+  c.join(1);
+  c.progress(1, 3, 0.5);
+  SyncerEffects fx;
+  c.core->on_learner_down(0, at(1.0), fx);
+  fx = {};
+  BOOST_CHECK(c.core->on_register(c.reg(0, 2), Sender{1, 30}, at(1.2), fx).accepted());
+  BOOST_REQUIRE(sent_to<MomentsPull>(fx, 1));
+  const uint64_t request = sent_to<MomentsPull>(fx, 1)->request;
+  BOOST_CHECK(!sent_to<Welcome>(fx, 0));
+  BOOST_CHECK_EQUAL(c.core->learners()[0].moments_request, request);
+  // Its register retry while the peer answers is neither refused nor welcomed.
+  BOOST_CHECK(c.core->admit(c.reg(0, 2), Sender{1, 30}).verdict == Admission::Verdict::kWait);
+  fx = {};
+  const std::vector<float> m(c.n, 0.5f);
+  c.core->on_moments(1, Moments{request, OptimizerState{3, encode_payload(Codec::kBf16, 0, m),
+                                                               encode_payload(Codec::kBf16, 0, m)}},
+                     at(1.3), fx);
+  const Welcome* w = sent_to<Welcome>(fx, 0);
+  BOOST_REQUIRE(w);
+  BOOST_CHECK(w->moments.has_value());
+  BOOST_CHECK_EQUAL(w->incarnation, 2u);
+  BOOST_CHECK_EQUAL(c.core->learners()[0].moments_request, 0u);
+  BOOST_REQUIRE_EQUAL(c.core->stats().recovery_seconds.size(), 1u);
+  BOOST_CHECK_CLOSE(c.core->stats().recovery_seconds[0], 0.3, 1e-6);
+}
+
+BOOST_AUTO_TEST_CASE(decoupled_due_pull_quorum_grace_merge_in_virtual_time) {
+  Topology t = testing::tiny_mlp_topology();
+  t.outer.quorum = 1;
+  Core c(t);
+  c.join(0);
+  c.join(1);
+  c.progress(1, 1, 0.1, 0.2);  // learner 1 steps in 0.2 s: the grace window is sized from it
+  // Learner 0 did H = 4 steps: due; both are pulled.
+  SyncerEffects fx = c.progress(0, 4, 0.4);
+  BOOST_REQUIRE(sent_to<Pull>(fx, 0));
+  BOOST_REQUIRE(sent_to<Pull>(fx, 1));
+  const uint64_t round = sent_to<Pull>(fx, 0)->round;
+  BOOST_REQUIRE(timer(fx, SyncerEffects::TimerKind::kQuorum));
+  // Learner 0 answers: quorum (K = 1); the grace window waits for learner 1:
+  // gamma * (tau * T - to_quorum) = 1 * (2 * 0.2 - 0.1) = 0.3 s.
+  fx = c.push(0, round, 4, 0.1f, 0.5);
+  BOOST_REQUIRE(timer(fx, SyncerEffects::TimerKind::kGrace));
+  const SyncerEffects::Timer grace = *timer(fx, SyncerEffects::TimerKind::kGrace);
+  BOOST_CHECK_CLOSE(grace.seconds, 0.3, 1e-6);
+  BOOST_CHECK(!broadcasts(fx));
+  // Learner 1 answers inside the window: the round closes at once with both.
+  fx = c.push(1, round, 2, 0.4f, 0.6);
+  BOOST_REQUIRE(broadcasts(fx));
+  BOOST_CHECK_EQUAL(c.core->version(0), 1u);
+  BOOST_CHECK_EQUAL(c.core->stats().rounds, 1u);
+  BOOST_CHECK_EQUAL(c.core->stats().merged_pushes, 2u);
+  BOOST_CHECK_EQUAL(c.core->learners()[0].merged, 1u);
+  BOOST_CHECK_EQUAL(c.core->learners()[1].merged, 1u);
+  // The grace timer fires later: the round it was for is gone, nothing happens.
+  fx = {};
+  c.core->on_timer(grace, at(0.8), fx);
+  BOOST_CHECK(fx.empty());
+}
+
+BOOST_AUTO_TEST_CASE(decoupled_a_dead_learner_leaves_the_round_it_was_pulled_for) {
+  Topology t = testing::tiny_mlp_topology();
+  t.outer.quorum = 2;
+  Core c(t);
+  c.join(0);
+  c.join(1);
+  c.progress(1, 4, 0.3);
+  SyncerEffects fx = c.progress(0, 4, 0.4);
+  BOOST_REQUIRE(sent_to<Pull>(fx, 0));
+  const uint64_t round = sent_to<Pull>(fx, 0)->round;
+  fx = c.push(0, round, 4, 0.1f, 0.5);
+  BOOST_CHECK(!broadcasts(fx));  // K = 2: waits for learner 1
+  fx = {};
+  c.core->on_learner_down(1, at(0.6), fx);  // K falls to the one live learner: the round closes
+  BOOST_CHECK(broadcasts(fx));
+  BOOST_CHECK_EQUAL(c.core->version(0), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(dp_steps_when_every_learner_sent_its_gradient_also_a_dead_one) {
+  Core c(testing::tiny_mlp_topology(Mode::kDp));
+  c.join(0);
+  c.join(1);
+  SyncerEffects fx = c.push(0, 0, 1, 0.5f, 0.1);
+  BOOST_CHECK(!broadcasts(fx));
+  BOOST_CHECK_EQUAL(c.core->version(0), 0u);
+  fx = c.push(1, 0, 1, 0.5f, 0.2);
+  BOOST_CHECK(broadcasts(fx));
+  BOOST_CHECK_EQUAL(c.core->version(0), 1u);
+  // Learner 1 dies: dp waits for it however long it takes.
+  fx = {};
+  c.core->on_learner_down(1, at(0.3), fx);
+  BOOST_CHECK(!timer(fx, SyncerEffects::TimerKind::kReconfigure));
+  fx = c.push(0, 0, 1, 0.5f, 0.4);
+  BOOST_CHECK(!broadcasts(fx));
+  BOOST_CHECK_EQUAL(c.core->version(0), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(elastic_dp_drops_a_dead_learner_after_the_reconfiguration_delay) {
+  Topology t = testing::tiny_mlp_topology(Mode::kElasticDp);
+  t.outer.reconfigure_seconds = 2.0;
+  Core c(t);
+  c.join(0);
+  c.join(1);
+  SyncerEffects fx;
+  c.core->on_learner_down(1, at(1.0), fx);
+  BOOST_REQUIRE(timer(fx, SyncerEffects::TimerKind::kReconfigure));
+  const SyncerEffects::Timer reconfigure = *timer(fx, SyncerEffects::TimerKind::kReconfigure);
+  BOOST_CHECK_EQUAL(reconfigure.seconds, 2.0);
+  fx = c.push(0, 0, 1, 0.5f, 1.5);
+  BOOST_CHECK(!broadcasts(fx));  // still in the group: the step waits
+  fx = {};
+  c.core->on_timer(reconfigure, at(3.0), fx);
+  BOOST_CHECK(c.core->learners()[1].dropped);
+  BOOST_CHECK(broadcasts(fx));  // the group is learner 0 alone: its gradient makes the step
+  BOOST_CHECK_EQUAL(c.core->version(0), 1u);
+  // Back: in the group again, its record no longer dropped.
+  c.join(1, 4.0, 2);
+  BOOST_CHECK(!c.core->learners()[1].dropped);
+  fx = c.push(0, 0, 1, 0.5f, 4.1);
+  BOOST_CHECK(!broadcasts(fx));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace atl
