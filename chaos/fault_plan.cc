@@ -40,15 +40,6 @@ constexpr FaultKind kAllKinds[] = {FaultKind::kKill,      FaultKind::kCrash,    
                                    FaultKind::kDuplicate, FaultKind::kReorder,   FaultKind::kCorrupt,
                                    FaultKind::kKillSyncer, FaultKind::kKillCheckpointer};
 
-void no_unknown_keys(const toml::table& t, const std::string& prefix, const std::vector<std::string>& known) {
-  for (const auto& [k, v] : t) {
-    const std::string key(k.str());
-    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
-    const std::string guess = closest(key, known);
-    fail(v, prefix + key, "unknown key" + (guess.empty() ? std::string() : " (did you mean " + guess + "?)"));
-  }
-}
-
 int learner_of(const toml::node& n, const std::string& key, int learners) {
   if (n.is_string()) {
     if (get_string(n, key) == "*") return -1;

@@ -35,6 +35,8 @@
 #include "atoll/log.h"
 #include "atoll/run.h"
 #include "atoll/topology_file.h"
+#include "output_file.h"
+#include "simulate_command.h"
 #include "sweep_command.h"
 
 namespace {
@@ -134,21 +136,7 @@ const CLI::Range kThreads(1, 1024);
 constexpr const char* kOutputs = "atoll-out";
 std::string output(const char* name) { return std::string(kOutputs) + "/" + name; }
 
-// Writes a report crash-safe (creating its folder), and says where, or why not.
-bool write_output(const std::string& path, const std::string& text, const char* what) {
-  std::error_code ec;
-  if (const auto dir = std::filesystem::path(path).parent_path(); !dir.empty())
-    std::filesystem::create_directories(dir, ec);
-  const atl::Status s =
-      ec ? atl::Status::io_error(path + ": cannot create its folder: " + ec.message())
-         : atl::write_file_atomic(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
-  if (!s.ok()) {
-    std::fprintf(stderr, "atoll: cannot write the %s: %s\n", what, s.to_string().c_str());
-    return false;
-  }
-  std::printf("%s written to %s\n", what, path.c_str());
-  return true;
-}
+using atl::cli::write_output;
 
 int fail(const atl::Status& s) {
   std::fprintf(stderr, "atoll: %s\n", s.to_string().c_str());
@@ -688,6 +676,26 @@ int main(int argc, char** argv) {
       "  atoll sweep examples/topologies/mnist.toml --grid inner.lr=1e-3,3e-3 --set tokens=600000\n"
       "Exit status: 0 every run finished; 1 a run failed or the sweep was interrupted; 2 bad arguments.");
 
+  atl::cli::SimulateArgs simulate_args;
+  auto* simulate = app.add_subcommand(
+      "simulate", "Goodput at cluster scale: a simulation in virtual time, its rounds run by the real syncer");
+  simulate->add_option("plan", simulate_args.plan, "Simulation plan (TOML); see examples/simulate/")->required();
+  simulate->add_option("--set", simulate_args.sets,
+                       "Override a plan key, e.g. --set failures.mtbi_chip_years=0.5 --set 'grid.modes=[\"dp\"]'");
+  simulate->add_option("--report", simulate_args.report, "Where to write the JSON report (empty: none)")
+      ->capture_default_str();
+  simulate->add_option("--plot", simulate_args.plot, "Where to draw the planning view (SVG; empty: none)")
+      ->capture_default_str();
+  simulate->footer(
+      "N chips fail as Poisson processes (MTBI per chip), slices recover after random delays, and dp, elastic dp\n"
+      "or M decoupled learners train on; every decoupled round is decided by the real SyncerCore in virtual time.\n"
+      "Prints goodput beside the plan's references (the paper's Table 1 in the example), the rule of thumb\n"
+      "(M learners at N chips vs elastic dp at N/M) and the planning view (goodput and uptime against M and K).\n"
+      "Examples:\n"
+      "  atoll simulate examples/simulate/paper_table1.toml\n"
+      "  atoll simulate examples/simulate/planning.toml --set planning.chips=100000 --set failures.mtbi_chip_years=3\n"
+      "Exit status: 0 done; 1 an output could not be written; 2 a bad plan or arguments.");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -703,6 +711,7 @@ int main(int argc, char** argv) {
   if (*syncer) return syncer_command(sfile, ssets, cluster, sreport, sseconds, sdata, squiet);
   if (*learner) return learner_command(cluster, lreport, ldata, threads);
   if (*sweep) return atl::cli::sweep_command(sweep_args);
+  if (*simulate) return atl::cli::simulate_command(simulate_args);
   if (*chaos) return chaos_command(chaos_paths, chaos_report, chaos_tapes, chaos_data, threads);
   if (*val) {
     auto t = atl::load_topology(vfile, vsets);

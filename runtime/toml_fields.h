@@ -104,4 +104,18 @@ inline std::string closest(const std::string& key, const std::vector<std::string
   return best;
 }
 
+// Fails on the first key of `t` that is not in `known`, suggesting the closest one.
+inline void no_unknown_keys(const toml::table& t, const std::string& prefix, const std::vector<std::string>& known) {
+  for (const auto& [k, v] : t) {
+    const std::string key(k.str());
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    const std::string guess = closest(key, known);
+    fail(v, prefix + key, "unknown key" + (guess.empty() ? std::string() : " (did you mean " + guess + "?)"));
+  }
+}
+
+// Sets `value` at dotted `key` of `root`, from "key=value" (`atoll ... --set`):
+// the value is TOML text, or a bare word taken as a string. Errors name the assignment.
+Status apply_override(toml::table& root, const std::string& assignment);
+
 }  // namespace atl::toml_fields

@@ -158,7 +158,10 @@ void read_table(Topology& t, const toml::table& tbl, const std::string& prefix,
   }
 }
 
-// Sets `value` (TOML text, or a bare word taken as a string) at dotted `key` of `root`.
+}  // namespace
+
+namespace toml_fields {
+
 Status apply_override(toml::table& root, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
@@ -193,6 +196,10 @@ Status apply_override(toml::table& root, const std::string& assignment) {
   at->insert_or_assign(std::string(rest), std::move(*v));
   return {};
 }
+
+}  // namespace toml_fields
+
+namespace {
 
 Result<Topology> from_table(toml::table& root, const std::vector<std::string>& overrides) {
   for (const auto& o : overrides) ATOLL_RETURN_IF_ERROR(apply_override(root, o));

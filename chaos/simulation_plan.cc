@@ -1,0 +1,233 @@
+// Simulation plans (TOML; examples/simulate/): errors name the file, line and key.
+#include <cmath>
+#include <filesystem>
+
+#include "atoll/file.h"
+#include "atoll/simulation.h"
+#include "atoll/topology_file.h"
+#include "toml_fields.h"
+
+namespace atl {
+namespace {
+
+using namespace toml_fields;
+
+const toml::table& table_of(const toml::node& n, const std::string& key) {
+  const auto* t = n.as_table();
+  if (!t) fail(n, key, std::string("expected a table, got ") + type_name(n));
+  return *t;
+}
+
+const toml::array& array_of(const toml::node& n, const std::string& key) {
+  const auto* a = n.as_array();
+  if (!a || a->empty()) fail(n, key, "expected a non-empty array");
+  return *a;
+}
+
+// A number in [lo, hi] (NaN never is).
+double number_in(const toml::node& n, const std::string& key, double lo, double hi) {
+  const double v = get_number(n, key);
+  if (!(v >= lo && v <= hi))
+    fail(n, key, std::to_string(v) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return v;
+}
+
+void read_number(const toml::table& t, const char* name, const std::string& prefix, double lo, double hi, double& out) {
+  if (const toml::node* n = t.get(name)) out = number_in(*n, prefix + name, lo, hi);
+}
+
+DelayModel read_delay(const toml::table& t, const std::string& prefix) {
+  no_unknown_keys(t, prefix, {"distribution", "seconds", "scale_seconds", "shape", "exponent"});
+  DelayModel d;
+  if (const toml::node* n = t.get("distribution")) {
+    const std::string kind = get_string(*n, prefix + "distribution");
+    if (kind == "fixed") d.kind = DelayModel::Kind::kFixed;
+    else if (kind == "exponential") d.kind = DelayModel::Kind::kExponential;
+    else if (kind == "exponentiated_weibull") d.kind = DelayModel::Kind::kExponentiatedWeibull;
+    else fail(*n, prefix + "distribution", "unknown distribution '" + kind +
+                                              "' (expected fixed, exponential or exponentiated_weibull)");
+  }
+  read_number(t, "seconds", prefix, 0.0, 1e7, d.seconds);
+  read_number(t, "scale_seconds", prefix, 1e-3, 1e7, d.scale_seconds);
+  read_number(t, "shape", prefix, 0.05, 20.0, d.shape);
+  read_number(t, "exponent", prefix, 0.01, 100.0, d.exponent);
+  return d;
+}
+
+FailureModel read_failures(const toml::table& t) {
+  no_unknown_keys(t, "failures.", {"mtbi_chip_years", "slice_chips", "while_down", "restart_seconds",
+                                   "downscale_seconds", "upscale_seconds", "recovery"});
+  FailureModel f;
+  read_number(t, "mtbi_chip_years", "failures.", 1e-6, 1e6, f.mtbi_chip_years);
+  if (const toml::node* n = t.get("slice_chips")) f.slice_chips = get_int(*n, "failures.slice_chips", 1, int64_t{1} << 40);
+  if (const toml::node* n = t.get("while_down")) f.while_down = get_bool(*n, "failures.while_down");
+  read_number(t, "restart_seconds", "failures.", 0.0, 1e7, f.restart_seconds);
+  read_number(t, "downscale_seconds", "failures.", 0.0, 1e7, f.downscale_seconds);
+  read_number(t, "upscale_seconds", "failures.", 0.0, 1e7, f.upscale_seconds);
+  if (const toml::node* n = t.get("recovery")) f.recovery = read_delay(table_of(*n, "failures.recovery"), "failures.recovery.");
+  return f;
+}
+
+TrainingModel read_training(const toml::table& t, const std::string& path) {
+  no_unknown_keys(t, "training.", {"step_seconds", "step_jitter", "latency_seconds", "learner_failure", "set"});
+  TrainingModel m;
+  read_number(t, "step_seconds", "training.", 1e-3, 1e5, m.step_seconds);
+  read_number(t, "step_jitter", "training.", 0.0, 3.0, m.step_jitter);
+  read_number(t, "latency_seconds", "training.", 0.0, 1e3, m.latency_seconds);
+  if (const toml::node* n = t.get("learner_failure")) {
+    const std::string how = get_string(*n, "training.learner_failure");
+    if (how == "elastic") m.learner_failure = LearnerFailure::kElastic;
+    else if (how == "restart") m.learner_failure = LearnerFailure::kRestart;
+    else fail(*n, "training.learner_failure", "unknown '" + how + "' (expected elastic or restart)");
+  }
+  // The rounds' settings are a topology's [outer] keys, set as `atoll run --set` does.
+  std::vector<std::string> sets;
+  if (const toml::node* n = t.get("set")) {
+    const auto& arr = array_of(*n, "training.set");
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const std::string key = "training.set[" + std::to_string(i) + "]";
+      std::string s = get_string(arr[i], key);
+      if (!s.starts_with("outer.")) fail(arr[i], key, "'" + s + "': only outer.* keys shape the simulated rounds");
+      sets.push_back(std::move(s));
+    }
+  }
+  auto topology = parse_topology("", path, sets);
+  if (!topology.ok()) fail(t, "training.set", std::string(topology.status().message()));
+  m.outer = topology->outer;
+  return m;
+}
+
+std::vector<int64_t> read_ints(const toml::node& n, const std::string& key, int64_t lo, int64_t hi) {
+  std::vector<int64_t> out;
+  const auto& arr = array_of(n, key);
+  for (size_t i = 0; i < arr.size(); ++i) out.push_back(get_int(arr[i], key + "[" + std::to_string(i) + "]", lo, hi));
+  return out;
+}
+
+std::vector<int> read_int32s(const toml::node& n, const std::string& key, int lo, int hi) {
+  std::vector<int> out;
+  for (int64_t v : read_ints(n, key, lo, hi)) out.push_back(static_cast<int>(v));
+  return out;
+}
+
+}  // namespace
+
+Result<SimulationPlan> load_simulation_plan(const std::string& path, const std::vector<std::string>& overrides) {
+  auto text = read_text(path, kMaxConfigFileBytes);
+  if (!text.ok()) return text.status();
+  return parse_simulation_plan(*text, path, overrides);
+}
+
+Result<SimulationPlan> parse_simulation_plan(std::string_view text, const std::string& path,
+                                             const std::vector<std::string>& overrides) {
+  toml::table root;
+  try {
+    root = toml::parse(text, std::string_view(path));
+  } catch (const toml::parse_error& e) {
+    return Status::invalid_argument(path + ":" + std::to_string(e.source().begin.line) + ": " +
+                                    std::string(e.description()));
+  }
+  for (const auto& o : overrides) ATOLL_RETURN_IF_ERROR(apply_override(root, o));
+  SimulationPlan plan;
+  plan.path = path;
+  plan.name = std::filesystem::path(path).stem().string();
+  try {
+    no_unknown_keys(root, "", {"name", "seed", "precision", "min_hours", "max_hours", "failures", "training", "grid",
+                               "reference", "planning"});
+    if (const toml::node* n = root.get("name")) plan.name = get_string(*n, "name");
+    if (const toml::node* n = root.get("seed")) plan.seed = static_cast<uint64_t>(get_int(*n, "seed", 0, INT64_MAX));
+    read_number(root, "precision", "", 1e-4, 0.5, plan.precision);
+    read_number(root, "min_hours", "", 0.0, 1e7, plan.min_hours);
+    read_number(root, "max_hours", "", 1e-3, 1e7, plan.max_hours);
+    if (plan.min_hours > plan.max_hours) fail(*root.get("min_hours"), "min_hours", "is above max_hours");
+    if (const toml::node* n = root.get("failures")) plan.failures = read_failures(table_of(*n, "failures"));
+    if (const toml::node* n = root.get("training")) plan.training = read_training(table_of(*n, "training"), path);
+
+    std::vector<int64_t> chips;
+    if (const toml::node* n = root.get("grid")) {
+      const auto& g = table_of(*n, "grid");
+      no_unknown_keys(g, "grid.", {"modes", "chips", "learners", "quorum", "sync_every"});
+      const toml::node* chips_node = g.get("chips");
+      if (!chips_node) fail(g, "grid.chips", "missing: how many chips?");
+      chips = read_ints(*chips_node, "grid.chips", 1, int64_t{1} << 40);
+      std::vector<Mode> modes = {Mode::kDp, Mode::kElasticDp, Mode::kDecoupled};
+      if (const toml::node* m = g.get("modes")) {
+        modes.clear();
+        const auto& arr = array_of(*m, "grid.modes");
+        for (size_t i = 0; i < arr.size(); ++i)
+          modes.push_back(get_enum(arr[i], "grid.modes[" + std::to_string(i) + "]", parse_mode));
+      }
+      std::vector<int> learners = {8}, quorums = {1}, syncs = {0};
+      if (const toml::node* m = g.get("learners")) learners = read_int32s(*m, "grid.learners", 1, 1 << 20);
+      if (const toml::node* m = g.get("quorum")) quorums = read_int32s(*m, "grid.quorum", 1, 1 << 20);
+      if (const toml::node* m = g.get("sync_every")) syncs = read_int32s(*m, "grid.sync_every", 1, 1 << 20);
+      for (Mode mode : modes) {
+        if (mode != Mode::kDecoupled) {
+          for (int64_t c : chips) plan.cells.push_back({mode, 1, c, 1, 0});
+          continue;
+        }
+        for (int k : quorums)
+          for (int h : syncs)
+            for (int m : learners)
+              for (int64_t c : chips) {
+                if (k > m) continue;  // a quorum beyond the learners never forms
+                if (c < m) fail(*g.get("chips"), "grid.chips", std::to_string(c) + " chips cannot make " +
+                                                                   std::to_string(m) + " learners");
+                plan.cells.push_back({mode, m, c, k, h});
+              }
+      }
+    }
+    if (const toml::node* n = root.get("reference")) {
+      const auto* arr = n->as_array();
+      if (!arr) fail(*n, "reference", "expected an array of tables ([[reference]])");
+      for (size_t i = 0; i < arr->size(); ++i) {
+        const std::string prefix = "reference[" + std::to_string(i) + "].";
+        const auto& t = table_of((*arr)[i], prefix.substr(0, prefix.size() - 1));
+        no_unknown_keys(t, prefix, {"mode", "learners", "goodput"});
+        Reference r;
+        const toml::node* mode = t.get("mode");
+        if (!mode) fail(t, prefix + "mode", "missing: which mode's figures?");
+        r.mode = get_enum(*mode, prefix + "mode", parse_mode);
+        if (const toml::node* m = t.get("learners")) r.learners = static_cast<int>(get_int(*m, prefix + "learners", 1, 1 << 20));
+        const toml::node* goodput = t.get("goodput");
+        if (!goodput) fail(t, prefix + "goodput", "missing: one goodput per grid.chips (a fraction; -1 where there is none)");
+        const auto& values = array_of(*goodput, prefix + "goodput");
+        if (values.size() != chips.size())
+          fail(*goodput, prefix + "goodput", std::to_string(values.size()) + " values for the " +
+                                                 std::to_string(chips.size()) + " entries of grid.chips");
+        for (size_t k = 0; k < values.size(); ++k) {
+          const double v = get_number(values[k], prefix + "goodput[" + std::to_string(k) + "]");
+          if (v < 0) continue;  // no published figure for this cell
+          if (v > 1) fail(values[k], prefix + "goodput[" + std::to_string(k) + "]", "a fraction in [0, 1] (or -1: none)");
+          r.chips = chips[k];
+          r.goodput = v;
+          plan.references.push_back(r);
+        }
+      }
+    }
+    if (const toml::node* n = root.get("planning")) {
+      const auto& t = table_of(*n, "planning");
+      no_unknown_keys(t, "planning.", {"chips", "learners", "quorums", "target"});
+      PlanningView v;
+      const toml::node* c = t.get("chips");
+      if (!c) fail(t, "planning.chips", "missing: how many chips?");
+      v.chips = get_int(*c, "planning.chips", 1, int64_t{1} << 40);
+      const toml::node* m = t.get("learners");
+      if (!m) fail(t, "planning.learners", "missing: which numbers of learners?");
+      v.learners = read_int32s(*m, "planning.learners", 1, 1 << 20);
+      for (int x : v.learners)
+        if (x > v.chips) fail(*m, "planning.learners", std::to_string(x) + " learners need as many chips");
+      v.quorums = {1};
+      if (const toml::node* k = t.get("quorums")) v.quorums = read_int32s(*k, "planning.quorums", 1, 1 << 20);
+      read_number(t, "target", "planning.", 0.0, 1.0, v.target);
+      plan.planning = v;
+    }
+    if (plan.cells.empty() && !plan.planning)
+      fail(root, "grid", "nothing to simulate: give a [grid] or a [planning] table");
+  } catch (const KeyError& e) {
+    return Status::invalid_argument(e.text);
+  }
+  return plan;
+}
+
+}  // namespace atl

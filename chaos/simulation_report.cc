@@ -1,0 +1,268 @@
+// What `atoll simulate` prints and writes (atoll/simulation.h): a table beside
+// the paper's, its JSON, and the planning view as an SVG chart.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "atoll/simulation.h"
+#include "json_writer.h"
+
+namespace atl {
+namespace {
+
+std::string printf_string(const char* format, auto... args) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, format, args...);
+  return buf;
+}
+
+// 150000 -> "150k", 1200000 -> "1.2M".
+std::string chips_label(int64_t chips) {
+  if (chips >= 1000000 && chips % 100000 == 0) return printf_string("%gM", double(chips) / 1e6);
+  if (chips >= 1000 && chips % 1000 == 0) return printf_string("%gk", double(chips) / 1e3);
+  return std::to_string(chips);
+}
+
+std::string row_label(const SimulationCell& c) {
+  if (c.mode != Mode::kDecoupled) return std::string(mode_name(c.mode)) + " (M = 1)";
+  std::string s = "decoupled M = " + std::to_string(c.learners);
+  if (c.quorum > 1) s += ", K = " + std::to_string(c.quorum);
+  if (c.sync_every > 0) s += ", H = " + std::to_string(c.sync_every);
+  return s;
+}
+
+std::vector<int64_t> columns_of(const std::vector<CellResult>& cells) {
+  std::vector<int64_t> chips;
+  for (const auto& c : cells)
+    if (std::find(chips.begin(), chips.end(), c.cell.chips) == chips.end()) chips.push_back(c.cell.chips);
+  return chips;
+}
+
+std::string describe_failures(const SimulationPlan& plan) {
+  const FailureModel& f = plan.failures;
+  const TrainingModel& t = plan.training;
+  std::ostringstream out;
+  out << "failures: MTBI " << f.mtbi_chip_years << " chip-years, slices of " << f.slice_chips
+      << " chips, recovery " << f.recovery.describe() << ", restart " << f.restart_seconds << " s, elastic downscale "
+      << f.downscale_seconds << " s / upscale " << f.upscale_seconds << " s"
+      << (f.while_down ? "" : ", no interruptions counted while a job is down") << "\n";
+  out << "training: step " << t.step_seconds << " s (jitter " << t.step_jitter << "), H = " << t.outer.sync_every
+      << ", P = " << t.outer.fragments << ", grace gamma " << t.outer.grace_gamma << ", latency "
+      << t.latency_seconds << " s, learners that lose a slice "
+      << (t.learner_failure == LearnerFailure::kElastic ? "train on (elastic)" : "restart") << "\n";
+  return out.str();
+}
+
+void write_cell(JsonWriter& w, const CellResult& r) {
+  w.open(nullptr, '{');
+  w.field("mode", mode_name(r.cell.mode));
+  w.field("learners", r.cell.learners);
+  w.field("chips", r.cell.chips);
+  if (r.cell.mode == Mode::kDecoupled) {
+    w.field("quorum", r.cell.quorum);
+    if (r.cell.sync_every > 0) w.field("sync_every", r.cell.sync_every);
+  }
+  w.field("goodput", r.goodput);
+  w.field("goodput_halfwidth", r.goodput_halfwidth);
+  w.field("uptime", r.uptime);
+  w.field("paper", r.reference ? *r.reference : std::nan(""));  // written as null
+  w.field("simulated_hours", r.simulated_hours);
+  w.field("interruptions", r.interruptions);
+  w.field("events", r.events);
+  w.field("wall_seconds", r.wall_seconds);
+  if (r.cell.mode == Mode::kDecoupled) {
+    w.field("rounds", r.rounds);
+    w.field("syncer_cpu_seconds", r.syncer_cpu_seconds);
+  }
+  w.close('}');
+}
+
+}  // namespace
+
+std::string simulation_table(const SimulationPlan& plan, const SimulationReport& report) {
+  std::ostringstream out;
+  out << plan.name << ": goodput % (the plan's reference in brackets)\n" << describe_failures(plan) << "\n";
+  const auto& cells = report.cells;
+  if (!cells.empty()) {
+    const std::vector<int64_t> chips = columns_of(cells);
+    std::vector<std::string> rows;
+    for (const auto& c : cells)
+      if (std::find(rows.begin(), rows.end(), row_label(c.cell)) == rows.end()) rows.push_back(row_label(c.cell));
+    out << printf_string("%-30s", "");
+    for (int64_t n : chips) out << printf_string("%13s", chips_label(n).c_str());
+    out << "\n";
+    double worst = 0.0, widest = 0.0;
+    int within = 0, compared = 0;
+    for (const auto& row : rows) {
+      out << printf_string("%-30s", row.c_str());
+      for (int64_t n : chips) {
+        const auto it = std::find_if(cells.begin(), cells.end(),
+                                     [&](const CellResult& c) { return row_label(c.cell) == row && c.cell.chips == n; });
+        if (it == cells.end()) {
+          out << printf_string("%13s", "");
+          continue;
+        }
+        widest = std::max(widest, it->goodput_halfwidth);
+        const std::string ref = it->reference ? printf_string("(%.0f)", 100.0 * *it->reference) : "";
+        out << printf_string("%8.1f %-4s", 100.0 * it->goodput, ref.c_str());
+        if (it->reference && it->cell.mode == Mode::kDecoupled) {
+          const double off = std::abs(it->goodput - *it->reference);
+          worst = std::max(worst, off);
+          within += off <= 0.03 ? 1 : 0;
+          ++compared;
+        }
+      }
+      out << "\n";
+    }
+    out << printf_string("95%% intervals: within +-%.1f points.", 100.0 * widest);
+    if (compared > 0)
+      out << printf_string(" Decoupled cells within 3 points of the reference: %d of %d (largest gap %.1f points).",
+                           within, compared, 100.0 * worst);
+    out << "\n";
+  }
+
+  if (!report.rule_of_thumb.empty()) {
+    out << "\nrule of thumb: M learners at N chips vs elastic_dp at N/M chips (goodput %)\n";
+    out << printf_string("%-34s%10s%14s%10s\n", "", "decoupled", "elastic N/M", "gap");
+    size_t k = 0;
+    for (const auto& c : cells) {
+      if (c.cell.mode != Mode::kDecoupled || c.cell.learners < 2 || k >= report.rule_of_thumb.size()) continue;
+      const CellResult& e = report.rule_of_thumb[k++];
+      const std::string label = row_label(c.cell) + " at " + chips_label(c.cell.chips);
+      const double gap = 100.0 * (c.goodput - e.goodput);
+      out << printf_string("%-34s%10.1f%14.1f%+10.1f%s\n", label.c_str(), 100.0 * c.goodput, 100.0 * e.goodput, gap,
+                           std::abs(gap) > 3.0 ? "  <- fails" : "");
+    }
+  }
+
+  if (plan.planning && !report.planning.empty()) {
+    const PlanningView& v = *plan.planning;
+    out << "\nplanning: " << chips_label(v.chips) << " chips, goodput % / uptime % against learners M (columns) and quorum K\n";
+    out << printf_string("%-8s", "");
+    for (int m : v.learners) out << printf_string("%13s", ("M = " + std::to_string(m)).c_str());
+    out << "\n";
+    for (int k : v.quorums) {
+      out << printf_string("%-8s", ("K = " + std::to_string(k)).c_str());
+      for (int m : v.learners) {
+        const auto it = std::find_if(report.planning.begin(), report.planning.end(), [&](const CellResult& c) {
+          return c.cell.learners == m && c.cell.quorum == k;
+        });
+        if (it == report.planning.end()) out << printf_string("%13s", "-");
+        else out << printf_string("%7.1f /%4.0f", 100.0 * it->goodput, 100.0 * it->uptime);
+      }
+      out << "\n";
+    }
+    for (int k : v.quorums) {
+      const auto it = std::find_if(report.planning.begin(), report.planning.end(), [&](const CellResult& c) {
+        return c.cell.quorum == k && c.goodput >= v.target;
+      });
+      out << printf_string("K = %d: ", k)
+          << (it == report.planning.end()
+                  ? printf_string("no M up to %d reaches %.0f%% goodput\n", v.learners.back(), 100.0 * v.target)
+                  : printf_string("M = %d is the fewest learners with %.0f%% goodput (%.1f%%)\n", it->cell.learners,
+                                  100.0 * v.target, 100.0 * it->goodput));
+    }
+  }
+  const uint64_t events = report.events();
+  out << printf_string("\n%llu events simulated in %.1f s (%.2f million events/s)\n",
+                       static_cast<unsigned long long>(events), report.wall_seconds,
+                       report.wall_seconds > 0 ? double(events) / report.wall_seconds / 1e6 : 0.0);
+  return out.str();
+}
+
+std::string simulation_json(const SimulationPlan& plan, const SimulationReport& report) {
+  JsonWriter w;
+  w.open(nullptr, '{');
+  w.field("plan", plan.name);
+  w.field("seed", plan.seed);
+  w.field("precision", plan.precision);
+  w.open("failures", '{');
+  w.field("mtbi_chip_years", plan.failures.mtbi_chip_years);
+  w.field("slice_chips", plan.failures.slice_chips);
+  w.field("recovery", plan.failures.recovery.describe());
+  w.field("recovery_mean_seconds", plan.failures.recovery.mean());
+  w.field("restart_seconds", plan.failures.restart_seconds);
+  w.field("downscale_seconds", plan.failures.downscale_seconds);
+  w.field("upscale_seconds", plan.failures.upscale_seconds);
+  w.field("while_down", plan.failures.while_down);
+  w.close('}');
+  w.open("rows", '[');
+  for (const auto& c : report.cells) write_cell(w, c);
+  w.close(']');
+  w.open("rule_of_thumb", '[');
+  for (const auto& c : report.rule_of_thumb) write_cell(w, c);
+  w.close(']');
+  w.open("planning", '[');
+  for (const auto& c : report.planning) write_cell(w, c);
+  w.close(']');
+  w.field("events", report.events());
+  w.field("wall_seconds", report.wall_seconds);
+  w.field("events_per_second", report.wall_seconds > 0 ? double(report.events()) / report.wall_seconds : 0.0);
+  w.close('}');
+  return w.text() + "\n";
+}
+
+std::string planning_svg(const SimulationPlan& plan, const SimulationReport& report) {
+  if (!plan.planning || report.planning.empty()) return {};
+  const PlanningView& v = *plan.planning;
+  constexpr double kW = 720, kH = 440, kLeft = 70, kRight = 170, kTop = 50, kBottom = 60;
+  const double pw = kW - kLeft - kRight, ph = kH - kTop - kBottom;
+  const size_t n = v.learners.size();
+  // M evenly spaced (the values are usually powers of two); goodput 0..100 %.
+  const auto x_of = [&](size_t i) { return kLeft + (n > 1 ? pw * double(i) / double(n - 1) : pw / 2); };
+  const auto y_of = [&](double fraction) { return kTop + ph * (1.0 - std::clamp(fraction, 0.0, 1.0)); };
+  static const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
+
+  std::ostringstream svg;
+  svg << printf_string("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+                       "font-family=\"sans-serif\" font-size=\"12\">\n", kW, kH);
+  svg << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  svg << printf_string("<text x=\"%.0f\" y=\"22\" font-size=\"14\">Decoupled DiLoCo at %s chips, MTBI %g chip-years: "
+                       "goodput (solid) and uptime (dashed)</text>\n",
+                       kLeft, chips_label(v.chips).c_str(), plan.failures.mtbi_chip_years);
+  for (int pct = 0; pct <= 100; pct += 20) {
+    const double y = y_of(pct / 100.0);
+    svg << printf_string("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", kLeft, y, kLeft + pw, y);
+    svg << printf_string("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%d%%</text>\n", kLeft - 6, y + 4, pct);
+  }
+  for (size_t i = 0; i < n; ++i)
+    svg << printf_string("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n", x_of(i), kTop + ph + 18,
+                         v.learners[i]);
+  svg << printf_string("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">learners M</text>\n", kLeft + pw / 2,
+                       kTop + ph + 40);
+  const double ty = y_of(v.target);
+  svg << printf_string("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\" stroke-dasharray=\"2,3\"/>\n",
+                       kLeft, ty, kLeft + pw, ty);
+  svg << printf_string("<text x=\"%.1f\" y=\"%.1f\" fill=\"#888\">target %.0f%%</text>\n", kLeft + pw + 6, ty + 4,
+                       100.0 * v.target);
+  for (size_t q = 0; q < v.quorums.size(); ++q) {
+    const int k = v.quorums[q];
+    const char* color = kColors[q % std::size(kColors)];
+    for (const bool uptime : {false, true}) {
+      std::string points;
+      for (size_t i = 0; i < n; ++i) {
+        const auto it = std::find_if(report.planning.begin(), report.planning.end(), [&](const CellResult& c) {
+          return c.cell.learners == v.learners[i] && c.cell.quorum == k;
+        });
+        if (it == report.planning.end()) continue;
+        const double y = y_of(uptime ? it->uptime : it->goodput);
+        points += printf_string("%.1f,%.1f ", x_of(i), y);
+        if (!uptime) svg << printf_string("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", x_of(i), y, color);
+      }
+      svg << printf_string("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"%s\"/>\n", color,
+                           uptime ? " stroke-dasharray=\"6,4\"" : "", points.c_str());
+    }
+    const double ly = kTop + 16.0 * double(q);
+    svg << printf_string("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"/>\n",
+                         kLeft + pw + 20, ly + 30, kLeft + pw + 44, ly + 30, color);
+    svg << printf_string("<text x=\"%.1f\" y=\"%.1f\">quorum K = %d</text>\n", kLeft + pw + 50, ly + 34, k);
+  }
+  svg << printf_string("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#444\"/>\n",
+                       kLeft, kTop, pw, ph);
+  svg << "</svg>\n";
+  return svg.str();
+}
+
+}  // namespace atl

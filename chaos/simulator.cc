@@ -1,0 +1,715 @@
+// The cluster simulator (atoll/simulation.h): chips that fail, groups of
+// chips that pause or go down, simulated learners that speak the protocol,
+// and the real SyncerCore that decides every round. No CAF here.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <memory>
+#include <queue>
+
+#include "atoll/fragments.h"
+#include "atoll/report.h"
+#include "atoll/simulation.h"
+#include "atoll/syncer_core.h"
+
+namespace atl {
+namespace {
+
+constexpr double kSecondsPerYear = 365.25 * 86400.0;
+constexpr double kZ95 = 1.96;
+constexpr int kMinBatches = 10;
+
+using WallClock = std::chrono::steady_clock;
+
+// ---- one group of chips: a dp job, or one learner
+
+// Interruptions take down a slice each; the group trains, pauses or is down.
+// It trains in inner steps: a step under way when training stops is lost.
+// `epoch` grows whenever training stops, so a scheduled resume or an inner
+// step of an older epoch is void. A slice that comes back joins at the end of
+// the step under way (scaling up is planned, not a failure).
+struct ChipGroup {
+  enum class Phase { kTraining, kPaused, kDown };
+  int64_t chips = 1;
+  int64_t slices = 1;              // ceil(chips / slice_chips): the last one may be partial
+  int64_t up = 1;                  // slices up
+  bool elastic = false;            // trains on the slices that are up
+  Phase phase = Phase::kTraining;
+  uint64_t epoch = 0;
+  double resume_at = 0.0;          // kPaused, and kDown once it may restart
+  uint64_t interrupt_epoch = 0;    // the pending interruption's: the rate changed since
+  bool stepping = false;           // an inner step under way
+  double step_length = 0.0;        // seconds
+  double step_share = 1.0;         // share of the slices that take part in the step under way
+  bool upscale_pending = false;    // a slice came back during the step: pause at its end
+  // Integrals over simulated time.
+  double last = 0.0;
+  double trained = 0.0;            // seconds training
+  double productive = 0.0;         // dp and elastic_dp: completed steps' seconds x their share
+  uint64_t interruptions = 0;
+
+  double share() const { return elastic ? double(up) / double(slices) : 1.0; }
+  void advance(double now) {
+    if (phase == Phase::kTraining) trained += now - last;
+    last = now;
+  }
+};
+
+// ---- the event queue
+
+struct Event {
+  enum class Kind : uint8_t {
+    kInterrupt,   // a chip of group `who` is interrupted (tag: interrupt epoch)
+    kSliceBack,   // a slice of group `who` is back
+    kResume,      // group `who` may train again (tag: epoch)
+    kStepDone,    // learner `who` finished an inner step (tag: epoch)
+    kToSyncer,    // a message from learner `who` arrives (tag: mail slot)
+    kToLearner,   // a message to learner `who` arrives (tag: mail slot)
+    kTimer,       // a SyncerCore timer fires (tag: timer slot)
+    kDown,        // the syncer sees learner `who` go down
+  };
+  double t;
+  uint64_t seq;
+  Kind kind;
+  uint32_t who;
+  uint64_t tag;
+};
+struct Later {
+  bool operator()(const Event& a, const Event& b) const { return a.t != b.t ? a.t > b.t : a.seq > b.seq; }
+};
+
+// Storage for what events carry: a slot is taken when scheduled, freed when delivered.
+template <class T>
+class Slab {
+ public:
+  uint64_t put(T value) {
+    if (free_.empty()) {
+      items_.push_back(std::move(value));
+      return items_.size() - 1;
+    }
+    const uint64_t slot = free_.back();
+    free_.pop_back();
+    items_[slot] = std::move(value);
+    return slot;
+  }
+  T take(uint64_t slot) {
+    T value = std::move(items_[slot]);
+    items_[slot] = T{};
+    free_.push_back(slot);
+    return value;
+  }
+
+ private:
+  std::vector<T> items_;
+  std::vector<uint64_t> free_;
+};
+
+// ---- a simulated learner: the protocol side of atl::LearnerCore, without parameters
+
+struct Track {  // one fragment, as LearnerCore counts it
+  uint64_t version = 0;
+  uint64_t steps = 0, tokens = 0;
+  double seconds = 0.0;
+  bool pushed = false;
+  uint64_t steps_at_push = 0, tokens_at_push = 0;
+  double seconds_at_push = 0.0;
+};
+
+struct SimLearner {
+  uint32_t id = 0;
+  ChipGroup chips;
+  uint64_t incarnation = 1;
+  bool registered = false;     // sent its Register, or welcomed: the syncer knows this incarnation
+  bool welcomed = false;
+  uint64_t steps = 0, tokens = 0;
+  double step_ema = 0.0;
+  bool reported = false;       // sent a Progress since its welcome
+  std::vector<Track> tracks;
+  std::deque<std::shared_ptr<const Message>> inbox;  // arrived during a step
+};
+
+class Simulator {
+ public:
+  Simulator(const SimulationPlan& plan, const SimulationCell& cell)
+      : plan_(plan), cell_(cell), rng_(Rng::derive(plan.seed, cell_key(cell))) {}
+
+  Result<CellResult> run();
+
+ private:
+  static uint64_t cell_key(const SimulationCell& c) {
+    return (static_cast<uint64_t>(c.mode) << 56) ^ (static_cast<uint64_t>(c.learners) << 40) ^
+           (static_cast<uint64_t>(c.chips) << 4) ^ static_cast<uint64_t>(c.quorum) ^
+           (static_cast<uint64_t>(c.sync_every) << 20);
+  }
+  bool decoupled() const { return cell_.mode == Mode::kDecoupled; }
+
+  void schedule(double t, Event::Kind kind, uint32_t who, uint64_t tag) {
+    queue_.push(Event{t, next_seq_++, kind, who, tag});
+  }
+
+  // Chips and their interruptions.
+  void init_groups();
+  void reschedule_interrupt(uint32_t g);
+  void on_interrupt(uint32_t g);
+  void on_slice_back(uint32_t g);
+  void on_resume(uint32_t g);
+  void stop_training(uint32_t g, ChipGroup::Phase phase);
+  ChipGroup& group(uint32_t g) { return decoupled() ? learners_[g].chips : job_; }
+
+  // Decoupled: the learners and the syncer.
+  Status init_protocol();
+  void start_step(uint32_t g);
+  void on_step_done(uint32_t g);
+  void learner_step_done(SimLearner& l);
+  void drain_inbox(SimLearner& l);  // what arrived during a step, at its end
+  void handle(SimLearner& l, const Message& m);
+  void answer_pull(SimLearner& l, const Pull& pull);
+  void apply_broadcast(SimLearner& l, const Broadcast& b);
+  void adopt_welcome(SimLearner& l, const Welcome& w);
+  Push make_push(SimLearner& l, uint32_t p, uint64_t round);
+  void send_register(SimLearner& l);
+  void to_syncer(const SimLearner& l, Message m);
+  void resync(SimLearner& l);
+  void deliver_to_syncer(uint32_t from, const Message& m);
+  void carry_out(SyncerEffects& fx);
+  SteadyTime core_time() const {
+    return SteadyTime{} + std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(now_));
+  }
+  template <class F>
+  void in_core(F&& f) {  // times what the SyncerCore spends, and counts its calls
+    const auto start = WallClock::now();
+    f();
+    syncer_seconds_ += std::chrono::duration<double>(WallClock::now() - start).count();
+  }
+
+  // Goodput so far, as the cell defines it (a share of chip time).
+  double good_chip_seconds() const;
+
+  const SimulationPlan& plan_;
+  SimulationCell cell_;
+  Rng rng_;
+  std::priority_queue<Event, std::vector<Event>, Later> queue_;
+  uint64_t next_seq_ = 0;
+  double now_ = 0.0;
+  uint64_t events_ = 0;
+  double interrupt_rate_per_chip_ = 0.0;  // per second
+  int64_t chips_per_slice_ = 1;
+
+  ChipGroup job_;                      // dp, elastic_dp
+  std::vector<SimLearner> learners_;   // decoupled
+  std::unique_ptr<SyncerCore> core_;
+  // A message in flight, and the incarnation of the learner that sent it (0: the syncer did).
+  struct Mail {
+    std::shared_ptr<const Message> message;
+    uint64_t incarnation = 0;
+  };
+  Slab<Mail> mail_;
+  Slab<SyncerEffects::Timer> timers_;
+  std::vector<Payload> zero_delta_;    // per fragment: what every push carries (the model is not trained)
+  OptimizerState moments_;             // what every peer hands a restarted learner
+  uint64_t fingerprint_ = 0;
+  int64_t chips_per_learner_ = 0;
+  double syncer_seconds_ = 0.0;
+};
+
+// ---- chips
+
+void Simulator::init_groups() {
+  chips_per_slice_ = std::max<int64_t>(1, plan_.failures.slice_chips);
+  interrupt_rate_per_chip_ = 1.0 / (plan_.failures.mtbi_chip_years * kSecondsPerYear);
+  const auto make = [&](int64_t chips, bool elastic) {
+    ChipGroup g;
+    g.chips = chips;
+    g.slices = std::max<int64_t>(1, (chips + chips_per_slice_ - 1) / chips_per_slice_);
+    g.up = g.slices;
+    g.elastic = elastic;
+    return g;
+  };
+  if (!decoupled()) {
+    job_ = make(cell_.chips, cell_.mode == Mode::kElasticDp);
+    reschedule_interrupt(0);
+    start_step(0);
+    return;
+  }
+  chips_per_learner_ = cell_.chips / cell_.learners;
+  learners_.resize(static_cast<size_t>(cell_.learners));
+  for (uint32_t m = 0; m < learners_.size(); ++m) {
+    learners_[m].id = m;
+    learners_[m].chips = make(chips_per_learner_, plan_.training.learner_failure == LearnerFailure::kElastic);
+    reschedule_interrupt(m);
+  }
+}
+
+// Interruptions are memoryless: when the rate changes, draw the next one afresh.
+void Simulator::reschedule_interrupt(uint32_t g) {
+  ChipGroup& c = group(g);
+  ++c.interrupt_epoch;
+  const bool running = c.phase == ChipGroup::Phase::kTraining;
+  if (!plan_.failures.while_down && !running) return;
+  const double rate = double(c.chips) * double(c.up) / double(c.slices) * interrupt_rate_per_chip_;
+  if (rate <= 0.0) return;
+  double u = rng_.uniform();
+  while (u <= 0.0) u = rng_.uniform();
+  schedule(now_ - std::log(u) / rate, Event::Kind::kInterrupt, g, c.interrupt_epoch);
+}
+
+void Simulator::stop_training(uint32_t g, ChipGroup::Phase phase) {
+  ChipGroup& c = group(g);
+  c.advance(now_);
+  ++c.epoch;  // a step under way is lost
+  c.stepping = false;
+  c.upscale_pending = false;  // the pause takes the slice in
+  const bool was_down = c.phase == ChipGroup::Phase::kDown;
+  c.phase = phase;
+  if (!decoupled()) return;
+  SimLearner& l = learners_[g];
+  if (phase == ChipGroup::Phase::kPaused) return drain_inbox(l);  // its process lives: it reads its mail
+  l.inbox.clear();
+  if (phase == ChipGroup::Phase::kDown && !was_down) {
+    // The learner's process is gone: its unmerged progress with it. The syncer
+    // notices when the connection drops (one latency later).
+    l.registered = l.welcomed = false;
+    schedule(now_ + plan_.training.latency_seconds, Event::Kind::kDown, g, l.incarnation);
+  }
+}
+
+void Simulator::on_interrupt(uint32_t g) {
+  ChipGroup& c = group(g);
+  c.advance(now_);
+  ++c.interruptions;
+  c.up -= 1;
+  schedule(now_ + plan_.failures.recovery.sample(rng_), Event::Kind::kSliceBack, g, 0);
+  if (!c.elastic || c.up == 0) {
+    stop_training(g, ChipGroup::Phase::kDown);
+  } else {
+    stop_training(g, ChipGroup::Phase::kPaused);
+    c.resume_at = std::max(c.resume_at, now_ + plan_.failures.downscale_seconds);
+    schedule(c.resume_at, Event::Kind::kResume, g, c.epoch);
+  }
+  reschedule_interrupt(g);
+}
+
+void Simulator::on_slice_back(uint32_t g) {
+  ChipGroup& c = group(g);
+  c.advance(now_);
+  c.up += 1;
+  if (c.phase == ChipGroup::Phase::kDown) {
+    // Down (dp, a restarting learner, or an elastic group that lost every
+    // slice): it restarts once it has what it needs.
+    if (c.elastic || c.up == c.slices) {
+      c.resume_at = now_ + plan_.failures.restart_seconds;
+      schedule(c.resume_at, Event::Kind::kResume, g, c.epoch);
+    }
+  } else if (c.elastic && c.stepping) {
+    c.upscale_pending = true;
+  } else if (c.elastic) {
+    stop_training(g, ChipGroup::Phase::kPaused);
+    c.resume_at = std::max(c.resume_at, now_ + plan_.failures.upscale_seconds);
+    schedule(c.resume_at, Event::Kind::kResume, g, c.epoch);
+  }
+  reschedule_interrupt(g);
+}
+
+void Simulator::on_resume(uint32_t g) {
+  ChipGroup& c = group(g);
+  c.advance(now_);
+  const bool was_down = c.phase == ChipGroup::Phase::kDown;
+  c.phase = ChipGroup::Phase::kTraining;
+  reschedule_interrupt(g);
+  if (!decoupled()) return start_step(g);
+  SimLearner& l = learners_[g];
+  if (was_down) {  // a new process: a new incarnation registers and waits for its welcome
+    ++l.incarnation;
+    l.tracks.clear();
+    l.steps = 0;
+    l.step_ema = 0.0;
+    send_register(l);
+    return;
+  }
+  if (l.welcomed) start_step(g);
+}
+
+// ---- decoupled: learners
+
+Status Simulator::init_protocol() {
+  Topology t;
+  t.mode = Mode::kDecoupled;
+  t.seed = plan_.seed;
+  t.tokens = uint64_t{1} << 62;  // never reached: the simulation ends each cell
+  // The smallest model with a tensor per fragment: nothing is trained, but
+  // the core merges, steps and broadcasts real (tiny) fragments.
+  t.model.kind = ModelKind::kMlp;
+  t.model.hidden.assign(static_cast<size_t>(std::max(1, (plan_.training.outer.fragments + 1) / 2)), 2);
+  t.data.kind = DataKind::kSynthetic;
+  t.data.features = 2;
+  t.data.classes = 2;
+  t.learners.assign(static_cast<size_t>(cell_.learners), LearnerSpec{1.0, 1});
+  t.outer = plan_.training.outer;
+  t.outer.quorum = std::min(cell_.quorum, cell_.learners);
+  if (cell_.sync_every > 0) t.outer.sync_every = cell_.sync_every;
+  t.outer.final_flush = false;
+  t.checkpoint.dir.clear();
+  t.checkpoint.moments = false;
+  ATOLL_RETURN_IF_ERROR(validate(t).with_context("the simulated topology"));
+  auto core = SyncerCore::create(t, core_time());
+  if (!core.ok()) return core.status().with_context("the simulated syncer");
+  core_ = std::move(*core);
+  fingerprint_ = core_->layout().fingerprint();
+  for (const auto& f : core_->fragments())
+    zero_delta_.push_back(encode_payload(t.outer.push_codec, t.outer.push_block, std::vector<float>(f.size, 0.0f)));
+  const std::vector<float> zeros(core_->layout().size(), 0.0f);
+  moments_ = OptimizerState{1, encode_payload(Codec::kBf16, 0, zeros), encode_payload(Codec::kBf16, 0, zeros)};
+  for (auto& l : learners_) send_register(l);
+  return {};
+}
+
+void Simulator::send_register(SimLearner& l) {
+  l.registered = true;
+  to_syncer(l, Register{l.id, l.incarnation, fingerprint_, "", {}, 0});
+}
+
+void Simulator::to_syncer(const SimLearner& l, Message m) {
+  schedule(now_ + plan_.training.latency_seconds, Event::Kind::kToSyncer, l.id,
+           mail_.put(Mail{std::make_shared<const Message>(std::move(m)), l.incarnation}));
+}
+
+// Registers again with the same incarnation (it missed a broadcast, or the
+// syncer does not know it); it trains on meanwhile, as a real learner does.
+void Simulator::resync(SimLearner& l) { to_syncer(l, Register{l.id, l.incarnation, fingerprint_, "", {}, 0}); }
+
+void Simulator::deliver_to_syncer(uint32_t from, const Message& m) {
+  SyncerEffects fx;
+  in_core([&] {
+    if (const auto* r = std::get_if<Register>(&m)) core_->on_register(*r, Sender{1, uint64_t{from} + 1}, core_time(), fx);
+    else if (const auto* p = std::get_if<Push>(&m)) core_->on_push(*p, core_time(), fx);
+    else if (const auto* g = std::get_if<Progress>(&m)) core_->on_progress(*g, core_time(), fx);
+    else if (const auto* mo = std::get_if<Moments>(&m)) core_->on_moments(from, *mo, core_time(), fx);
+  });
+  carry_out(fx);
+}
+
+void Simulator::carry_out(SyncerEffects& fx) {
+  const double arrive = now_ + plan_.training.latency_seconds;
+  for (auto& s : fx.sends)
+    schedule(arrive, Event::Kind::kToLearner, s.learner, mail_.put(Mail{std::make_shared<const Message>(std::move(s.message))}));
+  for (auto& m : fx.to_all) {
+    const auto shared = std::make_shared<const Message>(std::move(m));
+    for (uint32_t id = 0; id < learners_.size(); ++id)
+      if (core_->learners()[id].connected) schedule(arrive, Event::Kind::kToLearner, id, mail_.put(Mail{shared}));
+  }
+  for (const auto& t : fx.timers) schedule(now_ + std::max(0.0, t.seconds), Event::Kind::kTimer, 0, timers_.put(t));
+}
+
+void Simulator::start_step(uint32_t g) {
+  ChipGroup& c = group(g);
+  const double jitter = plan_.training.step_jitter > 0 ? std::exp(plan_.training.step_jitter * rng_.normal()) : 1.0;
+  c.stepping = true;
+  c.step_length = plan_.training.step_seconds * jitter;
+  c.step_share = c.share();
+  schedule(now_ + c.step_length, Event::Kind::kStepDone, g, c.epoch);
+}
+
+void Simulator::on_step_done(uint32_t g) {
+  ChipGroup& c = group(g);
+  c.stepping = false;
+  if (decoupled()) learner_step_done(learners_[g]);
+  else c.productive += c.step_length * c.step_share;
+  if (c.upscale_pending) {
+    stop_training(g, ChipGroup::Phase::kPaused);
+    c.resume_at = std::max(c.resume_at, now_ + plan_.failures.upscale_seconds);
+    schedule(c.resume_at, Event::Kind::kResume, g, c.epoch);
+    return;
+  }
+  if (c.phase == ChipGroup::Phase::kTraining) start_step(g);
+}
+
+Push Simulator::make_push(SimLearner& l, uint32_t p, uint64_t round) {
+  Track& t = l.tracks[p];
+  if (plan_.training.outer.carry_progress) {
+    t.steps_at_push = t.steps;
+    t.tokens_at_push = t.tokens;
+    t.seconds_at_push = t.seconds;
+  }
+  t.pushed = true;
+  return Push{l.id, l.incarnation, p, round, t.version, t.steps, t.tokens, t.seconds, zero_delta_[p]};
+}
+
+void Simulator::learner_step_done(SimLearner& l) {
+  const ChipGroup& c = l.chips;
+  // A step trains one token per chip that took part, and counts its time at
+  // that share of the learner's chips: goodput is a share of chip time.
+  const auto tokens = static_cast<uint64_t>(std::max<double>(1.0, std::round(c.step_share * double(chips_per_learner_))));
+  const double seconds = c.step_length * c.step_share;
+  ++l.steps;
+  l.tokens += tokens;
+  l.step_ema = l.steps == 1 ? c.step_length : 0.9 * l.step_ema + 0.1 * c.step_length;
+  for (auto& t : l.tracks) {
+    ++t.steps;
+    t.tokens += tokens;
+    t.seconds += seconds;
+  }
+  drain_inbox(l);
+  const auto& o = plan_.training.outer;
+  bool pushed = false;
+  for (uint32_t p = 0; p < l.tracks.size(); ++p) {
+    const Track& t = l.tracks[p];
+    if (!t.pushed && t.steps >= steps_until_due(static_cast<int>(p), o.fragments, sync_interval(o, t.version), t.version)) {
+      to_syncer(l, make_push(l, p, 0));
+      pushed = true;
+    }
+  }
+  // Progress feeds the syncer's due checks (which the pushes above cover) and
+  // its grace window (the step time): sent with a due push, and once after a welcome.
+  if (pushed || !l.reported) {
+    l.reported = true;
+    Progress g{l.id, l.incarnation, l.steps, l.tokens, l.step_ema, {}, 0.0f};
+    for (const auto& t : l.tracks) g.fragments.push_back({t.version, t.steps});
+    to_syncer(l, std::move(g));
+  }
+}
+
+void Simulator::drain_inbox(SimLearner& l) {
+  while (!l.inbox.empty()) {
+    const auto m = std::move(l.inbox.front());
+    l.inbox.pop_front();
+    // A pull followed by a broadcast of the same fragment belongs to a round
+    // that has closed: answering it would only be counted late.
+    if (const auto* pull = std::get_if<Pull>(m.get());
+        pull && std::any_of(l.inbox.begin(), l.inbox.end(), [&](const auto& later) {
+          const auto* b = std::get_if<Broadcast>(later.get());
+          return b && b->fragment == pull->fragment;
+        }))
+      continue;
+    handle(l, *m);
+  }
+}
+
+void Simulator::adopt_welcome(SimLearner& l, const Welcome& w) {
+  if (w.incarnation != l.incarnation) return;
+  const bool first = !l.welcomed;
+  if (l.tracks.empty()) l.tracks.resize(w.fragments.size());
+  for (const auto& fv : w.fragments) {
+    if (fv.fragment >= l.tracks.size()) continue;
+    Track& t = l.tracks[fv.fragment];
+    if (!first && fv.version <= t.version) {
+      t.pushed = false;  // what it pushed may be lost: push again when due
+      continue;
+    }
+    t = Track{};
+    t.version = fv.version;
+  }
+  l.welcomed = true;
+  l.reported = false;
+  if (first && l.chips.phase == ChipGroup::Phase::kTraining && !l.chips.stepping) start_step(l.id);
+}
+
+void Simulator::answer_pull(SimLearner& l, const Pull& pull) {
+  if (pull.fragment >= l.tracks.size()) return;
+  to_syncer(l, make_push(l, pull.fragment, pull.round));
+}
+
+void Simulator::apply_broadcast(SimLearner& l, const Broadcast& b) {
+  if (b.fragment >= l.tracks.size()) return;
+  Track& t = l.tracks[b.fragment];
+  if (b.version <= t.version) return;
+  if (b.delta && b.base_version != t.version) return resync(l);  // it missed a version: the welcome brings it
+  Track next;
+  if (plan_.training.outer.carry_progress && b.version == t.version + 1) {
+    // Progress the new version did not merge stays (LearnerCore::apply).
+    const bool merged = t.pushed && std::find(b.merged.begin(), b.merged.end(), l.id) != b.merged.end();
+    next.steps = t.steps - (merged ? t.steps_at_push : 0);
+    next.tokens = t.tokens - (merged ? t.tokens_at_push : 0);
+    next.seconds = t.seconds - (merged ? t.seconds_at_push : 0.0);
+  }
+  next.version = b.version;
+  t = next;
+}
+
+void Simulator::handle(SimLearner& l, const Message& m) {
+  if (const auto* w = std::get_if<Welcome>(&m)) return adopt_welcome(l, *w);
+  if (!l.welcomed) return;  // meant for an earlier incarnation: nothing to answer with
+  if (const auto* p = std::get_if<Pull>(&m)) return answer_pull(l, *p);
+  if (const auto* b = std::get_if<Broadcast>(&m)) return apply_broadcast(l, *b);
+  if (const auto* mp = std::get_if<MomentsPull>(&m)) return to_syncer(l, Moments{mp->request, moments_});
+  if (const auto* r = std::get_if<Reject>(&m)) {
+    if (r->fragment < l.tracks.size()) l.tracks[r->fragment].pushed = false;
+    if (r->reason == RejectReason::kStale || r->reason == RejectReason::kUnknownLearner) resync(l);
+  }
+}
+
+double Simulator::good_chip_seconds() const {
+  if (!decoupled()) return job_.productive;
+  return core_->stats().good_seconds;  // learner seconds (each learner is 1/M of the chips)
+}
+
+// ---- the loop
+
+Result<CellResult> Simulator::run() {
+  if (cell_.chips <= 0) return Status::invalid_argument("a cell needs chips > 0");
+  if (cell_.learners < 1) return Status::invalid_argument("a cell needs at least one learner");
+  if (decoupled() && cell_.chips < cell_.learners)
+    return Status::invalid_argument(std::to_string(cell_.chips) + " chips cannot make " +
+                                    std::to_string(cell_.learners) + " learners");
+  const auto wall_start = WallClock::now();
+  init_groups();
+  if (decoupled()) ATOLL_RETURN_IF_ERROR(init_protocol());
+
+  // Batch means: a batch is long enough for about 100 interruptions over the
+  // whole cluster, and at least 20 syncs of a learner.
+  const double cluster_rate = static_cast<double>(cell_.chips) * interrupt_rate_per_chip_;
+  const double sync_seconds = plan_.training.step_seconds * (cell_.sync_every > 0 ? cell_.sync_every : plan_.training.outer.sync_every);
+  const double max_seconds = plan_.max_hours * 3600.0, min_seconds = plan_.min_hours * 3600.0;
+  const double batch = std::min(std::max(100.0 / cluster_rate, decoupled() ? 20.0 * sync_seconds : 0.0),
+                                max_seconds / double(kMinBatches + 1));
+  const double allocated_per_second = decoupled() ? double(cell_.learners) : 1.0;
+
+  std::vector<double> goodputs;  // per batch, the first (warm-up) left out
+  double batch_start = 0.0, good_at_batch_start = 0.0, trained_at_warmup = 0.0, half_width = 1.0;
+  uint64_t interruptions = 0;
+  double mean = 0.0;
+  for (double batch_end = batch;; batch_end += batch) {
+    while (!queue_.empty() && queue_.top().t <= batch_end) {
+      const Event e = queue_.top();
+      queue_.pop();
+      now_ = e.t;
+      ++events_;
+      switch (e.kind) {
+        case Event::Kind::kInterrupt:
+          if (e.tag == group(e.who).interrupt_epoch) on_interrupt(e.who);
+          break;
+        case Event::Kind::kSliceBack: on_slice_back(e.who); break;
+        case Event::Kind::kResume:
+          if (e.tag == group(e.who).epoch && group(e.who).phase != ChipGroup::Phase::kTraining) on_resume(e.who);
+          break;
+        case Event::Kind::kStepDone:
+          if (e.tag == group(e.who).epoch && group(e.who).stepping) on_step_done(e.who);
+          break;
+        case Event::Kind::kToSyncer: {
+          const Mail m = mail_.take(e.tag);
+          // What a process sent just before it died is dropped with its
+          // connection (the syncer would see it go down right after).
+          const SimLearner& l = learners_[e.who];
+          if (l.registered && m.incarnation == l.incarnation) deliver_to_syncer(e.who, *m.message);
+          break;
+        }
+        case Event::Kind::kToLearner: {
+          Mail m = mail_.take(e.tag);
+          SimLearner& l = learners_[e.who];
+          if (!l.registered) break;  // its process is gone
+          if (l.chips.stepping) l.inbox.push_back(std::move(m.message));
+          else handle(l, *m.message);
+          break;
+        }
+        case Event::Kind::kTimer: {
+          const SyncerEffects::Timer t = timers_.take(e.tag);
+          SyncerEffects fx;
+          in_core([&] { core_->on_timer(t, core_time(), fx); });
+          carry_out(fx);
+          break;
+        }
+        case Event::Kind::kDown: {
+          SyncerEffects fx;
+          if (core_->learners()[e.who].incarnation <= e.tag)  // not a newer incarnation's record
+            in_core([&] { core_->on_learner_down(e.who, core_time(), fx); });
+          carry_out(fx);
+          break;
+        }
+      }
+    }
+    now_ = batch_end;
+    if (decoupled()) for (auto& l : learners_) l.chips.advance(now_);
+    else job_.advance(now_);
+    const double good = good_chip_seconds();
+    if (batch_start > 0.0) goodputs.push_back((good - good_at_batch_start) / (allocated_per_second * batch));
+    else trained_at_warmup = decoupled() ? 0.0 : job_.trained;
+    batch_start = batch_end;
+    good_at_batch_start = good;
+    const size_t n = goodputs.size();
+    if (n >= 2) {
+      mean = 0.0;
+      for (double g : goodputs) mean += g;
+      mean /= double(n);
+      double var = 0.0;
+      for (double g : goodputs) var += (g - mean) * (g - mean);
+      var /= double(n - 1);
+      half_width = kZ95 * std::sqrt(var / double(n));
+    }
+    if (n >= kMinBatches && half_width <= plan_.precision && batch_end >= min_seconds) break;
+    if (batch_end >= max_seconds) break;
+  }
+
+  CellResult r;
+  r.cell = cell_;
+  r.goodput = mean;
+  r.goodput_halfwidth = half_width;
+  const double measured = now_ - batch;  // after the warm-up batch
+  r.simulated_hours = now_ / 3600.0;
+  r.events = events_;
+  if (decoupled()) {
+    for (const auto& l : learners_) interruptions += l.chips.interruptions;
+    std::vector<double> ends;
+    for (double t : core_->stats().round_ends)
+      if (t >= batch) ends.push_back(t - batch);
+    r.uptime = uptime_of(ends, measured);
+    r.rounds = core_->stats().rounds;
+    r.syncer_cpu_seconds = syncer_seconds_;
+  } else {
+    interruptions = job_.interruptions;
+    r.uptime = (job_.trained - trained_at_warmup) / measured;
+  }
+  r.interruptions = interruptions;
+  r.wall_seconds = std::chrono::duration<double>(WallClock::now() - wall_start).count();
+  return r;
+}
+
+}  // namespace
+
+Result<CellResult> simulate_cell(const SimulationPlan& plan, const SimulationCell& cell) {
+  Simulator sim(plan, cell);
+  auto r = sim.run();
+  if (!r.ok()) return r.status();
+  for (const auto& ref : plan.references)
+    if (ref.mode == cell.mode && ref.chips == cell.chips && (cell.mode != Mode::kDecoupled || ref.learners == cell.learners))
+      r->reference = ref.goodput;
+  return r;
+}
+
+uint64_t SimulationReport::events() const {
+  uint64_t n = 0;
+  for (const auto* v : {&cells, &rule_of_thumb, &planning})
+    for (const auto& c : *v) n += c.events;
+  return n;
+}
+
+Result<SimulationReport> run_simulation(const SimulationPlan& plan,
+                                        const std::function<void(const CellResult&)>& progress) {
+  const auto start = WallClock::now();
+  SimulationReport report;
+  for (const auto& cell : plan.cells) {
+    auto r = simulate_cell(plan, cell);
+    if (!r.ok()) return r.status();
+    if (progress) progress(*r);
+    report.cells.push_back(std::move(*r));
+  }
+  for (const auto& c : report.cells) {
+    if (c.cell.mode != Mode::kDecoupled || c.cell.learners < 2) continue;
+    auto r = simulate_cell(plan, SimulationCell{Mode::kElasticDp, 1, c.cell.chips / c.cell.learners, 1, 0});
+    if (!r.ok()) return r.status();
+    report.rule_of_thumb.push_back(std::move(*r));
+  }
+  if (plan.planning) {
+    for (int k : plan.planning->quorums)
+      for (int m : plan.planning->learners) {
+        if (k > m) continue;
+        auto r = simulate_cell(plan, SimulationCell{Mode::kDecoupled, m, plan.planning->chips, k, 0});
+        if (!r.ok()) return r.status();
+        if (progress) progress(*r);
+        report.planning.push_back(std::move(*r));
+      }
+  }
+  report.wall_seconds = std::chrono::duration<double>(WallClock::now() - start).count();
+  return report;
+}
+
+}  // namespace atl
