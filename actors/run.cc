@@ -404,6 +404,7 @@ Result<Report> Run::wait() {
   r.bytes.syncer_to_learners = s.board->bytes_down.load();
   r.bytes_per_token = r.tokens ? double(r.bytes.learner_to_syncer + r.bytes.syncer_to_learners) / double(r.tokens) : 0.0;
   r.rounds = stats.rounds;
+  r.syncer_cpu_seconds = final_state.cpu_seconds;
   r.quorum_mean = stats.quorum_mean();
   r.grace_wait_mean_ms = 1000.0 * stats.grace_wait_mean();
   r.late = stats.late;

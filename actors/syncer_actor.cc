@@ -13,6 +13,7 @@
 
 #include "actors.h"
 #include "atoll/atoms.h"
+#include "atoll/cpu_clock.h"
 #include "atoll/log.h"
 #include "atoll/syncer_core.h"
 
@@ -35,6 +36,20 @@ struct SyncerState {
   caf::actor_clock::time_point checkpoint_at;
   std::string ending;     // why the run ends, once its final flush began
   bool finished = false;  // Done sent: the model is final
+  double cpu_seconds = 0.0;  // thread CPU spent handling messages and timers
+};
+
+// Adds the thread CPU time of a scope to `total`: what the syncer costs,
+// whatever else the machine runs.
+struct CpuMeter {
+  explicit CpuMeter(double& total) : total_(total), start_(thread_cpu_seconds()) {}
+  ~CpuMeter() { total_ += thread_cpu_seconds() - start_; }
+  CpuMeter(const CpuMeter&) = delete;
+  CpuMeter& operator=(const CpuMeter&) = delete;
+
+ private:
+  double& total_;
+  double start_;
 };
 using SyncerActor = caf::stateful_actor<SyncerState>;
 
@@ -142,7 +157,8 @@ void publish(SyncerActor* self) {
 
 void publish_final(SyncerActor* self) {
   auto& core = *self->state.core;
-  RunBoard::Final f{true, core.stats(), core.learners(), {}, core.elapsed(self->clock().now())};
+  RunBoard::Final f{true, core.stats(), core.learners(), {}, core.elapsed(self->clock().now()),
+                    self->state.cpu_seconds};
   for (uint32_t p = 0; p < core.fragments().size(); ++p) f.versions.push_back(core.version(p));
   if (!core.recovering(self->clock().now())) self->state.args.board->note_versions(f.versions);
   self->state.args.board->publish_final(std::move(f));
@@ -216,6 +232,7 @@ Sender sender_of(SyncerActor* self, const caf::actor& sender) {
 
 void on_packet(SyncerActor* self, Packet& p) {
   auto& st = self->state;
+  CpuMeter meter(st.cpu_seconds);
   st.args.board->bytes_up += p.bytes.size();
   const auto now = self->clock().now();
   auto sender = caf::actor_cast<caf::actor>(self->current_sender());
@@ -280,12 +297,14 @@ caf::behavior running(SyncerActor* self) {
   return {
       [self](Packet& p) { on_packet(self, p); },
       [self](grace_atom, uint32_t fragment, uint64_t round) {
+        CpuMeter meter(self->state.cpu_seconds);
         SyncerEffects fx;
         self->state.core->on_timer({SyncerEffects::TimerKind::kGrace, fragment, round, 0.0}, self->clock().now(), fx);
         carry_out(self, fx);
         maybe_checkpoint(self);
       },
       [self](quorum_atom, uint32_t fragment, uint64_t round) {
+        CpuMeter meter(self->state.cpu_seconds);
         SyncerEffects fx;
         self->state.core->on_timer({SyncerEffects::TimerKind::kQuorum, fragment, round, 0.0}, self->clock().now(), fx);
         carry_out(self, fx);

@@ -69,11 +69,13 @@ FailureModel read_failures(const toml::table& t) {
 }
 
 TrainingModel read_training(const toml::table& t, const std::string& path) {
-  no_unknown_keys(t, "training.", {"step_seconds", "step_jitter", "latency_seconds", "learner_failure", "set"});
+  no_unknown_keys(t, "training.",
+                  {"step_seconds", "step_jitter", "latency_seconds", "learner_failure", "parameters", "set"});
   TrainingModel m;
   read_number(t, "step_seconds", "training.", 1e-3, 1e5, m.step_seconds);
   read_number(t, "step_jitter", "training.", 0.0, 3.0, m.step_jitter);
   read_number(t, "latency_seconds", "training.", 0.0, 1e3, m.latency_seconds);
+  if (const toml::node* n = t.get("parameters")) m.parameters = get_int(*n, "training.parameters", 0, int64_t{1} << 31);
   if (const toml::node* n = t.get("learner_failure")) {
     const std::string how = get_string(*n, "training.learner_failure");
     if (how == "elastic") m.learner_failure = LearnerFailure::kElastic;

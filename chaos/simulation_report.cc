@@ -74,7 +74,7 @@ void write_cell(JsonWriter& w, const CellResult& r) {
   w.field("wall_seconds", r.wall_seconds);
   if (r.cell.mode == Mode::kDecoupled) {
     w.field("rounds", r.rounds);
-    w.field("syncer_cpu_seconds", r.syncer_cpu_seconds);
+    w.field("syncer_seconds", r.syncer_seconds);
   }
   w.close('}');
 }

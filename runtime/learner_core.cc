@@ -8,15 +8,10 @@
 #include <string>
 
 #include "atoll/cluster_token.h"
+#include "atoll/cpu_clock.h"
 
 namespace atl {
 namespace {
-
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 // Exponential moving average that starts at its first sample.
 double ema(double avg, double x, uint64_t n, double alpha = 0.2) { return n <= 1 ? x : avg + alpha * (x - avg); }

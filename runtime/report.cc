@@ -74,6 +74,7 @@ std::string Report::to_json() const {
   j.close('}');
   j.field("bytes_per_token", bytes_per_token);
   j.field("rounds", rounds);
+  j.field("syncer_cpu_seconds", syncer_cpu_seconds);
   j.field("quorum_mean", quorum_mean);
   j.field("grace_wait_mean_ms", grace_wait_mean_ms);
   j.field("late", late);
@@ -165,6 +166,10 @@ std::string Report::to_table() const {
   row("bytes up / down", human_bytes(double(bytes.learner_to_syncer)) + " / " + human_bytes(double(bytes.syncer_to_learners)));
   row("bytes per token", num("%.1f", bytes_per_token));
   row("rounds", std::to_string(rounds) + num(" (quorum %.2f", quorum_mean) + num(", grace wait %.1f ms)", grace_wait_mean_ms));
+  row("syncer CPU", num("%.2f s", syncer_cpu_seconds) +
+                        (rounds ? num(" (%.2f ms per round", 1e3 * syncer_cpu_seconds / double(rounds)) +
+                                      num(", %.1f%% of the wall time)", wall_seconds > 0 ? 100.0 * syncer_cpu_seconds / wall_seconds : 0.0)
+                                : std::string()));
   row("versions", std::to_string(versions_min) + " .. " + std::to_string(versions_max));
   row("late / stale / rejected", std::to_string(late) + " / " + std::to_string(stale_refused) + " / " + std::to_string(rejected));
   row("restarts", std::to_string(restarts));

@@ -88,6 +88,9 @@ struct TrainingModel {
   double step_jitter = 0.0;       // each step's time x exp(N(0, jitter)): stragglers
   double latency_seconds = 0.05;  // one message, one way
   LearnerFailure learner_failure = LearnerFailure::kElastic;
+  // Parameters of the model the SyncerCore merges (0: the smallest with a
+  // tensor per fragment). Nothing is trained; the size sets what merges cost.
+  int64_t parameters = 0;
   OuterSpec outer;                // H, P, K, grace, codecs: the rounds the SyncerCore runs
 };
 
@@ -141,9 +144,10 @@ struct CellResult {
   uint64_t interruptions = 0;
   uint64_t events = 0;            // simulated events processed
   double wall_seconds = 0.0;      // CPU spent simulating the cell
-  // decoupled: the SyncerCore's rounds and the time it took (thread CPU)
+  // decoupled: the SyncerCore's rounds, and the time its calls took (the
+  // simulation is one busy thread: its steady clock is its CPU time)
   uint64_t rounds = 0;
-  double syncer_cpu_seconds = 0.0;
+  double syncer_seconds = 0.0;
   std::optional<double> reference;  // the plan's figure for this cell, if any
 };
 

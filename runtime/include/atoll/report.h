@@ -40,6 +40,7 @@ struct Report {
   } bytes;
   double bytes_per_token = 0.0;     // both directions
   uint64_t rounds = 0;
+  double syncer_cpu_seconds = 0.0;  // the syncer's thread CPU (its last incarnation)
   double quorum_mean = 0.0;
   double grace_wait_mean_ms = 0.0;
   uint64_t late = 0, stale_refused = 0, rejected = 0, cancelled_rounds = 0;

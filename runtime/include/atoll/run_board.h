@@ -56,6 +56,7 @@ class RunBoard {
     std::vector<LearnerRecord> learners;
     std::vector<uint64_t> versions;
     double seconds = 0.0;
+    double cpu_seconds = 0.0;  // the syncer's thread CPU handling messages and timers (this incarnation)
   };
   void publish_final(Final f);
   Final final_state() const;
