@@ -125,11 +125,13 @@ RandomFaults read_random(const toml::table& t) {
 
 Invariants read_invariants(const toml::table& t) {
   no_unknown_keys(t, "invariants.", {"versions_never_decrease", "finite", "no_adopted_version_lost",
-                                     "reintegrate_within_seconds", "min_goodput", "max_eval_loss_increase"});
+                                     "all_faults_injected", "reintegrate_within_seconds", "min_goodput",
+                                     "max_eval_loss_increase"});
   Invariants inv;
   if (const toml::node* n = t.get("versions_never_decrease")) inv.versions_never_decrease = get_bool(*n, "invariants.versions_never_decrease");
   if (const toml::node* n = t.get("finite")) inv.finite = get_bool(*n, "invariants.finite");
   if (const toml::node* n = t.get("no_adopted_version_lost")) inv.no_adopted_version_lost = get_bool(*n, "invariants.no_adopted_version_lost");
+  if (const toml::node* n = t.get("all_faults_injected")) inv.all_faults_injected = get_bool(*n, "invariants.all_faults_injected");
   // A bound that is negative, or a share outside [0, 1], is a typo that would silently disable or fail the check.
   const auto bounded = [&](const char* key, double lo, double hi) {
     const toml::node* n = t.get(key);

@@ -75,6 +75,9 @@ void write_cell(JsonWriter& w, const CellResult& r) {
   if (r.cell.mode == Mode::kDecoupled) {
     w.field("rounds", r.rounds);
     w.field("syncer_seconds", r.syncer_seconds);
+    w.field("reintegrations", r.reintegrations);
+    w.field("reintegration_seconds_mean", r.reintegration_seconds_mean);
+    w.field("reintegration_seconds_max", r.reintegration_seconds_max);
   }
   w.close('}');
 }

@@ -125,6 +125,7 @@ struct SimLearner {
   uint64_t steps = 0, tokens = 0;
   double step_ema = 0.0;
   bool reported = false;       // sent a Progress since its welcome
+  double registered_at = 0.0;  // when this incarnation sent its first Register
   std::vector<Track> tracks;
   std::deque<std::shared_ptr<const Message>> inbox;  // arrived during a step
 };
@@ -214,6 +215,7 @@ class Simulator {
   uint64_t fingerprint_ = 0;
   int64_t chips_per_learner_ = 0;
   double syncer_seconds_ = 0.0;
+  std::vector<double> reintegrations_;  // a restarted learner: from its Register to its welcome (seconds)
 };
 
 // ---- chips
@@ -372,6 +374,7 @@ Status Simulator::init_protocol() {
 
 void Simulator::send_register(SimLearner& l) {
   l.registered = true;
+  l.registered_at = now_;
   to_syncer(l, Register{l.id, l.incarnation, fingerprint_, "", {}, 0});
 }
 
@@ -505,6 +508,7 @@ void Simulator::adopt_welcome(SimLearner& l, const Welcome& w) {
     t = Track{};
     t.version = fv.version;
   }
+  if (first && l.incarnation > 1) reintegrations_.push_back(now_ - l.registered_at);
   l.welcomed = true;
   l.reported = false;
   if (first && l.chips.phase == ChipGroup::Phase::kTraining && !l.chips.stepping) start_step(l.id);
@@ -660,6 +664,11 @@ Result<CellResult> Simulator::run() {
     r.uptime = uptime_of(ends, measured);
     r.rounds = core_->stats().rounds;
     r.syncer_seconds = syncer_seconds_;
+    r.reintegrations = reintegrations_.size();
+    for (double s : reintegrations_) {
+      r.reintegration_seconds_max = std::max(r.reintegration_seconds_max, s);
+      r.reintegration_seconds_mean += s / double(reintegrations_.size());
+    }
   } else {
     interruptions = job_.interruptions;
     r.uptime = (job_.trained - trained_at_warmup) / measured;

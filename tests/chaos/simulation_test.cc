@@ -206,6 +206,37 @@ seconds = 80
   BOOST_CHECK_GT(m8, m2 + 0.05);
 }
 
+// Timing invariants in virtual time, decided by the real SyncerCore: learners
+// that restart on every interruption are welcomed back within a few message
+// latencies and at most one step of a peer (its AdamW moments), and the goodput they
+// keep is bounded by the time they are up.
+BOOST_AUTO_TEST_CASE(restarted_learners_are_welcomed_back_in_virtual_time) {
+  SimulationPlan p = must(std::string(kQuiet) + R"(
+[failures]
+slice_chips = 1000
+while_down = false
+restart_seconds = 5
+[failures.recovery]
+distribution = "exponential"
+seconds = 60
+)");
+  p.failures.mtbi_chip_years = 1.0;
+  p.training.learner_failure = LearnerFailure::kRestart;
+  p.max_hours = 200;
+  const CellResult r = simulate(p, Mode::kDecoupled, 8, 80000);
+  const double bound = 4 * p.training.latency_seconds + p.training.step_seconds;
+  BOOST_TEST_MESSAGE(r.reintegrations << " re-integrations, mean " << r.reintegration_seconds_mean << " s, max "
+                                      << r.reintegration_seconds_max << " s (bound " << bound << " s); goodput "
+                                      << r.goodput << ", " << r.interruptions << " interruptions");
+  BOOST_CHECK_GT(r.reintegrations, 100u);
+  BOOST_CHECK_LE(r.reintegration_seconds_max, bound);
+  BOOST_CHECK_GE(r.reintegration_seconds_mean, 2 * p.training.latency_seconds);  // a Register and a Welcome
+  // A learner (10,000 chips) is down for a recovery and a restart per interruption.
+  const double rate = 10000.0 / (365.25 * 86400.0), up = 1.0 / (1.0 + rate * (60.0 + 5.0));
+  BOOST_CHECK_LT(r.goodput, up + 0.01);
+  BOOST_CHECK_GT(r.goodput, up - 0.1);
+}
+
 BOOST_AUTO_TEST_CASE(the_report_has_a_row_per_cell_and_null_where_there_is_no_reference) {
   const SimulationPlan p = must(R"(
 max_hours = 20

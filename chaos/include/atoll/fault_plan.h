@@ -33,9 +33,12 @@
 //                                       # restarted syncer has recovered)
 //   finite = true                       # the global parameters and the held-out loss stay finite
 //   no_adopted_version_lost = true      # the final global versions are the newest any learner adopted
+//   all_faults_injected = true          # every planned (timed or step) fault fired: a run that ended
+//                                       # before one did tested nothing about it
 //   reintegrate_within_seconds = 5      # every killed or crashed learner is welcomed back within this
 //                                       # (from the moment its recovery was allowed)
-//   min_goodput = 0.5
+//   min_goodput = 0.5                   # goodput >= min_goodput x the share of time the learners were
+//                                       # alive (a restart's wall time depends on the machine's load)
 //   max_eval_loss_increase = 0.05       # over the same run without faults (which is run too)
 //
 // A bad plan is refused with the file, the line and the key.
@@ -96,6 +99,7 @@ struct Invariants {
   bool versions_never_decrease = true;
   bool finite = true;
   bool no_adopted_version_lost = true;
+  bool all_faults_injected = true;
   double reintegrate_within_seconds = 0.0;  // 0: not checked
   double min_goodput = 0.0;                 // 0: not checked
   std::optional<double> max_eval_loss_increase;

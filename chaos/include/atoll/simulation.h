@@ -148,6 +148,10 @@ struct CellResult {
   // simulation is one busy thread: its steady clock is its CPU time)
   uint64_t rounds = 0;
   double syncer_seconds = 0.0;
+  // decoupled: restarted learners welcomed back, and the time from their
+  // Register to their welcome (virtual seconds: latencies, and a peer's moments)
+  uint64_t reintegrations = 0;
+  double reintegration_seconds_mean = 0.0, reintegration_seconds_max = 0.0;
   std::optional<double> reference;  // the plan's figure for this cell, if any
 };
 
