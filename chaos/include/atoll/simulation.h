@@ -32,6 +32,28 @@
 //
 // Each cell is run in batches of simulated time until the 95% interval of its
 // goodput (batch means) is within `precision`, or max_hours is reached.
+//
+// A plan (TOML), every key optional but grid.chips or [planning]:
+//   name = "paper_table1"   seed = 1
+//   precision = 0.005       # half-width of each cell's 95% interval (a fraction)
+//   min_hours = 0           max_hours = 20000    # simulated time per cell
+//   [failures]
+//   mtbi_chip_years = 1.0   slice_chips = 16384   while_down = false
+//   restart_seconds = 0     downscale_seconds = 10   upscale_seconds = 10
+//   [failures.recovery]     # fixed | exponential (seconds) | exponentiated_weibull
+//   distribution = "exponentiated_weibull"   scale_seconds = 60   shape = 1   exponent = 1
+//   [training]
+//   step_seconds = 1        step_jitter = 0       latency_seconds = 0.05
+//   learner_failure = "elastic"   # or "restart"
+//   parameters = 0          # the merged model's size (0: tiny)
+//   set = ["outer.sync_every=12", "outer.fragments=4"]   # any [outer] key of a topology
+//   [grid]                  # every combination, in this order
+//   modes = ["dp", "elastic_dp", "decoupled"]   chips = [150000, 300000]
+//   learners = [2, 4]       quorum = [1]          sync_every = [12]
+//   [[reference]]           # published goodput, one per grid.chips (-1: none)
+//   mode = "decoupled"      learners = 8          goodput = [0.98, -1]
+//   [planning]              # decoupled at `chips` for every M and K
+//   chips = 1200000         learners = [1, 2, 4, 8]   quorums = [1, 2]   target = 0.9
 #pragma once
 
 #include <cstdint>
