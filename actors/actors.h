@@ -20,7 +20,9 @@
 #include <caf/actor_system.hpp>
 
 #include "atoll/checkpoint.h"
+#include "atoll/cluster.h"
 #include "atoll/compute_pool.h"
+#include "atoll/door.h"
 #include "atoll/event_tape.h"
 #include "atoll/message_faults.h"
 #include "atoll/job.h"
@@ -96,31 +98,42 @@ caf::actor spawn_supervisor(caf::actor_system& sys, SupervisorSpec spec);
 
 // ---- across processes (cluster.cc; atoll/cluster.h says how it fits)
 
-// Loads CAF's middleman with heartbeats: a peer silent for `timeout_seconds`
-// is dropped (CAF 0.17 has heartbeats off by default).
-// With cluster.tls(), CAF's openssl module too.
-void enable_network(caf::actor_system_config& cfg, const RunOptions::Cluster& cluster);
+// The door's options for this process, from the run's cluster options.
+DoorOptions door_options(const RunOptions::Cluster& cluster, uint32_t learners, size_t max_frame_bytes);
+
+// A door and the actor that receives its events. The door outlives every
+// actor that sends through it: drain it after they are done.
+struct DoorService {
+  caf::actor actor;
+  std::shared_ptr<Door> door;
+  uint16_t port = 0;  // serve_learners(): the port bound
+};
 
 struct GatewayArgs {
   Topology topology;
   std::shared_ptr<Directory> directory;  // where the current syncer is found
   std::shared_ptr<RunBoard> board;       // refusals are counted here
-  std::string cluster_token;
-  size_t max_message_bytes = 0;          // larger packets are dropped unread
+  size_t max_message_bytes = 0;          // the largest frame a learner may send
+  std::shared_ptr<Door> door;            // set by serve_learners()
 };
-caf::actor spawn_gateway(caf::actor_system& sys, GatewayArgs args);
-// Publishes `gateway` on host:port (0: any), over TLS if `tls`; the port it got.
-Result<uint16_t> publish_gateway(caf::actor_system& sys, const caf::actor& gateway, const std::string& host,
-                                 uint16_t port, bool tls);
+// The syncer's process: a door on `at` whose learners reach the syncer
+// through the gateway and their stand-ins.
+Result<DoorService> serve_learners(caf::actor_system& sys, GatewayArgs args, const Endpoint& at,
+                                   const RunOptions::Cluster& cluster);
 
 struct SyncerLinkArgs {
   std::string host;
   uint16_t port = 0;
-  std::shared_ptr<Directory> directory;  // the gateway is entered as the syncer
+  std::vector<uint32_t> learners;        // of this process: one connection each
+  std::shared_ptr<Directory> directory;  // each stand-in enters itself as its learner's syncer
   std::shared_ptr<RunBoard> board;       // fail()ed after give_up_seconds without a connection
   double give_up_seconds = 60.0;
-  bool tls = false;
+  size_t max_message_bytes = 0;          // the largest frame the syncer may send
+  std::shared_ptr<Door> door;            // set by join_syncer()
 };
-caf::actor spawn_syncer_link(caf::actor_system& sys, SyncerLinkArgs args);
+// A learner process: one connection per learner to the syncer at host:port,
+// kept (reconnecting with backoff) until the run ends or give_up_seconds.
+Result<DoorService> join_syncer(caf::actor_system& sys, SyncerLinkArgs args, const RunOptions::Cluster& cluster,
+                                uint32_t learners);
 
 }  // namespace atl

@@ -1,78 +1,83 @@
-// Across processes: the gateway a syncer process publishes, the link a
-// learner process keeps to it, and the topology query (atoll/cluster.h).
-// The only TU that includes CAF's io module.
+// Across processes (atoll/cluster.h): the actors that stand in for the far
+// side of a door (atoll/door.h). No CAF actor handle ever leaves this
+// process; only framed atoll messages do.
+//
+//   syncer process:  gateway: owns the listening door's events; per opened
+//                    connection a `remote learner` actor, which the syncer
+//                    sees as that learner (it answers and monitors it)
+//   learner process: link: owns the connecting door's events; per opened
+//                    connection a `remote syncer` actor, which the learner
+//                    sees as the syncer
+//
+// A connection that closes ends its stand-in, so the syncer sees a failed
+// learner and a learner a lost syncer, exactly as with actors in one
+// process. The gateway and the door outlive the syncer actor: its restarts
+// stay invisible to the network.
 #include "atoll/cluster.h"
 
 #include <caf/all.hpp>
-#include <caf/io/all.hpp>
-#include <caf/openssl/all.hpp>
 
-#include <algorithm>
 #include <charconv>
-#include <set>
-#include <thread>
+#include <condition_variable>
+#include <map>
+#include <mutex>
 
 #include "actors.h"
 #include "atoll/atoms.h"
-#include "atoll/cluster_token.h"
 #include "atoll/log.h"
 
 namespace atl {
 namespace {
 
-using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 constexpr double kBackoffInitial = 0.1, kBackoffMax = 5.0;  // seconds between connection attempts
-constexpr auto kConnectTimeout = 10s;
+constexpr size_t kTopologyFrameBytes = size_t{1} << 20;     // a Welcome that carries only the topology
 
 caf::timespan span(double seconds) {
   return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(seconds));
 }
 
-// ---- gateway: the published door of a syncer process
+// Door events become messages to `target` (set before the door listens or connects).
+DoorEvents events_to(std::shared_ptr<caf::actor> target) {
+  return {
+      [target](uint64_t conn, uint32_t learner, Purpose purpose, uint64_t process, const std::string& peer) {
+        caf::anon_send(*target, door_opened_atom_v, conn, learner, static_cast<uint32_t>(purpose), process, peer);
+      },
+      [target](uint64_t conn, std::vector<uint8_t> bytes) {
+        caf::anon_send(*target, door_frame_atom_v, conn, Packet{std::move(bytes)});
+      },
+      [target](uint64_t conn, const std::string& why) { caf::anon_send(*target, door_closed_atom_v, conn, why); },
+  };
+}
+
+// ---- the syncer's side
+
+// Stands in for one learner's connection: frames from it go to the current
+// syncer (with this actor as the sender, and the peer's process, proven in
+// its Hello); packets from the syncer go out through the door.
+caf::behavior remote_learner(caf::event_based_actor* self, std::shared_ptr<Door> door, uint64_t conn,
+                             uint64_t process, std::shared_ptr<Directory> directory) {
+  return {
+      [=](door_frame_atom, Packet& p) {
+        if (caf::actor syncer = directory->get(Directory::kSyncer)) self->send(syncer, std::move(p), process);
+        // No syncer right now (it restarts): the learner's register retry and resync cover the loss.
+      },
+      [=](Packet& p) { door->send(conn, std::move(p.bytes)); },
+      [=](door_closed_atom) { self->quit(); },  // normal: the gateway it is linked to goes on
+  };
+}
 
 struct GatewayState {
   static inline const char* name = "gateway";
   GatewayArgs args;
-  // Nodes that proved the token (a topology query or a register). Only they
-  // reach the syncer, so only they ever learn its handle.
-  std::set<caf::node_id> admitted;
+  struct Peer {
+    caf::actor stand_in;
+    uint32_t learner = 0;
+    std::string address;
+  };
+  std::map<uint64_t, Peer> peers;  // by connection
 };
 using GatewayActor = caf::stateful_actor<GatewayState>;
-
-void refuse_at_door(GatewayActor* self, const std::string& why) {
-  ++self->state.args.board->gateway_refusals;
-  const auto& sender = self->current_sender();
-  log_warn("gateway: refused " + (sender ? caf::to_string(sender->node()) : std::string("an unknown sender")) +
-           ": " + why);
-}
-
-Packet topology_answer(GatewayActor* self, const Packet& query) {
-  const auto& st = self->state;
-  auto msg = decode_message(query.bytes, 1 << 16);
-  const Register* r = msg.ok() ? std::get_if<Register>(&*msg) : nullptr;
-  if (!r) {
-    refuse_at_door(self, "a topology query that is not a register");
-    return Packet{encode_message(Reject{RejectReason::kMalformed, 0, "a topology query must be a register"})};
-  }
-  // The token first: a stranger learns nothing about the run.
-  if (st.args.cluster_token.empty() || !check_join_proof(st.args.cluster_token, r->token, r->learner, 0, 0)) {
-    refuse_at_door(self, "learner " + std::to_string(r->learner) + ": bad or missing cluster token");
-    return Packet{encode_message(Reject{RejectReason::kBadToken, 0, "the cluster token does not match"})};
-  }
-  self->state.admitted.insert(self->current_sender()->node());
-  const size_t m = st.args.topology.learners.size();
-  if (r->learner >= m) {
-    const std::string why = "learner id " + std::to_string(r->learner) + " is not in this topology of " +
-                            std::to_string(m) + " learners (ids 0.." + std::to_string(m - 1) + ")";
-    refuse_at_door(self, why);
-    return Packet{encode_message(Reject{RejectReason::kUnknownLearner, 0, why})};
-  }
-  Welcome w;
-  w.learner = r->learner;
-  w.topology = st.args.topology;
-  return Packet{encode_message(w)};
-}
 
 caf::behavior gateway(GatewayActor* self, GatewayArgs args) {
   self->state.args = std::move(args);
@@ -80,157 +85,193 @@ caf::behavior gateway(GatewayActor* self, GatewayArgs args) {
   self->attach_functor([board = self->state.args.board] {
     if (!board->finished()) board->fail("the gateway stopped: learners can no longer reach the syncer");
   });
-  // CAF lets any connected node send an exit message to an actor it knows,
-  // and everyone knows the published gateway: only this process may stop it.
-  // (exit_reason::kill cannot be trapped; see the README.)
-  self->set_exit_handler([self](caf::exit_msg& em) {
-    if (em.source.node() == self->node()) self->quit(em.reason);
-    else refuse_at_door(self, "an exit message from another node");
-  });
   return {
-      [self](Packet& p) {
+      [self](door_opened_atom, uint64_t conn, uint32_t learner, uint32_t purpose, uint64_t process,
+             const std::string& peer) {
         auto& st = self->state;
-        if (p.bytes.size() > st.args.max_message_bytes) {
-          refuse_at_door(self, "a packet of " + std::to_string(p.bytes.size()) + " bytes (the limit is " +
-                                   std::to_string(st.args.max_message_bytes) + ")");
+        if (static_cast<Purpose>(purpose) == Purpose::kTopology) {
+          Welcome w;
+          w.learner = learner;
+          w.topology = st.args.topology;
+          st.args.door->send(conn, encode_message(w));
+          st.args.door->close(conn, "topology sent");
           return;
         }
-        if (!self->current_sender()) return;
-        if (const auto node = self->current_sender()->node(); !st.admitted.count(node)) {
-          auto msg = decode_message(p.bytes, st.args.max_message_bytes);
-          const Register* r = msg.ok() ? std::get_if<Register>(&*msg) : nullptr;
-          if (!r || !check_join_proof(st.args.cluster_token, r->token, r->learner, r->incarnation, r->fingerprint)) {
-            refuse_at_door(self, !msg.ok() ? msg.status().to_string()
-                                 : r       ? "learner " + std::to_string(r->learner) + ": bad or missing cluster token"
-                                           : std::string("a ") + message_name(*msg) + " before joining");
-            if (r)
-              self->send(caf::actor_cast<caf::actor>(self->current_sender()),
-                         Packet{encode_message(Reject{RejectReason::kBadToken, 0, "the cluster token does not match"})});
-            return;
-          }
-          st.admitted.insert(node);
-        }
-        // Delegation keeps the learner as the sender: the syncer answers and
-        // monitors it directly. No syncer right now (it restarts): the
-        // learner's register retry and resync cover the loss.
-        if (caf::actor syncer = st.args.directory->get(Directory::kSyncer)) (void)self->delegate(syncer, std::move(p));
+        // Linked: it ends with the gateway (user_shutdown), and its own normal end is no news.
+        caf::actor stand_in = self->spawn<caf::linked>(remote_learner, st.args.door, conn, process, st.args.directory);
+        st.peers[conn] = {stand_in, learner, peer};
+        log_info("learner " + std::to_string(learner) + " connected from " + peer);
       },
-      [self](topology_atom, const Packet& query) -> Packet { return topology_answer(self, query); },
+      [self](door_frame_atom, uint64_t conn, Packet& p) {
+        auto& st = self->state;
+        if (auto it = st.peers.find(conn); it != st.peers.end()) self->send(it->second.stand_in, door_frame_atom_v, std::move(p));
+      },
+      [self](door_closed_atom, uint64_t conn, const std::string& why) {
+        auto& st = self->state;
+        const auto it = st.peers.find(conn);
+        if (it == st.peers.end()) {
+          if (why.starts_with("refused")) ++st.args.board->gateway_refusals;
+          return;
+        }
+        if (!st.args.board->finished())
+          log_warn("learner " + std::to_string(it->second.learner) + " at " + it->second.address + ": " + why);
+        // The syncer monitors the stand-in: it now counts the learner as failed.
+        self->send(it->second.stand_in, door_closed_atom_v);
+        st.peers.erase(it);
+      },
   };
 }
 
-// ---- syncer link: a learner process's connection to the gateway
+// ---- a learner process's side
+
+// Stands in for the syncer, to one learner of this process.
+caf::behavior remote_syncer(caf::event_based_actor* self, std::shared_ptr<Door> door, uint64_t conn, uint32_t learner,
+                            std::shared_ptr<Directory> directory) {
+  const std::string name = Directory::syncer_of(learner);
+  directory->put(name, caf::actor_cast<caf::actor>(self));
+  self->attach_functor([directory, name, addr = self->address()] { directory->erase(name, addr); });
+  return {
+      [=](door_frame_atom, Packet& p) {
+        if (caf::actor l = directory->get(Directory::learner(learner))) self->send(l, std::move(p));
+      },
+      [=](Packet& p) { door->send(conn, std::move(p.bytes)); },
+      [=](door_closed_atom) { self->quit(); },  // normal: the link it is linked to goes on
+  };
+}
 
 struct LinkState {
   static inline const char* name = "syncer link";
   SyncerLinkArgs args;
-  caf::actor gateway;
-  double backoff = kBackoffInitial;
-  Clock::time_point lost_since = Clock::now();
-  bool connecting = false;
-  int failures = 0;  // attempts since the last success (only the first is logged)
+  struct Learner {
+    uint64_t conn = 0;  // the connection being made or open (0: none)
+    caf::actor stand_in;
+    double backoff = kBackoffInitial;
+    Clock::time_point lost_since = Clock::now();
+    int failures = 0;  // attempts since the last success (only the first is logged)
+  };
+  std::map<uint32_t, Learner> learners;
+  std::map<uint64_t, uint32_t> by_conn;
 };
 using LinkActor = caf::stateful_actor<LinkState>;
 
-void retry_later(LinkActor* self) {
+void connect(LinkActor* self, uint32_t id) {
   auto& st = self->state;
-  const double waited = std::chrono::duration<double>(Clock::now() - st.lost_since).count();
-  if (waited > st.args.give_up_seconds) {
-    st.args.board->fail("no syncer at " + st.args.host + ":" + std::to_string(st.args.port) + " for " +
-                        std::to_string(static_cast<int>(waited)) + " s");
-    self->quit();
-    return;
-  }
-  self->delayed_send(self, span(st.backoff), relink_atom_v);
-  st.backoff = std::min(kBackoffMax, st.backoff * 2);
-}
-
-void connect(LinkActor* self) {
-  auto& st = self->state;
-  if (st.gateway || st.connecting) return;
-  st.connecting = true;
-  auto& sys = self->system();
-  const caf::io::middleman_actor connector =
-      st.args.tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
-  self->request(connector, kConnectTimeout, caf::connect_atom_v, st.args.host, st.args.port)
-      .then(
-          [self](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
-            auto& link = self->state;
-            link.connecting = false;
-            if (!ptr) return retry_later(self);
-            link.gateway = caf::actor_cast<caf::actor>(ptr);
-            self->monitor(link.gateway);
-            link.args.directory->put(Directory::kSyncer, link.gateway);
-            log_info("connected to the syncer at " + link.args.host + ":" + std::to_string(link.args.port));
-            link.backoff = kBackoffInitial;
-            link.failures = 0;
-          },
-          [self](caf::error& e) {
-            auto& link = self->state;
-            link.connecting = false;
-            if (link.failures++ == 0)
-              log_warn("cannot reach the syncer at " + link.args.host + ":" + std::to_string(link.args.port) + " (" +
-                       self->system().render(e) + "); retrying with backoff");
-            retry_later(self);
-          });
+  auto& l = st.learners[id];
+  l.conn = st.args.door->connect(st.args.host, st.args.port, id, Purpose::kJoin, st.args.max_message_bytes);
+  st.by_conn[l.conn] = id;
 }
 
 caf::behavior syncer_link(LinkActor* self, SyncerLinkArgs args) {
   self->state.args = std::move(args);
-  self->set_down_handler([self](const caf::down_msg& dm) {
-    auto& st = self->state;
-    if (dm.source != st.gateway.address()) return;
-    st.args.directory->erase(Directory::kSyncer, st.gateway.address());
-    st.gateway = nullptr;
-    if (st.args.board->finished()) return self->quit();  // the run is over: the syncer went away in order
-    log_warn("lost the syncer at " + st.args.host + ":" + std::to_string(st.args.port) + " (" +
-             self->system().render(dm.reason) + "); reconnecting");
-    st.lost_since = Clock::now();
-    retry_later(self);
-  });
-  connect(self);
   return {
-      [self](relink_atom) { connect(self); },
+      [self](relink_atom) {  // the first message: every learner of this process connects
+        for (uint32_t id : self->state.args.learners)
+          if (self->state.learners[id].conn == 0) connect(self, id);
+      },
+      [self](door_opened_atom, uint64_t conn, uint32_t id, uint32_t, uint64_t, const std::string& peer) {
+        auto& st = self->state;
+        auto& l = st.learners[id];
+        if (l.conn != conn) return;
+        l.stand_in = self->spawn<caf::linked>(remote_syncer, st.args.door, conn, id, st.args.directory);
+        log_info("learner " + std::to_string(id) + ": connected to the syncer at " + peer);
+        l.backoff = kBackoffInitial;
+        l.failures = 0;
+      },
+      [self](door_frame_atom, uint64_t conn, Packet& p) {
+        auto& st = self->state;
+        const auto it = st.by_conn.find(conn);
+        if (it == st.by_conn.end()) return;
+        auto& l = st.learners[it->second];
+        if (l.stand_in) self->send(l.stand_in, door_frame_atom_v, std::move(p));
+        else if (caf::actor learner = st.args.directory->get(Directory::learner(it->second)))
+          self->send(learner, std::move(p));  // a refusal before the connection opened
+      },
+      [self](door_closed_atom, uint64_t conn, const std::string& why) {
+        auto& st = self->state;
+        const auto it = st.by_conn.find(conn);
+        if (it == st.by_conn.end()) return;
+        const uint32_t id = it->second;
+        st.by_conn.erase(it);
+        auto& l = st.learners[id];
+        if (l.conn != conn) return;
+        l.conn = 0;
+        const bool was_open = static_cast<bool>(l.stand_in);
+        if (l.stand_in) {
+          self->send(l.stand_in, door_closed_atom_v);  // its learner sees the syncer go
+          l.stand_in = nullptr;
+          l.lost_since = Clock::now();
+        }
+        if (st.args.board->finished()) return;  // the run is over: the syncer went away in order
+        if (was_open)
+          log_warn("learner " + std::to_string(id) + ": lost the syncer at " + st.args.host + ":" +
+                   std::to_string(st.args.port) + " (" + why + "); reconnecting");
+        else if (l.failures++ == 0)
+          log_warn("learner " + std::to_string(id) + ": cannot reach the syncer at " + st.args.host + ":" +
+                   std::to_string(st.args.port) + " (" + why + "); retrying with backoff");
+        const double waited = std::chrono::duration<double>(Clock::now() - l.lost_since).count();
+        if (waited > st.args.give_up_seconds) {
+          st.args.board->fail("no syncer at " + st.args.host + ":" + std::to_string(st.args.port) + " for " +
+                              std::to_string(static_cast<int>(waited)) + " s (" + why + ")");
+          return;
+        }
+        self->delayed_send(self, span(l.backoff), relink_atom_v, id);
+        l.backoff = std::min(kBackoffMax, l.backoff * 2);
+      },
+      [self](relink_atom, uint32_t id) {
+        if (!self->state.args.board->finished() && self->state.learners[id].conn == 0) connect(self, id);
+      },
   };
 }
 
-struct ClientConfig : caf::actor_system_config {
-  explicit ClientConfig(const RunOptions::Cluster& cluster) {
-    register_types(*this);
-    set("scheduler.max-threads", 1);
-    enable_network(*this, cluster);
-  }
-};
-
 }  // namespace
 
-void enable_network(caf::actor_system_config& cfg, const RunOptions::Cluster& cluster) {
-  cfg.load<caf::io::middleman>();
-  cfg.set("middleman.heartbeat-interval", span(cluster.heartbeat_seconds));
-  // Over TLS, CAF 0.17.6's connection timeout drops healthy connections
-  // within 0.1-0.3 s (measured with a 5 s timeout), so it stays off there:
-  // a frozen peer is then found only when TCP gives up.
-  if (!cluster.tls()) cfg.set("middleman.connection-timeout", span(cluster.connection_timeout_seconds));
-  if (cluster.tls()) {
-    cfg.load<caf::openssl::manager>();
-    cfg.openssl_certificate = cluster.tls_certificate;
-    cfg.openssl_key = cluster.tls_key;
-    cfg.openssl_cafile = cluster.tls_ca;  // set: peers must present a certificate it signed
+DoorOptions door_options(const RunOptions::Cluster& cluster, uint32_t learners, size_t max_frame_bytes) {
+  DoorOptions o;
+  o.token = cluster.token;
+  o.tls = {cluster.tls_certificate, cluster.tls_key, cluster.tls_ca, cluster.tls_name};
+  o.link = cluster.link;
+  o.learners = learners;
+  o.max_frame_bytes = max_frame_bytes;
+  o.heartbeat_seconds = cluster.heartbeat_seconds;
+  o.timeout_seconds = cluster.connection_timeout_seconds;
+  o.handshake_seconds = cluster.handshake_seconds;
+  o.max_unauthenticated_per_address = cluster.max_unauthenticated_per_address;
+  return o;
+}
+
+Result<DoorService> serve_learners(caf::actor_system& sys, GatewayArgs args, const Endpoint& at,
+                                   const RunOptions::Cluster& cluster) {
+  auto target = std::make_shared<caf::actor>();
+  auto door = Door::open(door_options(cluster, static_cast<uint32_t>(args.topology.learners.size()),
+                                      args.max_message_bytes),
+                         events_to(target));
+  if (!door.ok()) return door.status();
+  DoorService s;
+  s.door = std::move(*door);
+  args.door = s.door;
+  s.actor = sys.spawn(gateway, std::move(args));
+  *target = s.actor;  // before listen(): no event comes earlier
+  auto port = s.door->listen(at.host, at.port);
+  if (!port.ok()) {
+    caf::anon_send_exit(s.actor, caf::exit_reason::user_shutdown);
+    return port.status();
   }
+  s.port = *port;
+  return s;
 }
 
-caf::actor spawn_gateway(caf::actor_system& sys, GatewayArgs args) { return sys.spawn(gateway, std::move(args)); }
-
-Result<uint16_t> publish_gateway(caf::actor_system& sys, const caf::actor& gateway, const std::string& host,
-                                 uint16_t port, bool tls) {
-  const char* at = host.empty() ? nullptr : host.c_str();
-  auto bound = tls ? caf::openssl::publish(gateway, port, at, true) : sys.middleman().publish(gateway, port, at, true);
-  if (!bound) return Status::unavailable("cannot listen on " + host + ":" + std::to_string(port) + ": " + sys.render(bound.error()));
-  return *bound;
-}
-
-caf::actor spawn_syncer_link(caf::actor_system& sys, SyncerLinkArgs args) {
-  return sys.spawn(syncer_link, std::move(args));
+Result<DoorService> join_syncer(caf::actor_system& sys, SyncerLinkArgs args, const RunOptions::Cluster& cluster,
+                                uint32_t learners) {
+  auto target = std::make_shared<caf::actor>();
+  auto door = Door::open(door_options(cluster, learners, args.max_message_bytes), events_to(target));
+  if (!door.ok()) return door.status();
+  DoorService s;
+  s.door = std::move(*door);
+  args.door = s.door;
+  s.actor = sys.spawn(syncer_link, std::move(args));
+  *target = s.actor;
+  caf::anon_send(s.actor, relink_atom_v);  // now that events can reach it: connect
+  return s;
 }
 
 Result<Endpoint> parse_endpoint(std::string_view text) {
@@ -251,9 +292,28 @@ Result<Endpoint> parse_endpoint(std::string_view text) {
 
 Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const RunOptions::Cluster& cluster,
                                 double wait_seconds) {
-  const std::string& token = cluster.token;
-  ClientConfig cfg(cluster);
-  caf::actor_system sys{cfg};
+  // A door of its own, without actors: one connection per attempt, its
+  // answer (or why it closed) handed to this thread.
+  struct Answer {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<std::vector<uint8_t>> frame;
+    std::optional<std::string> closed;
+  };
+  auto answer = std::make_shared<Answer>();
+  DoorEvents events;
+  events.frame = [answer](uint64_t, std::vector<uint8_t> bytes) {
+    std::lock_guard lock(answer->mu);
+    if (!answer->frame) answer->frame = std::move(bytes);
+    answer->cv.notify_all();
+  };
+  events.closed = [answer](uint64_t, const std::string& why) {
+    std::lock_guard lock(answer->mu);
+    answer->closed = why;
+    answer->cv.notify_all();
+  };
+  auto door = Door::open(door_options(cluster, 0, kTopologyFrameBytes), std::move(events));
+  if (!door.ok()) return door.status();
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_seconds));
   double backoff = kBackoffInitial;
   std::string last_error;
@@ -265,39 +325,28 @@ Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const 
       std::this_thread::sleep_for(span(backoff));
       backoff = std::min(kBackoffMax, backoff * 2);
     }
-    // Through the middleman actor, with a timeout: remote_actor() would wait
-    // forever on a peer that accepts the connection and never answers.
-    caf::scoped_actor self{sys};
-    const caf::io::middleman_actor connector =
-        cluster.tls() ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
-    caf::actor gateway;
-    self->request(connector, kConnectTimeout, caf::connect_atom_v, syncer.host, syncer.port)
-        .receive(
-            [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
-              gateway = caf::actor_cast<caf::actor>(ptr);
-              if (!gateway) last_error = "nothing is published on that port";
-            },
-            [&](caf::error& e) { last_error = sys.render(e); });
-    if (!gateway) {
+    {
+      std::lock_guard lock(answer->mu);
+      answer->frame.reset();
+      answer->closed.reset();
+    }
+    (*door)->connect(syncer.host, syncer.port, learner, Purpose::kTopology, kTopologyFrameBytes);
+    std::unique_lock lock(answer->mu);
+    // The handshake has its own deadline in the door; this one only bounds a wait that cannot end otherwise.
+    answer->cv.wait_for(lock, std::chrono::duration<double>(cluster.handshake_seconds + 5),
+                        [&] { return answer->frame || answer->closed; });
+    if (!answer->frame) {
+      last_error = answer->closed.value_or("no answer");
       if (first) log_warn("waiting for the syncer at " + syncer.to_string() + " (" + last_error + ")");
       continue;
     }
-    std::optional<Result<Topology>> answer;
-    const Register query{learner, 0, 0, join_proof(token, learner, 0, 0), {}};
-    self->request(gateway, kConnectTimeout, topology_atom_v, Packet{encode_message(query)})
-        .receive(
-            [&](Packet& p) {
-              auto msg = decode_message(p.bytes);
-              if (!msg.ok()) answer = Result<Topology>(Status::corruption("the syncer's answer: " + msg.status().to_string()));
-              else if (auto* w = std::get_if<Welcome>(&*msg)) answer = Result<Topology>(w->topology);
-              else if (auto* r = std::get_if<Reject>(&*msg))
-                answer = Result<Topology>(Status::invalid_argument("the syncer at " + syncer.to_string() + " refused learner " +
-                                                                   std::to_string(learner) + " (" +
-                                                                   reject_reason_name(r->reason) + "): " + r->detail));
-              else answer = Result<Topology>(Status::corruption("the syncer answered with a " + std::string(message_name(*msg))));
-            },
-            [&](caf::error& e) { last_error = sys.render(e); });
-    if (answer) return std::move(*answer);
+    auto msg = decode_message(*answer->frame);
+    if (!msg.ok()) return Status::corruption("the syncer's answer: " + msg.status().to_string());
+    if (auto* w = std::get_if<Welcome>(&*msg)) return w->topology;
+    if (auto* r = std::get_if<Reject>(&*msg))
+      return Status::invalid_argument("the syncer at " + syncer.to_string() + " refused learner " + std::to_string(learner) +
+                                      " (" + reject_reason_name(r->reason) + "): " + r->detail);
+    return Status::corruption("the syncer answered with a " + std::string(message_name(*msg)));
   }
 }
 

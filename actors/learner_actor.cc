@@ -71,15 +71,12 @@ void send_to_syncer(LearnerActor* self, const Message& m) {
 
 void resync(LearnerActor* self);
 
-// In one process the syncer answers from its own handle. In another it is
-// reached through its node's gateway and answers from the syncer actor behind
-// it: then any actor of that node speaks for it.
+// Only the syncer talks to learners: the syncer itself, or in a learner
+// process the stand-in of this learner's connection (atoll/cluster.h).
 bool from_syncer(LearnerActor* self) {
   const auto& syncer = self->state.syncer;
   const auto& sender = self->current_sender();
-  if (!syncer || !sender) return false;
-  if (sender->address() == syncer.address()) return true;
-  return syncer.node() != self->node() && sender->node() == syncer.node();
+  return syncer && sender && sender->address() == syncer.address();
 }
 
 void try_step(LearnerActor* self) {
@@ -177,7 +174,7 @@ void handle(LearnerActor* self, Message m) {
 
 void lookup(LearnerActor* self) {
   auto& st = self->state;
-  caf::actor s = st.args.directory->get(Directory::kSyncer);
+  caf::actor s = st.args.directory->syncer_for(st.args.id);
   if (!s) {
     self->delayed_send(self, kLookupRetry, lookup_atom_v);
     return;

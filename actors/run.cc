@@ -30,12 +30,14 @@ constexpr auto kSnapshotTimeout = std::chrono::seconds(30);
 constexpr auto kSealTimeout = std::chrono::seconds(45);
 constexpr auto kNoSyncerTimeout = std::chrono::seconds(3);
 
+// How long the end of a process waits for what its door still has to send
+// (a last push, the syncer's Done).
+constexpr double kDrainSeconds = 5.0;
+
 struct Config : caf::actor_system_config {
-  Config(int threads, const RunOptions::Cluster& cluster) {
+  explicit Config(int threads) {
     register_types(*this);
     set("scheduler.max-threads", threads);
-    if (!cluster.listen.empty() || !cluster.join.empty())
-      enable_network(*this, cluster);
   }
 };
 
@@ -117,17 +119,19 @@ struct Run::Impl {
   bool waited = false;
   std::vector<uint32_t> local_ids;  // learners in this process
   bool joined = false;              // the syncer is in another process
-  caf::actor gateway, link;         // across processes (null otherwise)
+  DoorService door;                 // across processes: the gateway or the link, and their door
   uint16_t port = 0;
   std::vector<float> theta;  // the global model at the end
 
   void shut_down() {
     if (!system) return;
-    for (const auto& a : {gateway, link})
-      if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    if (door.actor) caf::anon_send_exit(door.actor, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
     system->await_all_actors_done();
     pool->wait_idle();
+    // Every actor is done, so nothing more is queued: what is, goes out.
+    if (door.door) door.door->drain(kDrainSeconds);
+    door = {};
   }
 
   Result<Report> learner_side_report(double wall);
@@ -174,7 +178,7 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
   impl->job = std::move(*job);
   const int m = static_cast<int>(topology.learners.size());
   impl->pool = std::make_unique<ComputePool>(options.compute_threads);
-  impl->config = std::make_unique<Config>(std::max(1, options.control_threads), cluster);
+  impl->config = std::make_unique<Config>(std::max(1, options.control_threads));
   impl->system = std::make_unique<caf::actor_system>(*impl->config);
   auto& sys = *impl->system;
 
@@ -245,19 +249,33 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
     root.children.push_back({name, [spawn, context](caf::actor_system& s, uint64_t) { return spawn(s, context); }});
   impl->root = spawn_supervisor(sys, std::move(root));
   if (listen_at) {
-    impl->gateway = spawn_gateway(sys, GatewayArgs{topology, impl->directory, impl->board, cluster.token, max_message_bytes});
-    auto port = publish_gateway(sys, impl->gateway, listen_at->host, listen_at->port, cluster.tls());
-    if (!port.ok()) {
+    if (!cluster.tls())
+      log_warn("serving learners over plain TCP: anyone on the path can read and alter the traffic "
+               "(the cluster token still decides who joins); give --tls-cert, --tls-key and --tls-ca, or run inside a VPN");
+    auto served = serve_learners(sys, GatewayArgs{topology, impl->directory, impl->board, max_message_bytes, nullptr},
+                                 *listen_at, cluster);
+    if (!served.ok()) {
       impl->shut_down();
-      return port.status();
+      return served.status();
     }
-    impl->port = *port;
+    impl->door = std::move(*served);
+    impl->port = impl->door.port;
     log_info("serving learners on " + listen_at->host + ":" + std::to_string(impl->port) +
-             (cluster.tls() ? " (TLS)" : ""));
+             (cluster.tls() ? " (TLS 1.3, learner certificates required)" : " (plain TCP)") +
+             (cluster.link.active() ? "; emulated link " + cluster.link.to_string() : ""));
   }
-  if (join_at)
-    impl->link = spawn_syncer_link(sys, SyncerLinkArgs{join_at->host, join_at->port, impl->directory, impl->board,
-                                                       cluster.give_up_seconds, cluster.tls()});
+  if (join_at) {
+    auto joined = join_syncer(sys,
+                              SyncerLinkArgs{join_at->host, join_at->port, impl->local_ids, impl->directory,
+                                             impl->board, cluster.give_up_seconds, max_message_bytes, nullptr},
+                              cluster, static_cast<uint32_t>(m));
+    if (!joined.ok()) {
+      impl->shut_down();
+      return joined.status();
+    }
+    impl->door = std::move(*joined);
+    if (!cluster.tls()) log_warn("joining over plain TCP: the traffic is not encrypted");
+  }
   log_info("run started: " + std::to_string(impl->local_ids.size()) + " of " + std::to_string(m) + " learners here, " + mode_name(topology.mode) + ", " +
            impl->job->description() + (store ? ", checkpoints in " + impl->checkpoint_dir : ""));
   return std::unique_ptr<Run>(new Run(std::move(impl)));

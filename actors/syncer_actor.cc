@@ -53,6 +53,10 @@ struct CpuMeter {
 };
 using SyncerActor = caf::stateful_actor<SyncerState>;
 
+// Remote processes (by their Hello) are marked apart from the nodes (1, 2,
+// ...) of the actors in this process.
+constexpr uint64_t kRemoteProcess = uint64_t{1} << 63;
+
 int64_t unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -222,15 +226,18 @@ void check_budget(SyncerActor* self) {
   end_run(self, "token budget of " + std::to_string(budget) + " reached");
 }
 
-// The core's name for a sender: its process (numbered as first seen) and its actor id.
-Sender sender_of(SyncerActor* self, const caf::actor& sender) {
+// The core's name for a sender: its process and its actor id. Actors of
+// this process's nodes are numbered as first seen; a packet that came
+// through the door names the learner's process as its Hello proved it.
+Sender sender_of(SyncerActor* self, const caf::actor& sender, std::optional<uint64_t> remote) {
   if (!sender) return {};
+  if (remote) return Sender{kRemoteProcess | *remote, sender.id()};
   auto& processes = self->state.processes;
   const auto [it, added] = processes.try_emplace(sender.node(), processes.size() + 1);
   return Sender{it->second, sender.id()};
 }
 
-void on_packet(SyncerActor* self, Packet& p) {
+void on_packet(SyncerActor* self, Packet& p, std::optional<uint64_t> remote) {
   auto& st = self->state;
   CpuMeter meter(st.cpu_seconds);
   st.args.board->bytes_up += p.bytes.size();
@@ -250,7 +257,7 @@ void on_packet(SyncerActor* self, Packet& p) {
       send_packet(self, r->learner, sender, Packet{encode_message(Done{"the run is over"})});
       return;
     }
-    const Admission a = st.core->on_register(*r, sender_of(self, sender), now, fx);
+    const Admission a = st.core->on_register(*r, sender_of(self, sender, remote), now, fx);
     if (a.accepted()) {  // this actor is learner r->learner from now on (its welcome may come later)
       auto& slot = st.learners[r->learner];
       if (slot != sender) {
@@ -295,7 +302,8 @@ caf::behavior running(SyncerActor* self) {
   state.checkpoint_at = self->clock().now();
   if (state.args.tick_seconds > 0) self->send(self, tick_atom_v);
   return {
-      [self](Packet& p) { on_packet(self, p); },
+      [self](Packet& p) { on_packet(self, p, std::nullopt); },
+      [self](Packet& p, uint64_t process) { on_packet(self, p, process); },
       [self](grace_atom, uint32_t fragment, uint64_t round) {
         CpuMeter meter(self->state.cpu_seconds);
         SyncerEffects fx;

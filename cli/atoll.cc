@@ -5,6 +5,7 @@
 //   atoll topology [FILE] [--set key=value]...      (prints the effective topology)
 //   atoll syncer [FILE] --listen HOST:PORT           (learners join from other processes)
 //   atoll learner --join HOST:PORT --id N
+//   atoll certs DIR                                  (a CA and certificates for TLS)
 #include <CLI/CLI.hpp>
 
 #include <sys/prctl.h>
@@ -25,6 +26,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "atoll/certificates.h"
 #include "atoll/chaos.h"
 #include "atoll/cluster.h"
 #include "atoll/cluster_token.h"
@@ -308,22 +310,31 @@ int run_command(const std::string& file, const std::vector<std::string>& sets, c
 
 struct ClusterFlags {
   std::string listen = "127.0.0.1:7070", join, token_file, port_file, run_name;
-  std::string tls_cert, tls_key, tls_ca;
+  std::string tls_cert, tls_key, tls_ca, tls_name, link;
   uint32_t id = 0;
   double give_up = 60, timeout = 5;
 };
 
-// All three TLS files or none; each must be readable.
-atl::Status set_tls(const ClusterFlags& c, atl::RunOptions::Cluster& cluster) {
+// All three TLS files or none; checked now (readable, the key of the
+// certificate, signed by the CA, valid today), not at the first handshake.
+// And the emulated link, if any.
+atl::Status set_network(const ClusterFlags& c, atl::RunOptions::Cluster& cluster) {
+  if (!c.link.empty()) {
+    auto shape = atl::parse_link_shape(c.link);
+    if (!shape.ok()) return shape.status().with_context("--link");
+    cluster.link = *shape;
+  }
   const int given = !c.tls_cert.empty() + !c.tls_key.empty() + !c.tls_ca.empty();
-  if (given == 0) return {};
+  if (given == 0) {
+    if (!c.tls_name.empty()) return atl::Status::invalid_argument("--tls-name needs --tls-cert, --tls-key and --tls-ca");
+    return {};
+  }
   if (given != 3) return atl::Status::invalid_argument("TLS needs all of --tls-cert, --tls-key and --tls-ca");
-  for (const auto& f : {c.tls_cert, c.tls_key, c.tls_ca})
-    if (!std::ifstream(f)) return atl::Status::not_found(f + ": cannot read this TLS file");
   cluster.tls_certificate = c.tls_cert;
   cluster.tls_key = c.tls_key;
   cluster.tls_ca = c.tls_ca;
-  return {};
+  cluster.tls_name = c.tls_name;
+  return atl::check_tls_files({c.tls_cert, c.tls_key, c.tls_ca, c.tls_name});
 }
 
 int syncer_command(const std::string& file, const std::vector<std::string>& sets, const ClusterFlags& c,
@@ -339,7 +350,7 @@ int syncer_command(const std::string& file, const std::vector<std::string>& sets
   options.cluster.listen = c.listen;
   options.cluster.token = *token;
   options.cluster.connection_timeout_seconds = c.timeout;
-  if (atl::Status s = set_tls(c, options.cluster); !s.ok()) return fail(s);
+  if (atl::Status s = set_network(c, options.cluster); !s.ok()) return fail(s);
   return drive(*topology, options, report_path, quiet, [&](atl::Run& run) {
     const auto at = atl::parse_endpoint(c.listen);
     std::printf("atoll syncer: serving learners on %s:%u (%zu learners expected)\n", at->host.c_str(), run.port(),
@@ -368,7 +379,7 @@ int learner_command(const ClusterFlags& c, const std::string& report_path, const
   options.cluster.token = *token;
   options.cluster.give_up_seconds = c.give_up;
   options.cluster.connection_timeout_seconds = c.timeout;
-  if (atl::Status s = set_tls(c, options.cluster); !s.ok()) return fail(s);
+  if (atl::Status s = set_network(c, options.cluster); !s.ok()) return fail(s);
   auto topology = atl::fetch_topology(*at, c.id, options.cluster, c.give_up);
   if (!topology.ok()) {
     std::fprintf(stderr, "atoll: %s\n", topology.status().to_string().c_str());
@@ -427,13 +438,32 @@ std::pair<int, bool> reap(pid_t pid, double seconds) {
 
 // `atoll run FILE --processes`: the syncer and each learner as local
 // processes joined over loopback with a fresh token, for convenience and
-// to try the multi-process path on one machine. Ctrl-C or SIGTERM here
-// ends the run in order: the syncer stops, tells the learners, writes the
-// report. A second one kills every child.
+// to try the multi-process path on one machine. With `tls_dir`, over TLS
+// with the certificates there (made by `atoll certs` if the folder has
+// none). Ctrl-C or SIGTERM here ends the run in order: the syncer stops,
+// tells the learners, writes the report. A second one kills every child.
 int processes_command(const std::string& file, const std::vector<std::string>& sets, const std::string& report_path,
-                      double seconds, const std::string& data, bool quiet, bool verbose) {
+                      double seconds, const std::string& data, bool quiet, bool verbose, const std::string& tls_dir,
+                      const std::string& link) {
   auto topology = atl::load_topology(file, sets);
   if (!topology.ok()) return fail(topology.status());
+  std::vector<std::string> syncer_tls, learner_tls;
+  if (!tls_dir.empty()) {
+    const std::string ca = tls_dir + "/ca.pem";
+    if (!std::filesystem::exists(tls_dir + "/syncer.pem")) {
+      auto made = atl::make_certificates({tls_dir, {}, 365, false});
+      if (!made.ok()) return fail(made.status());
+      std::fprintf(stderr, "atoll: made a CA and certificates in %s\n", tls_dir.c_str());
+    }
+    syncer_tls = {"--tls-cert", tls_dir + "/syncer.pem", "--tls-key", tls_dir + "/syncer.key", "--tls-ca", ca};
+    learner_tls = {"--tls-cert", tls_dir + "/learner.pem", "--tls-key", tls_dir + "/learner.key", "--tls-ca", ca,
+                   "--tls-name", "localhost"};
+  }
+  if (!link.empty()) {
+    if (auto shape = atl::parse_link_shape(link); !shape.ok()) return fail(shape.status().with_context("--link"));
+    syncer_tls.insert(syncer_tls.end(), {"--link", link});
+    learner_tls.insert(learner_tls.end(), {"--link", link});
+  }
   ::setenv(atl::kTokenEnv, atl::make_cluster_token().c_str(), 1);  // children inherit it; never printed
   // A private folder: another local user cannot plant or read the port file.
   std::string scratch = (std::filesystem::temp_directory_path() / "atoll-XXXXXX").string();
@@ -447,6 +477,7 @@ int processes_command(const std::string& file, const std::vector<std::string>& s
   if (!data.empty()) syncer.insert(syncer.end(), {"--data", data});
   if (quiet) syncer.push_back("--quiet");
   if (verbose) syncer.push_back("-v");
+  syncer.insert(syncer.end(), syncer_tls.begin(), syncer_tls.end());
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   const pid_t syncer_pid = spawn_self(syncer);
@@ -491,6 +522,7 @@ int processes_command(const std::string& file, const std::vector<std::string>& s
                                         "--threads", "1", "--report", ""};
     if (!data.empty()) learner.insert(learner.end(), {"--data", data});
     if (verbose) learner.push_back("-v");
+    learner.insert(learner.end(), learner_tls.begin(), learner_tls.end());
     learners.push_back(spawn_self(learner));
   }
   while (!(syncer_status = ended(syncer_pid))) {
@@ -536,8 +568,13 @@ int main(int argc, char** argv) {
   run->add_option("--faults", faults, "Inject the faults of this plan (TOML; see examples/chaos/) and check its invariants");
   run->add_option("--tape", tape, "With --faults: where to write the event tape (JSON lines)")->capture_default_str();
   bool processes = false;
+  std::string tls_dir, run_link;
   run->add_flag("--processes", processes,
                 "Run the syncer and each learner as separate local processes (over loopback, with a fresh token)");
+  run->add_option("--tls-dir", tls_dir,
+                  "With --processes: over TLS 1.3, with the certificates in this folder (made there if missing)");
+  run->add_option("--link", run_link,
+                  "With --processes: every process emulates this wide-area link, e.g. rate=100mbit,delay=20ms");
   run->footer(
       "\nExamples:\n"
       "  atoll run                                     the default: transformer on State of the Union text (~3 min)\n"
@@ -547,6 +584,7 @@ int main(int argc, char** argv) {
       "  atoll run examples/topologies/synthetic.toml  needs no data files\n"
       "  atoll run examples/torch/gpt.toml             a PyTorch GPT as TorchScript (python3 examples/torch/gpt.py first)\n"
       "  atoll run --processes                         syncer and learners as separate local processes\n"
+      "  atoll run --processes --tls-dir certs         the same over TLS 1.3 with mutual certificates\n"
       "  atoll topology > mine.toml                    start a topology file from the defaults\n"
       "\nThe report (JSON) has mode, tokens, tokens_per_second, goodput, uptime, eval.loss,\n"
       "eval.accuracy, bytes.*, bytes_per_token, rounds, quorum_mean, grace_wait_mean_ms,\n"
@@ -602,10 +640,14 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(kPositiveSeconds);
   syncer->add_option("--tls-cert", cluster.tls_cert,
-                     "TLS (experimental: drops connections at CAF 0.17.6, see README): this process's certificate "
-                     "(PEM); with --tls-key and --tls-ca");
-  syncer->add_option("--tls-key", cluster.tls_key, "TLS: this process's private key (PEM)");
+                     "TLS 1.3: this process's certificate (PEM; `atoll certs` makes one); with --tls-key and --tls-ca. "
+                     "Then every learner must show a certificate of the same CA");
+  syncer->add_option("--tls-key", cluster.tls_key, "TLS: this process's private key (PEM, mode 600)");
   syncer->add_option("--tls-ca", cluster.tls_ca, "TLS: the CA that signed every learner's certificate (PEM)");
+  syncer->add_option("--tls-name", cluster.tls_name, "TLS: the common name learner certificates must carry")
+      ->default_str(atl::kLearnerName);
+  syncer->add_option("--link", cluster.link,
+                     "Emulate a wide-area link on what this process sends, e.g. rate=100mbit,delay=20ms,jitter=1ms,loss=0.001");
   syncer->add_option("--report", sreport, "Where to write the JSON report (empty: none)")->capture_default_str();
   syncer->add_option("--seconds", sseconds, "Stop after this many seconds, whatever the token budget")
       ->check(kPositiveSeconds);
@@ -619,7 +661,10 @@ int main(int argc, char** argv) {
       "Example:\n"
       "  head -c 32 /dev/urandom | base64 > token && chmod 600 token\n"
       "  atoll syncer examples/topologies/default.toml --listen 0.0.0.0:7070 --token-file token --run-name exp1\n"
-      "Without --tls-* the traffic is not encrypted: see README.md, \"Across machines\".");
+      "Without --tls-* the traffic is plain TCP, readable and alterable on the path (a warning says so):\n"
+      "  atoll certs certs && atoll syncer --listen 0.0.0.0:7070 --token-file token \\\n"
+      "    --tls-cert certs/syncer.pem --tls-key certs/syncer.key --tls-ca certs/ca.pem\n"
+      "See README.md, \"Across machines\".");
 
   std::string ldata, lreport;
   auto* learner = app.add_subcommand("learner", "Run one learner in this process, joining a syncer over the network");
@@ -633,10 +678,13 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(kPositiveSeconds);
   learner->add_option("--tls-cert", cluster.tls_cert,
-                      "TLS (experimental: drops connections at CAF 0.17.6, see README): this process's certificate "
-                      "(PEM); with --tls-key and --tls-ca");
-  learner->add_option("--tls-key", cluster.tls_key, "TLS: this process's private key (PEM)");
+                      "TLS 1.3: this process's certificate (PEM; learner.pem of `atoll certs`); with --tls-key and --tls-ca");
+  learner->add_option("--tls-key", cluster.tls_key, "TLS: this process's private key (PEM, mode 600)");
   learner->add_option("--tls-ca", cluster.tls_ca, "TLS: the CA that signed the syncer's certificate (PEM)");
+  learner->add_option("--tls-name", cluster.tls_name,
+                      "TLS: the name the syncer's certificate must carry (default: the host of --join)");
+  learner->add_option("--link", cluster.link,
+                      "Emulate a wide-area link on what this process sends, e.g. rate=100mbit,delay=20ms");
   learner->add_option("--data", ldata, "Data folder (default: $ATOLL_DATA_DIR or ./data)");
   learner->add_option("--threads", threads, "Compute threads (default: one per core)")->check(kThreads);
   learner->add_option("--report", lreport, "Where to write this process's JSON report (empty: none)");
@@ -645,6 +693,27 @@ int main(int argc, char** argv) {
       "\nThe topology comes from the syncer. The learner trains on without the syncer, reconnects\n"
       "with backoff and pushes again; it exits 0 when the syncer says the run is over, 1 when refused\n"
       "(wrong token, unknown id) or when no syncer answered for --give-up seconds.");
+
+  atl::CertificateRequest cert_request;
+  auto* certs = app.add_subcommand("certs", "Make a CA and certificates for a cluster's TLS (a test cluster; keep ca.key safe)");
+  certs->add_option("dir", cert_request.dir, "Folder for ca.pem/.key, syncer.pem/.key, learner.pem/.key")->required();
+  certs->add_option("--syncer-name", cert_request.syncer_names,
+                    "A DNS name or IP address of the syncer's host, beside localhost (repeatable)");
+  certs->add_option("--days", cert_request.days, "Validity of the syncer and learner certificates")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3650));
+  certs->add_flag("--force", cert_request.force, "Replace existing syncer and learner files (the CA is reused)");
+  certs->footer(
+      "\nECDSA P-256 keys (mode 600), SHA-256 signatures. An existing ca.pem and ca.key are reused, so\n"
+      "running it again with another --syncer-name issues new certificates of the same cluster.\n"
+      "The syncer's certificate names localhost, 127.0.0.1, ::1 and every --syncer-name: learners check\n"
+      "the host they join (or --tls-name) against it. Learner certificates are named atoll-learner.\n"
+      "Example:\n"
+      "  atoll certs certs --syncer-name syncer.example.org\n"
+      "  atoll syncer --listen 0.0.0.0:7070 --token-file token --tls-cert certs/syncer.pem \\\n"
+      "    --tls-key certs/syncer.key --tls-ca certs/ca.pem\n"
+      "  atoll learner --join syncer.example.org:7070 --id 0 --token-file token \\\n"
+      "    --tls-cert certs/learner.pem --tls-key certs/learner.key --tls-ca certs/ca.pem");
 
   atl::cli::SweepArgs sweep_args;
   auto* sweep = app.add_subcommand(
@@ -706,7 +775,20 @@ int main(int argc, char** argv) {
 
   if (*run && processes && !faults.empty())
     return fail(atl::Status::invalid_argument("--faults needs the whole run in one process; drop --processes"));
-  if (*run && processes) return processes_command(file, sets, report_path, seconds, data, quiet, verbose);
+  if (*run && !processes && (!tls_dir.empty() || !run_link.empty()))
+    return fail(atl::Status::invalid_argument("--tls-dir and --link are for --processes"));
+  if (*run && processes)
+    return processes_command(file, sets, report_path, seconds, data, quiet, verbose, tls_dir, run_link);
+  if (*certs) {
+    auto made = atl::make_certificates(cert_request);
+    if (!made.ok()) return fail(made.status());
+    std::printf("%s: %s\n  syncer:  %s %s (localhost, 127.0.0.1, ::1%s)\n  learner: %s %s (%s)\n",
+                cert_request.dir.c_str(), made->ca_reused ? "reused the CA in ca.pem" : "made a CA (ca.pem, ca.key: keep ca.key safe)",
+                made->syncer_certificate.c_str(), made->syncer_key.c_str(),
+                [&] { std::string n; for (const auto& x : cert_request.syncer_names) n += ", " + x; return n; }().c_str(),
+                made->learner_certificate.c_str(), made->learner_key.c_str(), atl::kLearnerName);
+    return 0;
+  }
   if (*run) return run_command(file, sets, report_path, seconds, data, threads, quiet, faults, tape);
   if (*syncer) return syncer_command(sfile, ssets, cluster, sreport, sseconds, sdata, squiet);
   if (*learner) return learner_command(cluster, lreport, ldata, threads);

@@ -66,4 +66,31 @@ bool check_join_proof(std::string_view token, std::string_view proof, uint32_t l
   return proof.size() == expected.size() && CRYPTO_memcmp(proof.data(), expected.data(), proof.size()) == 0;
 }
 
+std::string make_nonce() {
+  unsigned char raw[kNonceBytes];
+  if (RAND_bytes(raw, sizeof raw) != 1) std::abort();  // no randomness: nothing safe to return
+  return std::string(reinterpret_cast<const char*>(raw), sizeof raw);
+}
+
+std::string door_proof(std::string_view token, std::string_view nonce, uint32_t learner, uint8_t purpose,
+                       uint64_t process) {
+  std::string data = "atoll-door";  // a label of its own: a join proof never passes as a door proof
+  data.append(nonce);
+  for (int i = 0; i < 4; ++i) data += static_cast<char>(learner >> (8 * i));
+  data += static_cast<char>(purpose);
+  for (int i = 0; i < 8; ++i) data += static_cast<char>(process >> (8 * i));
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()), reinterpret_cast<const unsigned char*>(data.data()),
+       data.size(), mac, &length);
+  return std::string(reinterpret_cast<const char*>(mac), length);
+}
+
+bool check_door_proof(std::string_view token, std::string_view proof, std::string_view nonce, uint32_t learner,
+                      uint8_t purpose, uint64_t process) {
+  if (nonce.size() != kNonceBytes) return false;
+  const std::string expected = door_proof(token, nonce, learner, purpose, process);
+  return proof.size() == expected.size() && CRYPTO_memcmp(proof.data(), expected.data(), proof.size()) == 0;
+}
+
 }  // namespace atl

@@ -234,6 +234,14 @@ struct Encoder {
   }
   void operator()(const MomentsPull& m) { env.initMomentsPull().setRequest(m.request); }
   void operator()(const Done& m) { env.initDone().setReason(m.reason); }
+  void operator()(const Challenge& m) { env.initChallenge().setNonce(bytes_of(m.nonce)); }
+  void operator()(const Hello& m) {
+    auto b = env.initHello();
+    b.setLearner(m.learner);
+    b.setPurpose(static_cast<s::Purpose>(m.purpose));
+    b.setProof(bytes_of(m.proof));
+    b.setProcess(m.process);
+  }
   void operator()(const Moments& m) {
     auto b = env.initMoments();
     b.setRequest(m.request);
@@ -346,6 +354,16 @@ Message decode_envelope(s::Envelope::Reader env) {
     }
     case s::Envelope::DONE:
       return Done{env.getDone().getReason().cStr()};
+    case s::Envelope::CHALLENGE: {
+      const auto nonce = env.getChallenge().getNonce();
+      return Challenge{std::string(nonce.begin(), nonce.end())};
+    }
+    case s::Envelope::HELLO: {
+      auto r = env.getHello();
+      const auto proof = r.getProof();
+      return Hello{r.getLearner(), checked_enum<Purpose>(static_cast<uint16_t>(r.getPurpose()), 1, "purpose"),
+                   std::string(proof.begin(), proof.end()), r.getProcess()};
+    }
     case s::Envelope::REJECT: {
       auto r = env.getReject();
       return Reject{checked_enum<RejectReason>(static_cast<uint16_t>(r.getReason()), 9, "reject reason"),
@@ -375,7 +393,8 @@ const char* reject_reason_name(RejectReason r) {
 
 const char* message_name(const Message& m) {
   static constexpr const char* kNames[] = {"register", "welcome", "pull",   "push",         "broadcast",
-                                           "progress", "reject",  "moments_pull", "moments", "done"};
+                                           "progress", "reject",  "moments_pull", "moments", "done",
+                                           "challenge", "hello"};
   return kNames[m.index()];
 }
 

@@ -128,6 +128,26 @@ struct Done {
   reason @0 :Text;
 }
 
+# The door (atoll/door.h), syncer -> peer, the first frame of a connection:
+# a nonce the peer's Hello must prove, so that no Hello can be replayed.
+struct Challenge {
+  nonce @0 :Data;           # 32 random bytes, fresh for each connection
+}
+
+# The door, peer -> syncer, the answer to the Challenge: who the peer is,
+# what it wants, and HMAC-SHA256(cluster token, nonce | learner | purpose | process).
+struct Hello {
+  learner @0 :UInt32;
+  purpose @1 :Purpose;
+  proof @2 :Data;
+  process @3 :UInt64;       # names the peer's process across its reconnections
+}
+
+enum Purpose {
+  join @0;                  # frames both ways until either side closes
+  topology @1;              # one Welcome that carries the topology, then close
+}
+
 struct Envelope {
   union {
     register @0 :Register;
@@ -140,5 +160,7 @@ struct Envelope {
     momentsPull @7 :MomentsPull;
     moments @8 :Moments;
     done @9 :Done;
+    challenge @10 :Challenge;
+    hello @11 :Hello;
   }
 }

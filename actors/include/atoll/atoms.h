@@ -68,10 +68,13 @@ CAF_BEGIN_TYPE_ID_BLOCK(atoll, caf::first_custom_type_id)
   CAF_ADD_ATOM(atoll, atl, poll_atom, "poll")
   // chaos -> itself: (random_fault, learner) a learner's next random failure
   CAF_ADD_ATOM(atoll, atl, random_fault_atom, "randfault")
-  // learner process -> gateway: (topology, Packet register) -> Packet welcome
-  // without fragments (the run's topology) or reject
-  CAF_ADD_ATOM(atoll, atl, topology_atom, "topology")
-  // syncer link -> itself: connect to the gateway (again)
+  // door -> gateway or link (atoll/door.h's events): (door_opened, conn,
+  // learner, purpose, peer), (door_frame, conn, Packet), (door_closed, conn,
+  // why); gateway or link -> a stand-in: (door_frame, Packet)
+  CAF_ADD_ATOM(atoll, atl, door_opened_atom, "dooropened")
+  CAF_ADD_ATOM(atoll, atl, door_frame_atom, "doorframe")
+  CAF_ADD_ATOM(atoll, atl, door_closed_atom, "doorclosed")
+  // -> syncer link: (relink) connect every learner; (relink, learner) that one again
   CAF_ADD_ATOM(atoll, atl, relink_atom, "relink")
   // syncer -> itself: the last rounds of the run stop waiting for answers
   CAF_ADD_ATOM(atoll, atl, flush_atom, "flush")

@@ -1,20 +1,21 @@
 // Across processes (DESIGN section 10): the syncer in one process, learners in
-// others, over CAF's middleman (TCP), with the same actors and messages as in
-// one process.
+// others, each learner reaching the syncer over its own connection through
+// the door (atoll/door.h), with the same actors and messages as in one
+// process.
 //
 //   syncer process:  Run::start(topology, {.cluster = {.listen = "0.0.0.0:7070", .token = ...}})
 //   learner process: auto t = fetch_topology(endpoint, id, cluster, 60);
 //                    Run::start(*t, {.cluster = {.join = "host:7070", .learner_ids = {id}, .token = ...}})
 //
-// The syncer process publishes a gateway actor on its port. The gateway
-// answers topology queries from learners that prove the cluster token
-// (atoll/cluster_token.h) and hands every packet to the current syncer, so
-// the syncer's restarts stay invisible to the network. A learner process
-// keeps one link to the gateway: it reconnects with backoff when the
-// connection drops and gives up after a configured time without it.
-// Heartbeats every second find a silent peer (a frozen host, a half-open
-// connection) within the connection timeout; the syncer then treats the
-// learner as failed, as it would a crashed actor.
+// The syncer process listens on a door; each connection that proves the
+// cluster token (and, with TLS, shows a learner certificate of the cluster's
+// CA) gets a stand-in actor that the syncer sees as that learner. A learner
+// process keeps one connection per learner, and a stand-in that its learner
+// sees as the syncer; it reconnects with backoff when the connection drops
+// and gives up after a configured time without it. Keepalives every second
+// find a silent peer (a frozen host, a half-open connection) within the
+// connection timeout; the syncer then treats the learner as failed, as it
+// would a crashed actor. No CAF actor handle is ever exposed to the network.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +41,7 @@ Result<Endpoint> parse_endpoint(std::string_view text);
 // `learner` proving the cluster token. Retries with backoff for up to `wait_seconds`
 // while the syncer is not there yet; a refusal (bad token, unknown id) is
 // returned at once with the syncer's reason.
-// `cluster` gives the token and, if set, the TLS files.
+// `cluster` gives the token and, if set, the TLS files and the emulated link.
 Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const RunOptions::Cluster& cluster,
                                 double wait_seconds);
 

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "atoll/door.h"
 #include "atoll/report.h"
 #include "atoll/run_board.h"
 #include "atoll/status.h"
@@ -61,11 +62,19 @@ struct RunOptions {
     double heartbeat_seconds = 1.0;
     double connection_timeout_seconds = 5.0;  // a peer silent this long is dropped
     double give_up_seconds = 60.0;            // joined: no syncer for this long ends the run
-    // TLS (CAF's openssl module) when set: this process's certificate and
-    // key (PEM), and the CA every peer's certificate must be signed by. Both
+    double handshake_seconds = 10.0;          // TLS and the token's proof, per connection
+    int max_unauthenticated_per_address = 16; // connections not yet through their handshake
+    // TLS 1.3 (atoll/door.h) when set: this process's certificate and key
+    // (PEM), and the CA every peer's certificate must be signed by. Both
     // sides verify each other; all processes of a run use TLS or none does.
     std::string tls_certificate, tls_key, tls_ca;
+    // Joining: the name the syncer's certificate must carry (default: the
+    // host joined). Listening: the common name of learner certificates
+    // (default "atoll-learner").
+    std::string tls_name;
     bool tls() const { return !tls_certificate.empty(); }
+    // An emulated wide-area link on this process's sends (atoll/door.h).
+    LinkShape link;
   } cluster;
 };
 

@@ -144,7 +144,24 @@ struct Done {
   friend bool operator==(const Done&, const Done&) = default;
 };
 
-using Message = std::variant<Register, Welcome, Pull, Push, Broadcast, Progress, Reject, MomentsPull, Moments, Done>;
+// The door's handshake (atoll/door.h): never seen by the syncer or a learner.
+struct Challenge {
+  std::string nonce;  // kNonceBytes random bytes
+  friend bool operator==(const Challenge&, const Challenge&) = default;
+};
+
+enum class Purpose : uint8_t { kJoin = 0, kTopology = 1 };  // wire values
+
+struct Hello {
+  uint32_t learner = 0;
+  Purpose purpose = Purpose::kJoin;
+  std::string proof;  // door_proof() of the challenge's nonce (atoll/cluster_token.h)
+  uint64_t process = 0;  // the peer's process, the same across its reconnections
+  friend bool operator==(const Hello&, const Hello&) = default;
+};
+
+using Message = std::variant<Register, Welcome, Pull, Push, Broadcast, Progress, Reject, MomentsPull, Moments, Done,
+                             Challenge, Hello>;
 
 // "register", "welcome", ...
 const char* message_name(const Message& message);
