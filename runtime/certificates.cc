@@ -190,11 +190,13 @@ Result<CertificateFiles> make_certificates(const CertificateRequest& r) {
     if (Status s = write_pem(out.ca, ca.get(), nullptr); !s.ok()) return s;
   }
 
-  std::string sans = "DNS:localhost,IP:127.0.0.1,IP:::1";
+  // An address is also written as a DNS name: kj 0.9 checks the syncer's
+  // certificate against the host joined as a host name, never as an IP SAN.
+  std::string sans = "DNS:localhost,IP:127.0.0.1,DNS:127.0.0.1,IP:::1,DNS:::1";
   for (const auto& n : r.syncer_names) {
     if (n.empty() || n.find_first_of(",= \t") != std::string::npos)
       return Status::invalid_argument("syncer name '" + n + "': expected a host name or an IP address");
-    sans += (is_ip(n) ? ",IP:" : ",DNS:") + n;
+    sans += (is_ip(n) ? ",IP:" + n + ",DNS:" : ",DNS:") + n;
   }
   struct Leaf {
     std::string name, usage, sans, cert_path, key_path;

@@ -280,7 +280,9 @@ struct Door::Impl {
                             challenge(conn);
                           })
                           .eagerlyEvaluate([this, &conn](kj::Exception&& e) {
-                            ++impl.counters.handshake_failed;
+                            // Logged, but not once per connection of a flood.
+                            if (++impl.counters.handshake_failed % 100 == 1)
+                              log_warn("door: TLS handshake with " + conn.peer + " failed: " + describe(e));
                             finish(conn, "TLS handshake failed: " + describe(e));
                           });
     }

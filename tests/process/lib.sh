@@ -10,6 +10,16 @@ export ATOLL_TOKEN="atoll-test-token-0123456789abcdef"
 pids=()
 port=""
 
+# ATOLL_TEST_TLS=1: every syncer and learner of the test over TLS 1.3, with
+# certificates from `atoll certs` (the same test, the other transport).
+syncer_net=()
+learner_net=()
+if [[ "${ATOLL_TEST_TLS:-0}" == 1 ]]; then
+  "$atoll" certs "$work/pki" >/dev/null || { echo "FAILED: atoll certs" >&2; exit 1; }
+  syncer_net=(--tls-cert "$work/pki/syncer.pem" --tls-key "$work/pki/syncer.key" --tls-ca "$work/pki/ca.pem")
+  learner_net=(--tls-cert "$work/pki/learner.pem" --tls-key "$work/pki/learner.key" --tls-ca "$work/pki/ca.pem")
+fi
+
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
 }
@@ -61,7 +71,7 @@ start_syncer() {
   local name=$1
   shift
   rm -f "$work/port"
-  "$atoll" syncer "$@" --port-file "$work/port" -q -v >"$work/$name.log" 2>&1 &
+  "$atoll" syncer "$@" "${syncer_net[@]}" --port-file "$work/port" -q -v >"$work/$name.log" 2>&1 &
   pids+=($!)
   eval "${name}_pid=$!"
   for _ in $(seq 300); do
@@ -77,9 +87,14 @@ start_syncer() {
 start_learner() {
   local name=$1 id=$2
   shift 2
-  "$atoll" learner --join "127.0.0.1:$port" --id "$id" -v --threads 1 "$@" >"$work/$name.log" 2>&1 &
+  "$atoll" learner --join "127.0.0.1:$port" --id "$id" -v --threads 1 "${learner_net[@]}" "$@" >"$work/$name.log" 2>&1 &
   pids+=($!)
   eval "${name}_pid=$!"
+}
+
+# peak_rss_kb PID: the process's peak resident set (VmHWM), in KiB.
+peak_rss_kb() {
+  awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"
 }
 
 # wait_for NAME PATTERN SECONDS [COUNT]: until NAME's log has COUNT (default 1) lines matching PATTERN.

@@ -10,13 +10,13 @@ start_syncer syncer "$work/topo.toml" --listen 127.0.0.1:0 --report "$work/synce
 
 # No token at all: refused before anything is sent (exit 2).
 status=0
-env -u ATOLL_TOKEN "$atoll" learner --join "127.0.0.1:$port" --id 0 >"$work/none.log" 2>&1 || status=$?
+env -u ATOLL_TOKEN "$atoll" learner --join "127.0.0.1:$port" --id 0 "${learner_net[@]}" >"$work/none.log" 2>&1 || status=$?
 ((status == 2)) || die "a learner without a token exited with $status, not 2"
 grep -q "no cluster token" "$work/none.log" || die "no reason given for the missing token"
 
 # A wrong token: the syncer refuses it (exit 1, with the reason).
 status=0
-ATOLL_TOKEN="not-the-cluster-token-at-all" "$atoll" learner --join "127.0.0.1:$port" --id 0 \
+ATOLL_TOKEN="not-the-cluster-token-at-all" "$atoll" learner --join "127.0.0.1:$port" --id 0 "${learner_net[@]}" \
   >"$work/wrong.log" 2>&1 || status=$?
 ((status == 1)) || die "a learner with a wrong token exited with $status, not 1"
 grep -q "bad_token" "$work/wrong.log" || die "no bad_token reason for a wrong token"
@@ -24,11 +24,11 @@ grep -q "$ATOLL_TOKEN" "$work"/*.log && die "the token appears in a log"
 
 # An id the topology does not have.
 status=0
-"$atoll" learner --join "127.0.0.1:$port" --id 7 >"$work/unknown.log" 2>&1 || status=$?
+"$atoll" learner --join "127.0.0.1:$port" --id 7 "${learner_net[@]}" >"$work/unknown.log" 2>&1 || status=$?
 ((status == 1)) || die "a learner with an unknown id exited with $status, not 1"
 grep -q "not in this topology of 2 learners" "$work/unknown.log" || die "no reason for an unknown id"
 
-# Random bytes, a BASP frame claiming 4 GiB, a half-sent frame: nothing crashes.
+# Random bytes, a frame claiming 4 GiB, a half-sent frame: nothing crashes.
 for i in $(seq 20); do
   head -c $((i * 997)) /dev/urandom >/dev/tcp/127.0.0.1/"$port" 2>/dev/null || true
 done

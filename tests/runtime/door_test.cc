@@ -375,6 +375,17 @@ BOOST_AUTO_TEST_CASE(tls_admits_a_member_and_refuses_strangers_during_the_handsh
   BOOST_TEST(server.opened.size() == 1u);
   BOOST_TEST(listener->counters().handshake_failed.load() >= 2u);
 
+  // A listener that wants learners of another name refuses ours in the handshake.
+  DoorOptions picky = pki.syncer();
+  picky.tls.peer_name = "someone-else";
+  Inbox picky_events;
+  auto strict = must(Door::open(picky, picky_events.events()));
+  const uint16_t strict_port = *strict->listen("127.0.0.1", 0);
+  const uint64_t q = member->connect("localhost", strict_port, 0, Purpose::kJoin, 1 << 20);
+  BOOST_REQUIRE(client.wait([&] { return client.closed.count(q) == 1; }));
+  BOOST_TEST(picky_events.opened.empty());
+  BOOST_TEST(strict->counters().handshake_failed.load() == 1u);
+
   // The name on the syncer's certificate: syncer.example is one of its SANs.
   auto by_name = must(Door::open(pki.learner(pki.ours, "syncer.example"), client.events()));
   const uint64_t n = by_name->connect("127.0.0.1", port, 3, Purpose::kJoin, 1 << 20);

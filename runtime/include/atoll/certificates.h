@@ -29,8 +29,8 @@ struct CertificateFiles {
 };
 
 // In `dir`: ca.pem and ca.key (made, or reused when both exist),
-// syncer.pem/.key (SANs: localhost, 127.0.0.1, ::1 and syncer_names; for
-// servers) and learner.pem/.key (named kLearnerName; for clients). ECDSA
+// syncer.pem/.key (SANs: localhost, 127.0.0.1, ::1 and syncer_names, each
+// address also as a DNS name, which is how kj checks it; for servers) and learner.pem/.key (named kLearnerName; for clients). ECDSA
 // P-256, SHA-256; keys are written mode 0600. Existing syncer or learner
 // files are an error without `force`.
 Result<CertificateFiles> make_certificates(const CertificateRequest& request);

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Hostile traffic on the syncer's port while a learner trains: random bytes,
+# bytes that imitate the start of CAF's handshake, a frame that announces
+# 4 GiB, and 200 idle connections that never say hello. The syncer refuses
+# all of it without buffering it (its peak RSS grows by less than 64 MiB),
+# the learner keeps its connection and trains throughout, and the syncer
+# ends its run with exit 0. Over TLS with ATOLL_TEST_TLS=1.
+# Usage: hostile_test.sh ATOLL SCRATCH
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+
+write_topology "$work/topo.toml" 1000000000
+start_syncer syncer "$work/topo.toml" --listen 127.0.0.1:0 --seconds 40 --report "$work/syncer.json"
+start_learner l0 0 --report "$work/l0.json"
+wait_for syncer "learner 0 registered" 60
+sleep 2
+rss_before=$(peak_rss_kb "$syncer_pid")
+
+# Random bytes, of every length up to 64 KiB, one connection each.
+for i in $(seq 40); do
+  head -c $((i * 1637)) /dev/urandom >/dev/tcp/127.0.0.1/"$port" 2>/dev/null || true
+done
+# The first 32 bytes of a CAF BASP handshake header (they crashed CAF's middleman).
+for _ in $(seq 32); do
+  printf '\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff\x00\x00\x00\x01' \
+    >/dev/tcp/127.0.0.1/"$port" 2>/dev/null || true
+done
+# Frames that announce 4 GiB and 256 MiB, each followed by a little body.
+for len in '\xff\xff\xff\xff' '\x00\x00\x00\x10'; do
+  for _ in $(seq 20); do
+    { printf "$len"; head -c 100000 /dev/urandom; } >/dev/tcp/127.0.0.1/"$port" 2>/dev/null || true
+  done
+done
+# 200 idle connections, held open past the handshake deadline.
+idle=()
+for _ in $(seq 200); do
+  exec {fd}<>/dev/tcp/127.0.0.1/"$port" || true
+  idle+=("$fd")
+done
+kill -0 "$syncer_pid" 2>/dev/null || die "the syncer died under hostile traffic"
+sleep 12  # past the 10-s handshake deadline
+for fd in "${idle[@]}"; do exec {fd}>&-; done
+rss_after=$(peak_rss_kb "$syncer_pid")
+grew=$(((rss_after - rss_before) / 1024))
+echo "syncer peak RSS: ${rss_before} KiB before, ${rss_after} KiB after the hostile traffic (+${grew} MiB)"
+((grew < 64)) || die "the syncer's peak RSS grew by $grew MiB under hostile traffic (limit 64)"
+grep -q "refused a connection from 127.0.0.1" "$work/syncer.log" || die "no connection was refused for the per-address cap"
+
+expect_exit "$syncer_pid" 120 0 "the syncer"
+expect_exit "$l0_pid" 30 0 "learner 0"
+grep -q "lost the syncer" "$work/l0.log" && die "the learner lost its connection during the hostile traffic"
+tokens=$(learner_json "$work/syncer.json" 0 | json_number - tokens)
+merged=$(learner_json "$work/syncer.json" 0 | json_number - merged)
+((merged > 0)) || die "the learner was never merged"
+echo "hostile_test: ok (peak RSS +${grew} MiB; the learner trained $tokens tokens, $merged merges, without losing its connection)"
