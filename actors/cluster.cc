@@ -148,6 +148,8 @@ struct LinkState {
     double backoff = kBackoffInitial;
     Clock::time_point lost_since = Clock::now();
     int failures = 0;  // attempts since the last success (only the first is logged)
+    std::string why;        // the last connection's end
+    bool was_open = false;  // it had opened (a lost syncer, not a failed attempt)
   };
   std::map<uint32_t, Learner> learners;
   std::map<uint64_t, uint32_t> by_conn;
@@ -202,23 +204,31 @@ caf::behavior syncer_link(LinkActor* self, SyncerLinkArgs args) {
           l.lost_since = Clock::now();
         }
         if (st.args.board->finished()) return;  // the run is over: the syncer went away in order
-        if (was_open)
-          log_warn("learner " + std::to_string(id) + ": lost the syncer at " + st.args.host + ":" +
-                   std::to_string(st.args.port) + " (" + why + "); reconnecting");
-        else if (l.failures++ == 0)
-          log_warn("learner " + std::to_string(id) + ": cannot reach the syncer at " + st.args.host + ":" +
-                   std::to_string(st.args.port) + " (" + why + "); retrying with backoff");
-        const double waited = std::chrono::duration<double>(Clock::now() - l.lost_since).count();
-        if (waited > st.args.give_up_seconds) {
-          st.args.board->fail("no syncer at " + st.args.host + ":" + std::to_string(st.args.port) + " for " +
-                              std::to_string(static_cast<int>(waited)) + " s (" + why + ")");
-          return;
-        }
+        // Decided after the backoff: a syncer that ends the run sends Done and
+        // closes, and the Done reaches the learner after this event.
+        l.why = why;
+        l.was_open = was_open;
         self->delayed_send(self, span(l.backoff), relink_atom_v, id);
         l.backoff = std::min(kBackoffMax, l.backoff * 2);
       },
       [self](relink_atom, uint32_t id) {
-        if (!self->state.args.board->finished() && self->state.learners[id].conn == 0) connect(self, id);
+        auto& st = self->state;
+        auto& l = st.learners[id];
+        if (st.args.board->finished() || l.conn != 0) return;
+        const std::string where = st.args.host + ":" + std::to_string(st.args.port);
+        if (l.was_open)
+          log_warn("learner " + std::to_string(id) + ": lost the syncer at " + where + " (" + l.why + "); reconnecting");
+        else if (l.failures++ == 0)
+          log_warn("learner " + std::to_string(id) + ": cannot reach the syncer at " + where + " (" + l.why +
+                   "); retrying with backoff");
+        l.was_open = false;
+        const double waited = std::chrono::duration<double>(Clock::now() - l.lost_since).count();
+        if (waited > st.args.give_up_seconds) {
+          st.args.board->fail("no syncer at " + where + " for " + std::to_string(static_cast<int>(waited)) + " s (" +
+                              l.why + ")");
+          return;
+        }
+        connect(self, id);
       },
   };
 }
