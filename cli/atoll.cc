@@ -37,6 +37,7 @@
 #include "atoll/log.h"
 #include "atoll/run.h"
 #include "atoll/topology_file.h"
+#include "bandwidth_command.h"
 #include "output_file.h"
 #include "simulate_command.h"
 #include "sweep_command.h"
@@ -715,6 +716,30 @@ int main(int argc, char** argv) {
       "  atoll learner --join syncer.example.org:7070 --id 0 --token-file token \\\n"
       "    --tls-cert certs/learner.pem --tls-key certs/learner.key --tls-ca certs/ca.pem");
 
+  atl::cli::BandwidthArgs bw;
+  auto* bandwidth = app.add_subcommand(
+      "bandwidth", "The link bandwidth each mode needs to keep its compute busy (a model; README, \"Over a slow link\")");
+  bandwidth->add_option("file", bw.file, "Topology file (TOML); none: the built-in default");
+  bandwidth->add_option("--set", bw.sets, "Override one key (repeatable)");
+  bandwidth->add_option("--step-seconds", bw.step_seconds, "Compute time of one inner step of one learner")
+      ->capture_default_str()
+      ->check(kPositiveSeconds);
+  bandwidth->add_option("--rtt-ms", bw.rtt_ms, "Round trip between a learner and the syncer")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  bandwidth->add_option("--target", bw.target, "Share of compute to keep busy")->capture_default_str()->check(CLI::Range(0.01, 0.999));
+  bandwidth->add_option("--parameters", bw.parameters, "Model size, instead of the topology model's (e.g. 1e10)")
+      ->check(CLI::Range(1.0, 1e15));
+  bandwidth->add_option("--link-mbit", bw.links_mbit, "Also print each mode's utilization at these bandwidths (repeatable)")
+      ->check(CLI::Range(1e-3, 1e9));
+  bandwidth->footer(
+      "\nPer learner link: dp sends its fp32 gradient and waits for fp32 parameters every step (transfer and\n"
+      "round trip on the critical path); decoupled pushes and receives each fragment once per H steps while\n"
+      "it trains on. The syncer's side carries the learners' links together. Formulas: atoll/bandwidth_model.h.\n"
+      "Examples:\n"
+      "  atoll bandwidth --step-seconds 0.23 --rtt-ms 40 --link-mbit 100 --link-mbit 1000\n"
+      "  atoll bandwidth --parameters 1e10 --step-seconds 2 --rtt-ms 100 --set outer.sync_every=100");
+
   atl::cli::SweepArgs sweep_args;
   auto* sweep = app.add_subcommand(
       "sweep", "Run a topology over a grid of settings and several seeds; print a table, best first");
@@ -793,6 +818,7 @@ int main(int argc, char** argv) {
   if (*syncer) return syncer_command(sfile, ssets, cluster, sreport, sseconds, sdata, squiet);
   if (*learner) return learner_command(cluster, lreport, ldata, threads);
   if (*sweep) return atl::cli::sweep_command(sweep_args);
+  if (*bandwidth) return atl::cli::bandwidth_command(bw);
   if (*simulate) return atl::cli::simulate_command(simulate_args);
   if (*chaos) return chaos_command(chaos_paths, chaos_report, chaos_tapes, chaos_data, threads);
   if (*val) {

@@ -44,6 +44,8 @@ int main(int argc, char** argv) {
       MomentsPull{6},
       Moments{6, OptimizerState{5, encode_payload(Codec::kBf16, 0, values), encode_payload(Codec::kBf16, 0, values)}},
       Done{"token budget reached"},
+      Challenge{std::string(32, 'n')},
+      Hello{1, Purpose::kJoin, std::string(32, 'p'), 0x1234},
   };
   for (const auto& m : messages) put(dir / "message" / message_name(m), encode_message(m));
 

@@ -1,0 +1,71 @@
+#include "bandwidth_command.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "atoll/bandwidth_model.h"
+#include "atoll/job.h"
+#include "atoll/topology_file.h"
+
+namespace atl::cli {
+
+int bandwidth_command(const BandwidthArgs& a) {
+  auto topology = load_topology(a.file, a.sets);
+  if (!topology.ok()) {
+    std::fprintf(stderr, "atoll: %s\n", topology.status().to_string().c_str());
+    return 2;
+  }
+  const Topology& t = *topology;
+  std::string model = "a model of the given size";
+  double n = a.parameters;
+  if (n <= 0) {
+    auto m = make_model(t);
+    if (!m.ok()) {
+      std::fprintf(stderr, "atoll: %s\n", m.status().to_string().c_str());
+      return 2;
+    }
+    n = static_cast<double>((*m)->layout().size());
+    model = (*m)->describe();
+  }
+  BandwidthInputs in;
+  in.parameters = n;
+  in.step_seconds = a.step_seconds;
+  in.rtt_seconds = a.rtt_ms / 1000;
+  in.target = a.target;
+  in.sync_every = t.outer.sync_every;
+  in.fragments = t.outer.fragments;
+  in.overlap = t.outer.overlap;
+  in.push_codec = t.outer.push_codec;
+  in.push_block = t.outer.push_block;
+  in.broadcast_codec = t.outer.broadcast_codec;
+  in.broadcast_block = t.outer.broadcast_block;
+  const BandwidthNeed need = bandwidth_need(in);
+  const size_t m = t.learners.size();
+  std::printf("%s: %.4g parameters; %zu learners; H = %d, P = %d, tau = %d; pushes %s, broadcasts %s\n", model.c_str(), n, m,
+              in.sync_every, in.fragments, in.overlap, codec_name(in.push_codec), codec_name(in.broadcast_codec));
+  std::printf("%.3g s of compute per step, round trip %.3g ms, to keep %.0f%% of compute busy:\n\n", in.step_seconds,
+              a.rtt_ms, 100 * in.target);
+  std::printf("%-24s %18s %22s %18s\n", "", "per learner link", "at the syncer", "bytes per step");
+  auto row = [&](const char* name, double bits, double bytes) {
+    std::printf("%-24s %18s %22s %15.4g MB\n", name, human_bits(bits).c_str(), human_bits(bits * double(m)).c_str(),
+                bytes / 1e6);
+  };
+  row("dp", need.dp, need.dp_bytes_per_step);
+  row("decoupled", need.decoupled, need.decoupled_bytes_per_step);
+  row("decoupled, on time", need.decoupled_on_time, need.decoupled_bytes_per_step);
+  if (std::isfinite(need.dp) && std::isfinite(need.decoupled) && need.decoupled > 0)
+    std::printf("\ndp needs %.0f times the bandwidth of decoupled.\n", need.dp / std::max(need.decoupled, need.decoupled_on_time));
+  else if (!std::isfinite(need.dp))
+    std::printf("\ndp cannot keep %.0f%% at any bandwidth: the round trip alone takes more than the step allows.\n",
+                100 * in.target);
+  if (!a.links_mbit.empty()) {
+    std::printf("\n%-16s %10s %10s\n", "link", "dp", "decoupled");
+    for (double mbit : a.links_mbit)
+      std::printf("%-16s %9.1f%% %9.1f%%\n", human_bits(mbit * 1e6).c_str(), 100 * dp_utilization(in, mbit * 1e6),
+                  100 * decoupled_utilization(in, mbit * 1e6));
+  }
+  return 0;
+}
+
+}  // namespace atl::cli
