@@ -54,6 +54,10 @@ int bandwidth_command(const BandwidthArgs& a) {
   row("dp", need.dp, need.dp_bytes_per_step);
   row("decoupled", need.decoupled, need.decoupled_bytes_per_step);
   row("decoupled, on time", need.decoupled_on_time, need.decoupled_bytes_per_step);
+  std::printf("%-24s %18s %22s\n", "average rate, dp", human_bits(need.dp_average).c_str(),
+              human_bits(need.dp_average * double(m)).c_str());
+  std::printf("%-24s %18s %22s   (%.0f times less)\n", "average rate, decoupled", human_bits(need.decoupled_average).c_str(),
+              human_bits(need.decoupled_average * double(m)).c_str(), need.dp_average / need.decoupled_average);
   if (std::isfinite(need.dp) && std::isfinite(need.decoupled) && need.decoupled > 0)
     std::printf("\ndp needs %.0f times the bandwidth of decoupled.\n", need.dp / std::max(need.decoupled, need.decoupled_on_time));
   else if (!std::isfinite(need.dp))

@@ -31,10 +31,12 @@ BandwidthNeed bandwidth_need(const BandwidthInputs& in) {
   n.dp_bytes_per_step = 4 * in.parameters;
   const double slack = in.step_seconds * (1 / in.target - 1) - in.rtt_seconds;
   n.dp = slack > 0 ? 2 * 8 * n.dp_bytes_per_step / slack : kInfinity;
+  n.dp_average = 8 * n.dp_bytes_per_step / in.step_seconds;
   const auto [up, down] = decoupled_bytes(in);
   const double window = std::max(1, in.sync_every) * in.step_seconds;
   n.decoupled_bytes_per_step = std::max(up, down) / std::max(1, in.sync_every);
   n.decoupled = 8 * std::max(up, down) / window / in.target;
+  n.decoupled_average = 8 * std::max(up, down) / window;
   const double room = in.overlap * in.step_seconds - in.rtt_seconds / 2;
   n.decoupled_on_time = room > 0 ? 8 * (up / std::max(1, in.fragments)) / room : kInfinity;
   return n;

@@ -50,6 +50,10 @@ struct BandwidthNeed {
   double dp = 0;
   double decoupled = 0;            // sustained traffic with headroom
   double decoupled_on_time = 0;    // pushes that reach their round in time
+  // The average rate the link carries each way when compute is never held up
+  // (what a traffic graph shows), beside what it must be able to carry.
+  double dp_average = 0;
+  double decoupled_average = 0;
   double dp_bytes_per_step = 0;    // one way
   double decoupled_bytes_per_step = 0;  // the larger direction, averaged over H steps
 };
