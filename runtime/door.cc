@@ -316,8 +316,8 @@ struct Door::Impl {
     }
 
     void refuse(Conn& c, RejectReason reason, const std::string& why) {
-      ++impl.counters.refused;
-      log_warn("door: refused " + c.peer + ": " + why);
+      // Logged, but not once per connection of a flood.
+      if (++impl.counters.refused % 100 == 1) log_warn("door: refused " + c.peer + ": " + why);
       queue(c, encode_message(Reject{reason, 0, why}));
       close_after_flush(c, "refused: " + why);
     }
@@ -414,10 +414,9 @@ struct Door::Impl {
       if (length == 0) return read_frames(c);  // a keepalive
       const size_t limit = c.authenticated ? c.max_frame_bytes : kHandshakeFrameBytes;
       if (length > limit) {
-        ++impl.counters.oversized;
         const std::string why = "a frame of " + std::to_string(length) + " bytes announced; the limit is " +
                                 std::to_string(limit) + (c.authenticated ? "" : " before a hello");
-        log_warn("door: closed " + c.peer + ": " + why);
+        if (++impl.counters.oversized % 100 == 1) log_warn("door: closed " + c.peer + ": " + why);
         finish(c, why);
         return kj::READY_NOW;
       }
