@@ -303,23 +303,24 @@ Result<Endpoint> parse_endpoint(std::string_view text) {
 Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const RunOptions::Cluster& cluster,
                                 double wait_seconds) {
   // A door of its own, without actors: one connection per attempt, its
-  // answer (or why it closed) handed to this thread.
+  // answer (or why it closed) handed to this thread, by connection, so that a
+  // late event of an earlier attempt is never taken for this one's.
   struct Answer {
     std::mutex mu;
     std::condition_variable cv;
-    std::optional<std::vector<uint8_t>> frame;
-    std::optional<std::string> closed;
+    std::map<uint64_t, std::vector<uint8_t>> frame;  // the first of each connection
+    std::map<uint64_t, std::string> closed;
   };
   auto answer = std::make_shared<Answer>();
   DoorEvents events;
-  events.frame = [answer](uint64_t, std::vector<uint8_t> bytes) {
+  events.frame = [answer](uint64_t conn, std::vector<uint8_t> bytes) {
     std::lock_guard lock(answer->mu);
-    if (!answer->frame) answer->frame = std::move(bytes);
+    answer->frame.try_emplace(conn, std::move(bytes));
     answer->cv.notify_all();
   };
-  events.closed = [answer](uint64_t, const std::string& why) {
+  events.closed = [answer](uint64_t conn, const std::string& why) {
     std::lock_guard lock(answer->mu);
-    answer->closed = why;
+    answer->closed[conn] = why;
     answer->cv.notify_all();
   };
   auto door = Door::open(door_options(cluster, 0, kTopologyFrameBytes), std::move(events));
@@ -335,22 +336,19 @@ Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const 
       std::this_thread::sleep_for(span(backoff));
       backoff = std::min(kBackoffMax, backoff * 2);
     }
-    {
-      std::lock_guard lock(answer->mu);
-      answer->frame.reset();
-      answer->closed.reset();
-    }
-    (*door)->connect(syncer.host, syncer.port, learner, Purpose::kTopology, kTopologyFrameBytes);
+    const uint64_t conn = (*door)->connect(syncer.host, syncer.port, learner, Purpose::kTopology, kTopologyFrameBytes);
     std::unique_lock lock(answer->mu);
     // The handshake has its own deadline in the door; this one only bounds a wait that cannot end otherwise.
     answer->cv.wait_for(lock, std::chrono::duration<double>(cluster.handshake_seconds + 5),
-                        [&] { return answer->frame || answer->closed; });
-    if (!answer->frame) {
-      last_error = answer->closed.value_or("no answer");
+                        [&] { return answer->frame.count(conn) || answer->closed.count(conn); });
+    const auto got = answer->frame.find(conn);
+    if (got == answer->frame.end()) {
+      const auto why = answer->closed.find(conn);
+      last_error = why == answer->closed.end() ? "no answer" : why->second;
       if (first) log_warn("waiting for the syncer at " + syncer.to_string() + " (" + last_error + ")");
       continue;
     }
-    auto msg = decode_message(*answer->frame);
+    auto msg = decode_message(got->second);
     if (!msg.ok()) return Status::corruption("the syncer's answer: " + msg.status().to_string());
     if (auto* w = std::get_if<Welcome>(&*msg)) return w->topology;
     if (auto* r = std::get_if<Reject>(&*msg))

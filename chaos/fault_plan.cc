@@ -293,13 +293,9 @@ Result<FaultPlan> load_fault_plan(const std::string& path) {
 
 Result<FaultPlan> parse_fault_plan(std::string_view text, const std::string& path) {
   namespace fs = std::filesystem;
-  toml::table root;
-  try {
-    root = toml::parse(text, std::string_view(path));
-  } catch (const toml::parse_error& e) {
-    return Status::invalid_argument(path + ":" + std::to_string(e.source().begin.line) + ": " +
-                                    std::string(e.description()));
-  }
+  auto parsed = parse_toml(text, path);
+  if (!parsed.ok()) return parsed.status();
+  toml::table& root = *parsed;
   FaultPlan plan;
   plan.path = path;
   plan.name = fs::path(path).stem().string();

@@ -122,13 +122,9 @@ Result<SimulationPlan> load_simulation_plan(const std::string& path, const std::
 
 Result<SimulationPlan> parse_simulation_plan(std::string_view text, const std::string& path,
                                              const std::vector<std::string>& overrides) {
-  toml::table root;
-  try {
-    root = toml::parse(text, std::string_view(path));
-  } catch (const toml::parse_error& e) {
-    return Status::invalid_argument(path + ":" + std::to_string(e.source().begin.line) + ": " +
-                                    std::string(e.description()));
-  }
+  auto parsed = parse_toml(text, path);
+  if (!parsed.ok()) return parsed.status();
+  toml::table& root = *parsed;
   for (const auto& o : overrides) ATOLL_RETURN_IF_ERROR(apply_override(root, o));
   SimulationPlan plan;
   plan.path = path;

@@ -118,4 +118,7 @@ inline void no_unknown_keys(const toml::table& t, const std::string& prefix, con
 // the value is TOML text, or a bare word taken as a string. Errors name the assignment.
 Status apply_override(toml::table& root, const std::string& assignment);
 
+// Parses TOML `text`; a syntax error names `source` and its line.
+Result<toml::table> parse_toml(std::string_view text, const std::string& source);
+
 }  // namespace atl::toml_fields

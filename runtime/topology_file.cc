@@ -197,6 +197,15 @@ Status apply_override(toml::table& root, const std::string& assignment) {
   return {};
 }
 
+Result<toml::table> parse_toml(std::string_view text, const std::string& source) {
+  try {
+    return toml::parse(text, std::string_view(source));
+  } catch (const toml::parse_error& e) {
+    return Status::invalid_argument(source + ":" + std::to_string(e.source().begin.line) + ": " +
+                                    std::string(e.description()));
+  }
+}
+
 }  // namespace toml_fields
 
 namespace {
@@ -233,14 +242,9 @@ Result<Topology> from_table(toml::table& root, const std::vector<std::string>& o
 
 Result<Topology> parse_topology(std::string_view text, const std::string& source,
                                 const std::vector<std::string>& overrides) {
-  toml::table root;
-  try {
-    root = toml::parse(text, std::string_view(source));
-  } catch (const toml::parse_error& e) {
-    return Status::invalid_argument(source + ":" + std::to_string(e.source().begin.line) + ": " +
-                                    std::string(e.description()));
-  }
-  return from_table(root, overrides);
+  auto root = parse_toml(text, source);
+  if (!root.ok()) return root.status();
+  return from_table(*root, overrides);
 }
 
 Result<Topology> load_topology(const std::string& path, const std::vector<std::string>& overrides) {
