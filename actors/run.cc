@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <ctime>
 #include <numbers>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "actors.h"
@@ -122,8 +124,45 @@ struct Run::Impl {
   DoorService door;                 // across processes: the gateway or the link, and their door
   uint16_t port = 0;
   std::vector<float> theta;  // the global model at the end
+  // Supervisors and the syncer record restarts and recoveries here: the
+  // hooks' tape (a chaos run), else one in memory.
+  std::shared_ptr<EventTape> tape;
+  RunWatch watch;
+  // Samples the run into `watch` until the run is waited for.
+  std::thread sampler;
+  std::mutex sampler_mu;
+  std::condition_variable sampler_cv;
+  bool sampling = false;
+
+  RunView observe() const { return observe_run(*board, topology, tape.get()); }
+
+  void start_sampler() {
+    sampling = true;
+    sampler = std::thread([this] {
+      std::unique_lock lock(sampler_mu);
+      while (sampling) {
+        lock.unlock();
+        watch.update(observe());
+        lock.lock();
+        sampler_cv.wait_for(lock, std::chrono::milliseconds(250), [this] { return !sampling; });
+      }
+    });
+  }
+  bool over = false;  // the sampler stopped: the watch holds the final view
+  void stop_sampler() {
+    if (over) return;
+    {
+      std::lock_guard lock(sampler_mu);
+      sampling = false;
+    }
+    sampler_cv.notify_all();
+    if (sampler.joinable()) sampler.join();
+    watch.update(observe());  // the last word: the run's end is the series' last point
+    over = true;
+  }
 
   void shut_down() {
+    stop_sampler();
     if (!system) return;
     if (door.actor) caf::anon_send_exit(door.actor, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
@@ -198,7 +237,7 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
     spec.max_restarts = options.max_restarts;
     spec.window_seconds = options.restart_window_seconds;
     spec.board = impl->board;
-    spec.tape = h.tape;
+    spec.tape = impl->tape;
     spec.restart_hold = h.restart_hold;
     spec.directory = impl->directory;
     return spec;
@@ -207,6 +246,13 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
                               options.seconds > 0 ? options.seconds : topology.seconds);
   impl->started = Clock::now();
   const auto started = impl->started;
+  if (h.tape) {
+    impl->tape = h.tape;
+  } else {
+    auto tape = EventTape::open("", started);
+    if (!tape.ok()) return tape.status();
+    impl->tape = std::move(*tape);
+  }
   SupervisorSpec syncers = supervisor_spec("syncer supervisor", SupervisorSpec::Strategy::kRestForOne);
   if (store)
     syncers.children.push_back({"checkpointer", [store, dir = impl->directory, board = impl->board](
@@ -214,7 +260,7 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
                                   return spawn_checkpointer(s, store, dir, board);
                                 }});
   syncers.children.push_back({"syncer", [t = topology, dir = impl->directory, board = impl->board, started,
-                                         faults = h.message_faults, tape = h.tape,
+                                         faults = h.message_faults, tape = impl->tape,
                                          token = cluster.token](caf::actor_system& s, uint64_t) {
                                 return spawn_syncer(s, SyncerArgs{t, dir, board, true, 0.1, started, faults, tape, token});
                               }});
@@ -276,6 +322,7 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
     impl->door = std::move(*joined);
     if (!cluster.tls()) log_warn("joining over plain TCP: the traffic is not encrypted");
   }
+  impl->start_sampler();
   log_info("run started: " + std::to_string(impl->local_ids.size()) + " of " + std::to_string(m) + " learners here, " + mode_name(topology.mode) + ", " +
            impl->job->description() + (store ? ", checkpoints in " + impl->checkpoint_dir : ""));
   return std::unique_ptr<Run>(new Run(std::move(impl)));
@@ -284,9 +331,18 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
 const Topology& Run::topology() const { return impl_->topology; }
 uint16_t Run::port() const { return impl_->port; }
 const std::string& Run::checkpoint_dir() const { return impl_->checkpoint_dir; }
-LiveMetrics Run::metrics() const { return impl_->board->live(); }
+RunView Run::view() const {
+  if (impl_->over) return impl_->watch.view();  // the final view, with the held-out evaluation
+  RunView v = impl_->observe();
+  v.series = impl_->watch.series();
+  return v;
+}
 bool Run::finished() const { return impl_->board->finished(); }
-void Run::stop() { impl_->board->finish(); }
+void Run::stop() {
+  impl_->board->finish();
+  if (caf::actor syncer = impl_->directory->get(Directory::kSyncer))
+    caf::anon_send(syncer, end_atom_v, std::string("the run was stopped"));
+}
 
 const std::vector<float>& Run::parameters() const { return impl_->theta; }
 
@@ -294,6 +350,13 @@ bool Run::kill_learner(uint32_t id) {
   caf::actor learner = impl_->directory->get(Directory::learner(id));
   if (!learner) return false;
   caf::anon_send_exit(learner, caf::exit_reason::kill);
+  return true;
+}
+
+bool Run::stall_learner(uint32_t id, double seconds) {
+  caf::actor learner = impl_->directory->get(Directory::learner(id));
+  if (!learner) return false;
+  caf::anon_send(learner, stall_atom_v, seconds);
   return true;
 }
 
@@ -354,13 +417,20 @@ Result<Report> Run::wait() {
   // The syncer's last rounds merge what the learners did since their last
   // push; then the model is final (sealed).
   if (!s.joined) {
+    // Told by message; a syncer restarted since is told again.
     const auto give_up = Clock::now() + kSealTimeout;
     auto syncer_seen = Clock::now();
-    while (!s.board->wait_sealed_until(std::min(give_up, Clock::now() + std::chrono::milliseconds(50))) &&
-           Clock::now() < give_up) {
-      if (s.directory->get(Directory::kSyncer)) syncer_seen = Clock::now();
-      else if (Clock::now() - syncer_seen > kNoSyncerTimeout) break;
-    }
+    caf::actor told;
+    do {
+      if (caf::actor syncer = s.directory->get(Directory::kSyncer)) {
+        syncer_seen = Clock::now();
+        if (syncer != told) caf::anon_send(syncer, end_atom_v, std::string("the run was stopped"));
+        told = syncer;
+      } else if (Clock::now() - syncer_seen > kNoSyncerTimeout) {
+        break;
+      }
+    } while (!s.board->wait_sealed_until(std::min(give_up, Clock::now() + std::chrono::milliseconds(50))) &&
+             Clock::now() < give_up);
   }
   const double wall = std::chrono::duration<double>(Clock::now() - s.started).count();
 
@@ -384,6 +454,7 @@ Result<Report> Run::wait() {
   std::vector<uint64_t> versions;
   if (caf::actor syncer = s.directory->get(Directory::kSyncer)) {
     caf::scoped_actor self{*s.system};
+    self->send(syncer, seal_atom_v);  // before the snapshot: one sender, in order
     self->request(syncer, kSnapshotTimeout, snapshot_atom_v)
         .receive(
             [&](Packet& p) {
@@ -406,61 +477,13 @@ Result<Report> Run::wait() {
   }
   s.shut_down();
 
-  Report r;
-  const auto final_state = s.board->final_state();
-  const auto& stats = final_state.stats;
-  const int m = static_cast<int>(s.topology.learners.size());
-  r.mode = mode_name(s.topology.mode);
+  // The run's last view (shut_down() took it): the report's figures come from it.
+  const RunView view = s.watch.view();
+  Report r = report_from_view(view, s.topology, wall);
   r.data = s.job->description();
-  r.learners = m;
-  r.wall_seconds = wall;
-  for (const auto& l : final_state.learners) r.tokens += l.past_tokens + l.tokens;
-  r.tokens_per_second = wall > 0 ? double(r.tokens) / wall : 0.0;
-  r.goodput = wall > 0 ? stats.good_seconds / (m * wall) : 0.0;
-  r.uptime = uptime_of(stats.round_ends, final_state.seconds);
-  r.bytes.learner_to_syncer = s.board->bytes_up.load();
-  r.bytes.syncer_to_learners = s.board->bytes_down.load();
-  r.bytes_per_token = r.tokens ? double(r.bytes.learner_to_syncer + r.bytes.syncer_to_learners) / double(r.tokens) : 0.0;
-  r.rounds = stats.rounds;
-  r.syncer_cpu_seconds = final_state.cpu_seconds;
-  r.quorum_mean = stats.quorum_mean();
-  r.grace_wait_mean_ms = 1000.0 * stats.grace_wait_mean();
-  r.late = stats.late;
-  r.stale_refused = stats.stale_refused;
-  r.rejected = stats.rejected + s.board->gateway_refusals.load();
-  r.cancelled_rounds = stats.cancelled_rounds;
-  r.restarts = s.board->restarts();
-  r.checkpoints = s.board->checkpoints.load();
-  r.reintegration_seconds = s.board->reintegrations();
-  r.recovery_seconds = stats.recovery_seconds;
-  r.recovered_fragments = stats.recovered_fragments;
-  r.moments_handed = stats.moments_handed;
-  r.regressions_refused = s.board->regressions_refused.load();
-  r.version_decreases = s.board->version_decreases();
-  r.max_adopted_versions = s.board->max_adopted();
-  r.final_versions = final_state.versions;
-  if (!final_state.versions.empty()) {
-    r.versions_min = *std::min_element(final_state.versions.begin(), final_state.versions.end());
-    r.versions_max = *std::max_element(final_state.versions.begin(), final_state.versions.end());
-  }
-  r.gave_up = s.board->gave_up();
-  for (uint32_t id = 0; id < static_cast<uint32_t>(m); ++id) {
-    LearnerReport l;
-    l.id = id;
-    l.speed = s.topology.learners[id].speed;
-    l.batch_size = s.topology.learners[id].batch_size;
-    if (id < final_state.learners.size()) {
-      const auto& rec = final_state.learners[id];
-      l.steps = rec.past_steps + rec.steps;
-      l.tokens = rec.past_tokens + rec.tokens;
-      l.merged = rec.merged;
-      l.step_seconds = rec.step_seconds;
-      l.incarnation = rec.incarnation;
-      l.last_incarnation_tokens = rec.tokens;
-    }
-    l.restarts = s.board->restarts_of(Directory::learner(id));
-    l.gave_up = std::find(r.gave_up.begin(), r.gave_up.end(), Directory::learner(id)) != r.gave_up.end();
-    r.per_learner.push_back(l);
+  for (size_t id = 0; id < r.per_learner.size() && id < view.per_learner.size(); ++id) {
+    const auto& final_state = s.board->final_state();
+    if (id < final_state.learners.size()) r.per_learner[id].last_incarnation_tokens = final_state.learners[id].tokens;
   }
   auto model = make_model(s.topology);
   r.model = describe_model(model);
@@ -483,12 +506,15 @@ Result<Report> Run::wait() {
     }
     if (s.options.curve_points > 1)
       r.curve.push_back({wall, r.tokens, r.eval.loss, r.eval.bits_per_byte, r.eval.accuracy});
+    s.watch.set_eval(r.eval.loss, text ? r.eval.bits_per_byte : std::numeric_limits<double>::quiet_NaN());
     if (auto* lm = model.ok() ? dynamic_cast<Transformer*>(model->get()) : nullptr)
       r.sample = lm->sample(theta, "Fellow-Citizens of the Senate and House of Representatives: ", 160, 0.8,
                             s.topology.seed);
   } else {
     r.eval.loss = r.eval.accuracy = std::numeric_limits<double>::quiet_NaN();
   }
+  r.series = s.watch.series();
+  r.events = observe_run(*s.board, s.topology, s.tape.get(), SIZE_MAX).events;  // all of them, for the plots
   return r;
 }
 

@@ -7,21 +7,14 @@
 #include <thread>
 
 #include "atoll/file.h"
+#include "atoll/progress.h"
+#include "atoll/run_plots.h"
 #include "atoll/topology_file.h"
 
 namespace atl {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string duration_text(double seconds) {
-  char buf[32];
-  const auto s = static_cast<long>(seconds + 0.5);
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s / 60) % 60);
-  else if (s >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
-  else std::snprintf(buf, sizeof buf, "%lds", s);
-  return buf;
-}
 
 std::vector<std::string> trial_overrides(const SweepSpec& spec, const Trial& trial) {
   std::vector<std::string> o = spec.overrides;
@@ -93,9 +86,7 @@ Result<SweepOutcome> run_sweep(const SweepSpec& spec, const std::function<void(c
       continue;
     }
     const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
-    const size_t left = total - i;
-    std::string eta = out.ran > 0 ? ", about " + duration_text(run_seconds / out.ran * double(left)) + " left" : "";
-    progress(name + ": running (" + duration_text(elapsed) + " elapsed" + eta + ")");
+    progress(name + ": running (" + progress_text(i, total, elapsed, out.ran, run_seconds) + ")");
 
     const auto t0 = Clock::now();
     bool stopped = false;
@@ -114,6 +105,8 @@ Result<SweepOutcome> run_sweep(const SweepSpec& spec, const std::function<void(c
       const Status s = write_file_atomic(spec.dir + "/" + trial.id() + ".json",
                                          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(json.data()), json.size()));
       if (!s.ok()) progress(name + ": report not kept: " + s.to_string());
+      if (auto plots = write_run_plots(spec.dir + "/" + trial.id(), series_of(*report)); !plots.ok())
+        progress(name + ": plots not written: " + plots.status().to_string());
     }
     if (Status s = save_record(spec.dir, trial, record); !s.ok())
       return s.with_context("the record of " + trial.variant.label + ", seed " + std::to_string(trial.seed));

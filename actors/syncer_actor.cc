@@ -333,17 +333,17 @@ caf::behavior running(SyncerActor* self) {
         self->state.core->on_timer({SyncerEffects::TimerKind::kFlush, 0, 0, 0.0}, self->clock().now(), fx);
         carry_out(self, fx);
       },
+      [self](end_atom, const std::string& why) { end_run(self, why); },  // Run::stop(), a signal, a time limit
+      [self](seal_atom) {
+        if (!self->state.finished) finish(self, "the run was stopped");  // Run::wait() gave up on the final rounds
+      },
       [self](tick_atom) {
-        if (self->state.args.board->finished())
-          end_run(self, "the run was stopped");  // Run::stop(), a signal, a time limit
         check_budget(self);  // a time-based curve, and a budget reached before a restart
         publish_final(self);  // kept current: a syncer restarted after a kill continues from it
         maybe_checkpoint(self);
         self->delayed_send(self, seconds(self->state.args.tick_seconds), tick_atom_v);
       },
       [self](snapshot_atom) -> Packet {
-        if (!self->state.finished && self->state.args.board->finished())
-          finish(self, "the run was stopped");  // Run::wait() gave up waiting for the final flush
         publish_final(self);
         const auto& core = *self->state.core;
         Welcome w;

@@ -8,16 +8,16 @@
 //   atoll certs DIR                                  (a CA and certificates for TLS)
 #include <CLI/CLI.hpp>
 
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -34,11 +34,15 @@
 #include "atoll/file.h"
 #include "atoll/fragments.h"
 #include "atoll/job.h"
+#include "atoll/local_cluster.h"
 #include "atoll/log.h"
+#include "atoll/progress.h"
+#include "atoll/run_plots.h"
 #include "atoll/run.h"
 #include "atoll/topology_file.h"
 #include "bandwidth_command.h"
 #include "output_file.h"
+#include "run_status.h"
 #include "simulate_command.h"
 #include "sweep_command.h"
 
@@ -99,15 +103,17 @@ std::string human(double x) {
   return buf;
 }
 
-std::string progress_line(const atl::LiveMetrics& m, const atl::Topology& t) {
+std::string progress_line(const atl::RunView& v) {
   char buf[256];
+  const int up = static_cast<int>(std::count_if(v.per_learner.begin(), v.per_learner.end(),
+                                                [](const atl::LearnerView& l) { return l.state == "up"; }));
   std::snprintf(buf, sizeof buf,
-                "[%6.1fs] tokens %s/%s  loss %.4f  rounds %llu  versions %llu-%llu  goodput %.2f  learners %d/%zu  "
+                "[%6.1fs] tokens %s/%s  loss %.4f  rounds %llu  versions %llu-%llu  goodput %.2f  learners %d/%d  "
                 "bytes %s",
-                m.seconds, human(double(m.tokens)).c_str(), human(double(t.tokens)).c_str(), m.loss,
-                static_cast<unsigned long long>(m.rounds), static_cast<unsigned long long>(m.versions_min),
-                static_cast<unsigned long long>(m.versions_max), m.goodput, m.connected, t.learners.size(),
-                human(double(m.bytes_up + m.bytes_down)).c_str());
+                v.seconds, human(double(v.tokens)).c_str(), human(double(v.token_budget)).c_str(), v.train_loss,
+                static_cast<unsigned long long>(v.stats.rounds), static_cast<unsigned long long>(v.versions_min()),
+                static_cast<unsigned long long>(v.versions_max()), v.goodput, up, v.learners,
+                human(double(v.bytes_up + v.bytes_down)).c_str());
   return buf;
 }
 
@@ -139,6 +145,8 @@ const CLI::Range kThreads(1, 1024);
 constexpr const char* kOutputs = "atoll-out";
 std::string output(const char* name) { return std::string(kOutputs) + "/" + name; }
 
+using atl::cli::MetricsFlags;
+using atl::cli::RunStatus;
 using atl::cli::write_output;
 
 int fail(const atl::Status& s) {
@@ -161,9 +169,16 @@ atl::Result<std::string> describe_plan(const atl::Topology& t) {
 
 // `atoll run FILE --faults PLAN`: the plan's faults on this topology, and its invariants.
 int run_with_plan(const atl::Topology& topology, const std::string& plan_path, const std::string& tape,
-                  const std::string& report_path, double seconds, const std::string& data, int threads) {
+                  const std::string& report_path, double seconds, const std::string& data, int threads,
+                  const MetricsFlags& metrics) {
   auto plan = atl::load_fault_plan(plan_path);
   if (!plan.ok()) return fail(plan.status());
+  std::unique_ptr<RunStatus> status;
+  if (!metrics.listen.empty()) {
+    auto started = RunStatus::start(metrics, "");
+    if (!started.ok()) return fail(started.status());
+    status = std::move(*started);
+  }
   if (seconds > 0) plan->seconds = seconds;
   atl::ChaosOptions options;
   options.run.data_root = data;
@@ -171,7 +186,10 @@ int run_with_plan(const atl::Topology& topology, const std::string& plan_path, c
   options.tape_dir = std::filesystem::path(tape).parent_path().string();
   if (options.tape_dir.empty()) options.tape_dir = ".";
   SignalStop signals;
-  options.running = [&](atl::Run* run) { signals.watch(run); };
+  options.running = [&](atl::Run* run) {
+    signals.watch(run);
+    if (status) status->watch(run);
+  };
   options.stopping = [&] { return signals.fired(); };
   auto result = atl::run_with_faults(topology, *plan, options);
   if (!result.ok()) return fail(result.status());
@@ -181,6 +199,7 @@ int run_with_plan(const atl::Topology& topology, const std::string& plan_path, c
   std::fputs(atl::chaos_table({*result}).c_str(), stdout);
   std::printf("event tape: %s\n", tape.c_str());
   if (!report_path.empty() && !write_output(report_path, result->report.to_json(), "report")) return 1;
+  if (!atl::cli::write_plots(report_path, result->report)) return 1;
   if (signals.fired()) return 130;
   return result->ok() ? 0 : 1;
 }
@@ -210,12 +229,31 @@ int chaos_command(const std::vector<std::string>& paths, const std::string& repo
   options.run.compute_threads = threads;
   options.tape_dir = tapes;
   SignalStop signals;
-  options.running = [&](atl::Run* run) { signals.watch(run); };
+  // Progress: each mode is a run, and so is its baseline when the plan bounds the held-out loss.
+  size_t total = 0, index = 0, ran = 0;
+  for (const auto& plan : loaded) total += plan.modes.size() * (plan.invariants.max_eval_loss_increase ? 2 : 1);
+  const auto began = std::chrono::steady_clock::now();
+  auto run_began = began;
+  double ran_seconds = 0;
+  std::string current;
+  options.running = [&](atl::Run* run) {
+    signals.watch(run);
+    const auto now = std::chrono::steady_clock::now();
+    if (run) {
+      run_began = now;
+      std::fprintf(stderr, "chaos: %s, %s: %s\n", current.c_str(), atl::mode_name(run->topology().mode),
+                   atl::progress_text(index++, total, std::chrono::duration<double>(now - began).count(), ran,
+                                      ran_seconds).c_str());
+    } else {
+      ++ran;
+      ran_seconds += std::chrono::duration<double>(now - run_began).count();
+    }
+  };
   options.stopping = [&] { return signals.fired(); };
   std::vector<atl::ChaosResult> all;
   for (const auto& plan : loaded) {
     if (signals.fired()) break;  // the report covers the plans run so far
-    std::fprintf(stderr, "chaos: %s (%s) ...\n", plan.name.c_str(), plan.path.c_str());
+    current = plan.name + " (" + plan.path + ")";
     auto results = atl::run_plan(plan, options);
     if (!results.ok()) return fail(results.status());
     for (auto& r : *results) {
@@ -225,6 +263,31 @@ int chaos_command(const std::vector<std::string>& paths, const std::string& repo
   }
   std::fputs(atl::chaos_table(all).c_str(), stdout);
   if (!report_path.empty() && !write_output(report_path, atl::chaos_json(all), "report")) return 1;
+  if (!report_path.empty()) {
+    // Each run's series and plots, and the modes of each plan side by side.
+    const std::string stem = atl::plot_stem(report_path);
+    std::map<std::string, std::pair<std::vector<std::string>, std::vector<atl::RunSeries>>> plans;
+    // Plan names are prose ("kill a learner"): file names get [A-Za-z0-9_.] and '_'.
+    const auto file_name = [](std::string s) {
+      for (char& c : s)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_') c = '_';
+      return s;
+    };
+    for (const auto& r : all) {
+      const std::string name = file_name(r.plan) + "-" + atl::mode_name(r.mode);
+      auto written = atl::write_run_plots(stem + "." + name, atl::series_of(r.report));
+      if (!written.ok()) return fail(written.status());
+      plans[r.plan].first.push_back(r.plan + ", " + atl::mode_name(r.mode));
+      plans[r.plan].second.push_back(atl::series_of(r.report));
+    }
+    for (const auto& [plan, runs] : plans) {
+      if (runs.second.size() < 2) continue;
+      auto written = atl::write_side_by_side(stem + "." + file_name(plan) + ".modes.svg", runs.first, runs.second);
+      if (!written.ok()) return fail(written.status());
+    }
+    std::printf("plots: %s.<plan>-<mode>.{loss,learners,goodput}.svg, modes side by side in %s.<plan>.modes.svg\n",
+                stem.c_str(), stem.c_str());
+  }
   const auto failed = std::count_if(all.begin(), all.end(), [](const auto& r) { return !r.ok(); });
   std::printf("%zu runs, %ld with broken invariants%s\n", all.size(), static_cast<long>(failed),
               signals.fired() ? " (interrupted)" : "");
@@ -235,7 +298,7 @@ int chaos_command(const std::vector<std::string>& paths, const std::string& repo
 // Starts a run, shows its progress, waits, prints the summary and writes the
 // report. `started` sees the run once it is up (to print a port, say).
 int drive(const atl::Topology& topology, const atl::RunOptions& options, const std::string& report_path,
-          bool quiet, const std::function<void(atl::Run&)>& started = {}) {
+          bool quiet, const MetricsFlags& metrics, const std::function<void(atl::Run&)>& started = {}) {
   const bool live = !quiet && ::isatty(STDOUT_FILENO);
   std::mutex out;
   std::string line;  // the progress line currently on screen
@@ -248,8 +311,16 @@ int drive(const atl::Topology& topology, const atl::RunOptions& options, const s
       std::fprintf(stdout, "%s", line.c_str());
       std::fflush(stdout);
     });
+  // The endpoint first: a port in use fails before anything trains.
+  std::unique_ptr<RunStatus> status;
+  if (!metrics.listen.empty()) {
+    auto served = RunStatus::start(metrics, options.cluster.token);
+    if (!served.ok()) return fail(served.status());
+    status = std::move(*served);
+  }
   auto run = atl::Run::start(topology, options);
   if (!run.ok()) return fail(run.status());
+  if (status) status->watch(run->get());
   if (started) started(**run);
   SignalStop signals;
   signals.watch(run->get());
@@ -259,7 +330,7 @@ int drive(const atl::Topology& topology, const atl::RunOptions& options, const s
     while (!done) {
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
       if (quiet || done) continue;
-      const std::string text = progress_line((*run)->metrics(), topology);
+      const std::string text = progress_line((*run)->view());
       if (live) {
         std::lock_guard lock(out);
         line = text;
@@ -272,6 +343,7 @@ int drive(const atl::Topology& topology, const atl::RunOptions& options, const s
   });
   auto report = (*run)->wait();
   signals.watch(nullptr);
+  if (status) status->watch(nullptr);
   done = true;
   printer.join();
   if (live) {
@@ -291,20 +363,21 @@ int drive(const atl::Topology& topology, const atl::RunOptions& options, const s
     std::fputs(report->to_table().c_str(), stdout);
   }
   if (!report_path.empty() && !write_output(report_path, report->to_json(), "report")) return 1;
+  if (options.cluster.join.empty() && !atl::cli::write_plots(report_path, *report)) return 1;
   return report->gave_up.empty() ? 0 : 1;
 }
 
 int run_command(const std::string& file, const std::vector<std::string>& sets, const std::string& report_path,
                 double seconds, const std::string& data, int threads, bool quiet, const std::string& faults,
-                const std::string& tape) {
+                const std::string& tape, const MetricsFlags& metrics) {
   auto topology = atl::load_topology(file, sets);
   if (!topology.ok()) return fail(topology.status());
-  if (!faults.empty()) return run_with_plan(*topology, faults, tape, report_path, seconds, data, threads);
+  if (!faults.empty()) return run_with_plan(*topology, faults, tape, report_path, seconds, data, threads, metrics);
   atl::RunOptions options;
   options.data_root = data;
   options.seconds = seconds;
   options.compute_threads = threads;
-  return drive(*topology, options, report_path, quiet);
+  return drive(*topology, options, report_path, quiet, metrics);
 }
 
 // ---- across processes
@@ -339,7 +412,8 @@ atl::Status set_network(const ClusterFlags& c, atl::RunOptions::Cluster& cluster
 }
 
 int syncer_command(const std::string& file, const std::vector<std::string>& sets, const ClusterFlags& c,
-                   const std::string& report_path, double seconds, const std::string& data, bool quiet) {
+                   const std::string& report_path, double seconds, const std::string& data, bool quiet,
+                   const MetricsFlags& metrics) {
   auto topology = atl::load_topology(file, sets);
   if (!topology.ok()) return fail(topology.status());
   auto token = atl::load_cluster_token(c.token_file);
@@ -352,7 +426,7 @@ int syncer_command(const std::string& file, const std::vector<std::string>& sets
   options.cluster.token = *token;
   options.cluster.connection_timeout_seconds = c.timeout;
   if (atl::Status s = set_network(c, options.cluster); !s.ok()) return fail(s);
-  return drive(*topology, options, report_path, quiet, [&](atl::Run& run) {
+  return drive(*topology, options, report_path, quiet, metrics, [&](atl::Run& run) {
     const auto at = atl::parse_endpoint(c.listen);
     std::printf("atoll syncer: serving learners on %s:%u (%zu learners expected)\n", at->host.c_str(), run.port(),
                 topology->learners.size());
@@ -386,55 +460,7 @@ int learner_command(const ClusterFlags& c, const std::string& report_path, const
     std::fprintf(stderr, "atoll: %s\n", topology.status().to_string().c_str());
     return 1;
   }
-  return drive(*topology, options, report_path, /*quiet=*/true);
-}
-
-// A child atoll in a process group of its own: the terminal's Ctrl-C reaches
-// only the parent, which ends the run in order. If the parent dies, even by
-// SIGKILL, the child gets SIGTERM and stops too: no orphans.
-pid_t spawn_self(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(1);  // the parent died before prctl took effect
-    std::signal(SIGINT, SIG_DFL);
-    std::signal(SIGTERM, SIG_DFL);
-    ::execv("/proc/self/exe", argv.data());
-    std::perror("atoll: exec");
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// The exit status of `pid` once it ended (a signal: 128 + it), or nullopt
-// while it runs. Never blocks.
-std::optional<int> ended(pid_t pid) {
-  int status = 0;
-  if (::waitpid(pid, &status, WNOHANG) != pid) return std::nullopt;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// Waits for `pid` up to `seconds`; then SIGTERM and up to 5 s more; then SIGKILL.
-// Returns its status and whether it had to be stopped.
-std::pair<int, bool> reap(pid_t pid, double seconds) {
-  const auto until = [](double s) {
-    return std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
-  };
-  for (auto [signal, deadline] : {std::pair{SIGTERM, until(seconds)}, std::pair{SIGKILL, until(seconds + 5)}}) {
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (auto status = ended(pid)) return {*status, signal == SIGKILL};
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    ::kill(pid, signal);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);  // SIGKILL cannot be refused
-  return {128 + SIGKILL, true};
+  return drive(*topology, options, report_path, /*quiet=*/true, MetricsFlags{});
 }
 
 // `atoll run FILE --processes`: the syncer and each learner as local
@@ -445,99 +471,50 @@ std::pair<int, bool> reap(pid_t pid, double seconds) {
 // tells the learners, writes the report. A second one kills every child.
 int processes_command(const std::string& file, const std::vector<std::string>& sets, const std::string& report_path,
                       double seconds, const std::string& data, bool quiet, bool verbose, const std::string& tls_dir,
-                      const std::string& link) {
+                      const std::string& link, const std::string& metrics) {
   auto topology = atl::load_topology(file, sets);
   if (!topology.ok()) return fail(topology.status());
-  std::vector<std::string> syncer_tls, learner_tls;
-  if (!tls_dir.empty()) {
-    const std::string ca = tls_dir + "/ca.pem";
-    if (!std::filesystem::exists(tls_dir + "/syncer.pem")) {
-      auto made = atl::make_certificates({tls_dir, {}, 365, false});
-      if (!made.ok()) return fail(made.status());
-      std::fprintf(stderr, "atoll: made a CA and certificates in %s\n", tls_dir.c_str());
-    }
-    syncer_tls = {"--tls-cert", tls_dir + "/syncer.pem", "--tls-key", tls_dir + "/syncer.key", "--tls-ca", ca};
-    learner_tls = {"--tls-cert", tls_dir + "/learner.pem", "--tls-key", tls_dir + "/learner.key", "--tls-ca", ca,
-                   "--tls-name", "localhost"};
-  }
-  if (!link.empty()) {
+  if (!link.empty())
     if (auto shape = atl::parse_link_shape(link); !shape.ok()) return fail(shape.status().with_context("--link"));
-    syncer_tls.insert(syncer_tls.end(), {"--link", link});
-    learner_tls.insert(learner_tls.end(), {"--link", link});
-  }
-  ::setenv(atl::kTokenEnv, atl::make_cluster_token().c_str(), 1);  // children inherit it; never printed
-  // A private folder: another local user cannot plant or read the port file.
-  std::string scratch = (std::filesystem::temp_directory_path() / "atoll-XXXXXX").string();
-  if (!::mkdtemp(scratch.data())) return fail(atl::Status::io_error("cannot make a temporary folder"));
-  const std::string port_file = scratch + "/port";
-  std::vector<std::string> syncer = {"atoll", "syncer", "--listen", "127.0.0.1:0", "--port-file", port_file,
-                                     "--report", report_path};
-  if (!file.empty()) syncer.insert(syncer.begin() + 2, file);
-  for (const auto& s : sets) syncer.insert(syncer.end(), {"--set", s});
-  if (seconds > 0) syncer.insert(syncer.end(), {"--seconds", std::to_string(seconds)});
-  if (!data.empty()) syncer.insert(syncer.end(), {"--data", data});
-  if (quiet) syncer.push_back("--quiet");
-  if (verbose) syncer.push_back("-v");
-  syncer.insert(syncer.end(), syncer_tls.begin(), syncer_tls.end());
+  if (!tls_dir.empty() && !std::filesystem::exists(tls_dir + "/syncer.pem"))
+    std::fprintf(stderr, "atoll: making a CA and certificates in %s\n", tls_dir.c_str());
+  atl::LocalClusterOptions o;
+  o.atoll = "/proc/self/exe";
+  o.learners = topology->learners.size();
+  o.topology_file = file;
+  o.sets = sets;
+  o.report_path = report_path;
+  o.seconds = seconds;
+  o.data = data;
+  o.quiet = quiet;
+  o.verbose = verbose;
+  o.tls_dir = tls_dir;
+  o.link = link;
+  o.metrics = metrics;
+  o.token_file = output("cluster-token");
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  const pid_t syncer_pid = spawn_self(syncer);
-  std::vector<pid_t> learners;
   int signals = 0;
-  // Forwards a signal to the children: the first asks the syncer to end the
-  // run in order; the second kills them all.
-  const auto forward = [&] {
+  auto cluster = atl::LocalCluster::start(o, [&] { return interrupted.load(); });
+  if (!cluster.ok()) {
+    if (interrupted) return 130;
+    return fail(cluster.status());
+  }
+  if (!metrics.empty()) std::fprintf(stderr, "atoll: the status page's token is in %s\n", o.token_file.c_str());
+  // The first signal asks the syncer to end the run in order; the second kills every process.
+  const int status = (*cluster)->wait([&] {
     if (!interrupted.exchange(false)) return;
     if (++signals == 1) {
       std::fprintf(stderr, "atoll: interrupted: stopping the run (again to kill every process)\n");
-      ::kill(syncer_pid, SIGINT);
+      (*cluster)->stop();
     } else {
       std::fprintf(stderr, "atoll: interrupted again: killing every process\n");
-      ::kill(syncer_pid, SIGKILL);
-      for (pid_t pid : learners) ::kill(pid, SIGKILL);
+      (*cluster)->kill();
     }
-  };
-  std::string port;
-  std::optional<int> syncer_status;
-  for (int i = 0; i < 600 && port.empty(); ++i) {  // up to 60 s to load data and listen
-    std::ifstream(port_file) >> port;
-    if (!port.empty()) break;
-    forward();
-    if ((syncer_status = ended(syncer_pid))) {
-      std::error_code ignored;
-      std::filesystem::remove_all(scratch, ignored);
-      if (signals) return 130;
-      std::fprintf(stderr, "atoll: the syncer process ended before it listened\n");
-      return *syncer_status;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  std::error_code ignored;
-  std::filesystem::remove_all(scratch, ignored);
-  if (port.empty()) {
-    reap(syncer_pid, 0);
-    return fail(atl::Status::unavailable("the syncer process did not listen within 60 s"));
-  }
-  for (size_t id = 0; id < topology->learners.size(); ++id) {
-    std::vector<std::string> learner = {"atoll", "learner", "--join", "127.0.0.1:" + port, "--id", std::to_string(id),
-                                        "--threads", "1", "--report", ""};
-    if (!data.empty()) learner.insert(learner.end(), {"--data", data});
-    if (verbose) learner.push_back("-v");
-    learner.insert(learner.end(), learner_tls.begin(), learner_tls.end());
-    learners.push_back(spawn_self(learner));
-  }
-  while (!(syncer_status = ended(syncer_pid))) {
-    forward();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  // Learners end when the syncer says the run is over; one that missed it is stopped.
-  int learners_failed = 0;
-  for (pid_t pid : learners) {
-    const auto [status, stopped] = reap(pid, 15);
-    learners_failed += stopped || status != 0;  // missing the end of the run is not a clean end
-  }
-  if (learners_failed) std::fprintf(stderr, "atoll: %d learner process(es) did not end cleanly\n", learners_failed);
-  return *syncer_status;
+  });
+  if (const int failed = (*cluster)->learners_failed())
+    std::fprintf(stderr, "atoll: %d learner process(es) did not end cleanly\n", failed);
+  return status;
 }
 
 }  // namespace
@@ -570,6 +547,11 @@ int main(int argc, char** argv) {
   run->add_option("--tape", tape, "With --faults: where to write the event tape (JSON lines)")->capture_default_str();
   bool processes = false;
   std::string tls_dir, run_link;
+  MetricsFlags run_metrics;
+  run->add_option("--metrics", run_metrics.listen,
+                  "Serve a live status page at / and Prometheus metrics at /metrics on HOST:PORT, e.g. 127.0.0.1:9464");
+  run->add_flag("--allow-control", run_metrics.allow_control,
+                "With --faults and --metrics: the status page may kill or stall learners");
   run->add_flag("--processes", processes,
                 "Run the syncer and each learner as separate local processes (over loopback, with a fresh token)");
   run->add_option("--tls-dir", tls_dir,
@@ -586,10 +568,13 @@ int main(int argc, char** argv) {
       "  atoll run examples/torch/gpt.toml             a PyTorch GPT as TorchScript (python3 examples/torch/gpt.py first)\n"
       "  atoll run --processes                         syncer and learners as separate local processes\n"
       "  atoll run --processes --tls-dir certs         the same over TLS 1.3 with mutual certificates\n"
+      "  atoll run --metrics 127.0.0.1:9464            watch it at http://127.0.0.1:9464/ (Prometheus: /metrics)\n"
       "  atoll topology > mine.toml                    start a topology file from the defaults\n"
       "\nThe report (JSON) has mode, tokens, tokens_per_second, goodput, uptime, eval.loss,\n"
       "eval.accuracy, bytes.*, bytes_per_token, rounds, quorum_mean, grace_wait_mean_ms,\n"
-      "stale_refused, rejected, restarts, versions_min/max and per-learner figures.\n"
+      "stale_refused, rejected, restarts, versions_min/max and per-learner figures. Beside it go the\n"
+      "run's time series (REPORT.series.csv, REPORT.events.csv) and plots (REPORT.loss.svg,\n"
+      "REPORT.learners.svg, REPORT.goodput.svg); `atoll plot REPORT.json` draws them again.\n"
       "Exit status: 0 done; 1 the run failed or gave up on an actor; 2 bad topology or arguments.");
 
   std::string vfile;
@@ -630,6 +615,10 @@ int main(int argc, char** argv) {
   auto* syncer = app.add_subcommand("syncer", "Hold the syncer of a run whose learners join from other processes");
   syncer->add_option("file", sfile, "Topology file (TOML); none: the built-in default");
   syncer->add_option("--set", ssets, "Override one key (repeatable)");
+  MetricsFlags syncer_metrics;
+  syncer->add_option("--metrics", syncer_metrics.listen,
+                     "Serve a live status page at / and Prometheus metrics at /metrics on HOST:PORT; their data "
+                     "wants the cluster token (Authorization: Bearer TOKEN)");
   syncer->add_option("--listen", cluster.listen, "HOST:PORT to serve learners on (port 0: any free one)")
       ->capture_default_str();
   syncer->add_option("--token-file", cluster.token_file, "File holding the cluster token (default: $ATOLL_TOKEN)");
@@ -790,6 +779,16 @@ int main(int argc, char** argv) {
       "  atoll simulate examples/simulate/planning.toml --set planning.chips=100000 --set failures.mtbi_chip_years=3\n"
       "Exit status: 0 done; 1 an output could not be written; 2 a bad plan or arguments.");
 
+  std::string plot_report;
+  auto* plot = app.add_subcommand("plot", "Draw the plots of a run (or a chaos suite) again from the series beside its report");
+  plot->add_option("report", plot_report, "The JSON report of `atoll run` or `atoll chaos`")->required();
+  plot->footer(
+      "\nReads REPORT.series.csv and REPORT.events.csv (a chaos suite: REPORT.<plan>-<mode>.series.csv)\n"
+      "and writes the SVG plots beside them: loss against tokens and time, steps per learner with the\n"
+      "faults marked, goodput and alive share over time, and each plan's modes side by side.\n"
+      "Example:\n"
+      "  atoll run --report atoll-out/r.json && atoll plot atoll-out/r.json");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -798,12 +797,16 @@ int main(int argc, char** argv) {
   }
   atl::set_log_level(verbose ? atl::LogLevel::kInfo : atl::LogLevel::kWarn);
 
+  if (*run && run_metrics.allow_control && (faults.empty() || run_metrics.listen.empty()))
+    return fail(atl::Status::invalid_argument(
+        "--allow-control needs --faults (a chaos run) and --metrics (the page that controls it)"));
   if (*run && processes && !faults.empty())
     return fail(atl::Status::invalid_argument("--faults needs the whole run in one process; drop --processes"));
   if (*run && !processes && (!tls_dir.empty() || !run_link.empty()))
     return fail(atl::Status::invalid_argument("--tls-dir and --link are for --processes"));
   if (*run && processes)
-    return processes_command(file, sets, report_path, seconds, data, quiet, verbose, tls_dir, run_link);
+    return processes_command(file, sets, report_path, seconds, data, quiet, verbose, tls_dir, run_link,
+                             run_metrics.listen);
   if (*certs) {
     auto made = atl::make_certificates(cert_request);
     if (!made.ok()) return fail(made.status());
@@ -814,8 +817,9 @@ int main(int argc, char** argv) {
                 made->learner_certificate.c_str(), made->learner_key.c_str(), atl::kLearnerName);
     return 0;
   }
-  if (*run) return run_command(file, sets, report_path, seconds, data, threads, quiet, faults, tape);
-  if (*syncer) return syncer_command(sfile, ssets, cluster, sreport, sseconds, sdata, squiet);
+  if (*run) return run_command(file, sets, report_path, seconds, data, threads, quiet, faults, tape, run_metrics);
+  if (*syncer) return syncer_command(sfile, ssets, cluster, sreport, sseconds, sdata, squiet, syncer_metrics);
+  if (*plot) return atl::cli::plot_command(plot_report);
   if (*learner) return learner_command(cluster, lreport, ldata, threads);
   if (*sweep) return atl::cli::sweep_command(sweep_args);
   if (*bandwidth) return atl::cli::bandwidth_command(bw);

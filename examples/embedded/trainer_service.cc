@@ -64,10 +64,10 @@ int main(int argc, char** argv) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (!(*run)->finished() && !stop_requested && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
-    const atl::LiveMetrics m = (*run)->metrics();
-    std::printf("health: up %.0fs learners=%d tokens=%llu loss=%.4f rounds=%llu goodput=%.2f\n", m.seconds,
-                m.connected, static_cast<unsigned long long>(m.tokens), m.loss,
-                static_cast<unsigned long long>(m.rounds), m.goodput);
+    const atl::RunView v = (*run)->view();
+    std::printf("health: up %.0fs alive=%.0f%% tokens=%llu loss=%.4f rounds=%llu goodput=%.2f\n", v.seconds,
+                100 * v.alive, static_cast<unsigned long long>(v.tokens), v.train_loss,
+                static_cast<unsigned long long>(v.stats.rounds), v.goodput);
     std::fflush(stdout);
   }
   (*run)->stop();

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <algorithm>
 #include <thread>
 
 #include "atoll/run.h"
@@ -49,15 +50,17 @@ BOOST_AUTO_TEST_CASE(a_killed_learner_is_restarted_and_reintegrated_while_traini
   auto run = Run::start(small_run());
   BOOST_REQUIRE_MESSAGE(run.ok(), run.status().to_string());
   Run& r = **run;
-  BOOST_REQUIRE(eventually([&] { return r.metrics().rounds >= 4; }));
+  BOOST_REQUIRE(eventually([&] { return r.view().stats.rounds >= 4; }));
+  const uint64_t steps_at_kill = r.view().per_learner.at(1).steps;
   BOOST_REQUIRE(r.kill_learner(1));
-  const uint64_t rounds_at_kill = r.metrics().rounds;
+  const uint64_t rounds_at_kill = r.view().stats.rounds;
   // Counted by the board as the new incarnation is welcomed: never stale.
-  BOOST_REQUIRE_MESSAGE(eventually([&] { return r.metrics().reintegrations >= 1; }), "learner 1 did not come back");
+  BOOST_REQUIRE_MESSAGE(eventually([&] { return r.view().reintegration_seconds.size() >= 1; }),
+                        "learner 1 did not come back");
   BOOST_REQUIRE_MESSAGE(eventually([&] {
-                          const auto m = r.metrics();
-                          return m.learner_incarnations.size() == 3 && m.learner_incarnations[1] == 2 &&
-                                 m.learner_steps[1] >= 50 && m.rounds >= rounds_at_kill + 20;
+                          const auto v = r.view();
+                          return v.per_learner.size() == 3 && v.per_learner[1].incarnation == 2 &&
+                                 v.per_learner[1].steps >= steps_at_kill + 50 && v.stats.rounds >= rounds_at_kill + 20;
                         }),
                         "learner 1's new incarnation did not train");
   r.stop();
@@ -87,17 +90,21 @@ BOOST_AUTO_TEST_CASE(past_the_restart_intensity_a_learner_is_given_up_and_the_ru
   auto run = Run::start(small_run(), options);
   BOOST_REQUIRE_MESSAGE(run.ok(), run.status().to_string());
   Run& r = **run;
-  BOOST_REQUIRE(eventually([&] { return r.metrics().rounds >= 2; }));
+  BOOST_REQUIRE(eventually([&] { return r.view().stats.rounds >= 2; }));
   for (uint64_t kill = 1; kill <= 3; ++kill) {
     BOOST_REQUIRE_MESSAGE(eventually([&] { return r.kill_learner(2); }), "learner 2 not running for kill " << kill);
-    if (kill < 3) BOOST_REQUIRE(eventually([&] { return r.metrics().restarts >= kill; }));
+    if (kill < 3) BOOST_REQUIRE(eventually([&] { return r.view().restarts >= kill; }));
   }
   // Given up: no third restart, and the two others carry on.
-  BOOST_REQUIRE(eventually([&] { return r.metrics().connected == 2; }));
-  const uint64_t rounds = r.metrics().rounds;
-  BOOST_REQUIRE(eventually([&] { return r.metrics().rounds >= rounds + 10; }));
+  BOOST_REQUIRE(eventually([&] {
+    const auto v = r.view();
+    return std::count_if(v.per_learner.begin(), v.per_learner.end(), [](auto& l) { return l.state == "up"; }) == 2 &&
+           v.per_learner[2].state == "gave up";
+  }));
+  const uint64_t rounds = r.view().stats.rounds;
+  BOOST_REQUIRE(eventually([&] { return r.view().stats.rounds >= rounds + 10; }));
   std::this_thread::sleep_for(300ms);  // longer than the backoff: a restart would have happened
-  BOOST_CHECK_EQUAL(r.metrics().restarts, 2u);
+  BOOST_CHECK_EQUAL(r.view().restarts, 2u);
   r.stop();
   auto report = r.wait();
   BOOST_REQUIRE_MESSAGE(report.ok(), report.status().to_string());

@@ -648,6 +648,28 @@ BOOST_FIXTURE_TEST_CASE(the_last_round_stops_waiting_for_a_learner_that_never_an
   BOOST_CHECK(board->sealed());
 }
 
+// Run::stop() and the time limit reach the syncer as a message, not a flag it polls.
+BOOST_FIXTURE_TEST_CASE(an_end_message_starts_the_last_round_and_seal_ends_it_at_once, Fixture) {
+  for (size_t m = 0; m < 3; ++m) join(m);
+  progress(0, 1);
+  BOOST_CHECK(received<Pull>(0).empty());  // not due: 1 step of H = 4
+  self->send(syncer, end_atom_v, std::string("the run was stopped"));
+  consume_messages();
+  for (size_t m = 0; m < 3; ++m) {
+    auto pulls = received<Pull>(m);
+    BOOST_REQUIRE_EQUAL(pulls.size(), 1u);
+    BOOST_CHECK(pulls[0].last);
+  }
+  self->send(syncer, end_atom_v, std::string("again"));  // once is enough: no second last round
+  consume_messages();
+  BOOST_CHECK_EQUAL(received<Pull>(0).size(), 1u);
+  BOOST_CHECK(!board->sealed());
+  self->send(syncer, seal_atom_v);  // Run::wait() gave up on the answers
+  consume_messages();
+  BOOST_CHECK(board->sealed());
+  for (size_t m = 0; m < 3; ++m) BOOST_CHECK_EQUAL(received<Done>(m).size(), 1u);
+}
+
 BOOST_FIXTURE_TEST_CASE(int_broadcasts_are_differences_whose_rounding_is_sent_with_the_next, Int4Broadcasts) {
   join(0);
   std::vector<float> copy(params);  // what learner 0 holds: its welcome, then every difference added

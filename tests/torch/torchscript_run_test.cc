@@ -92,8 +92,8 @@ BOOST_AUTO_TEST_CASE(a_module_file_deleted_mid_run_leaves_the_held_out_loss_unkn
   // Every learner has its module loaded once it has trained.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
-    const auto m = (*run)->metrics();
-    if (m.learner_steps.size() == 2 && m.learner_steps[0] > 0 && m.learner_steps[1] > 0) break;
+    const auto v = (*run)->view();
+    if (v.per_learner.size() == 2 && v.per_learner[0].steps > 0 && v.per_learner[1].steps > 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   std::filesystem::remove(copy);

@@ -78,6 +78,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(atoll, caf::first_custom_type_id)
   CAF_ADD_ATOM(atoll, atl, relink_atom, "relink")
   // syncer -> itself: the last rounds of the run stop waiting for answers
   CAF_ADD_ATOM(atoll, atl, flush_atom, "flush")
+  // Run -> syncer: (end, why) the run ends: the last rounds, then Done;
+  // (seal) no more waiting for them: the global model is final now
+  CAF_ADD_ATOM(atoll, atl, end_atom, "endrun")
+  CAF_ADD_ATOM(atoll, atl, seal_atom, "seal")
 CAF_END_TYPE_ID_BLOCK(atoll)
 
 namespace atl {

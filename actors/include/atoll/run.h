@@ -4,12 +4,12 @@
 //   t.learners.resize(2);
 //   auto run = atl::Run::start(t);         // learners, syncer, checkpointer, supervisors
 //   if (!run.ok()) { ... run.status() ... }
-//   ... (*run)->metrics() from any thread, while it runs ...
+//   ... (*run)->view() from any thread, while it runs ...
 //   auto report = (*run)->wait();          // until the token budget or time limit
 //
 // Everything the `atoll` command does goes through this class. It needs no
-// CAF headers: the actors live behind it. Thread-safety: metrics(), stop()
-// and kill_learner() may be called from any thread; wait() from one.
+// CAF headers: the actors live behind it. Thread-safety: view(), stop(),
+// kill_learner() and stall_learner() may be called from any thread; wait() from one.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,7 @@
 
 #include "atoll/door.h"
 #include "atoll/report.h"
-#include "atoll/run_board.h"
+#include "atoll/run_view.h"
 #include "atoll/status.h"
 #include "atoll/topology.h"
 
@@ -95,8 +95,10 @@ class Run {
   uint16_t port() const;
   // Where this run writes checkpoints (empty when disabled).
   const std::string& checkpoint_dir() const;
-  // A snapshot of the live metrics (published a few times per second).
-  LiveMetrics metrics() const;
+  // What the run shows now (atoll/run_view.h): figures, learners, the time
+  // series so far and the newest events. After wait(), the final view, with
+  // the held-out evaluation.
+  RunView view() const;
   // True once the token budget is reached or stop() was called.
   bool finished() const;
   // Ends the run early; wait() then returns the report.
@@ -115,6 +117,9 @@ class Run {
   // Kills learner `id` (exit_reason::kill, untrappable) as a failure would;
   // its supervisor restarts it. False if it is not running.
   bool kill_learner(uint32_t id);
+  // Learner `id` takes no inner step for `seconds` (a stall fault). False if
+  // it is not running.
+  bool stall_learner(uint32_t id, double seconds);
 
  private:
   struct Impl;

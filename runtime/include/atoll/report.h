@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "atoll/run_series.h"
+
 namespace atl {
 
 struct LearnerReport {
@@ -65,6 +67,9 @@ struct Report {
   std::vector<CurvePoint> curve;
   std::vector<LearnerReport> per_learner;
   std::vector<std::string> gave_up;           // children a supervisor stopped restarting
+  // The run over time (not in to_json(): run_plots writes them beside it).
+  std::vector<SeriesPoint> series;
+  std::vector<RunEvent> events;               // the newest lines of the event tape
 
   std::string to_json() const;
   std::string to_table() const;

@@ -1,0 +1,35 @@
+// SeriesPoint and RunEvent: a run over time, as its report keeps it.
+//
+// RunWatch (atoll/run_view.h) samples them while the run goes; the report
+// carries them; run_plots (atoll/run_plots.h) writes them as JSON lines and
+// draws them. Units: seconds since the run started, tokens, bytes; the loss
+// is the training loss in nats per token.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace atl {
+
+// One sample of the run, taken every second or so.
+struct SeriesPoint {
+  double seconds = 0.0;
+  uint64_t tokens = 0;
+  double loss = 0.0;     // training loss, mean of the connected learners
+  double goodput = 0.0;  // so far
+  double alive = 0.0;    // share of learners up now
+  uint64_t versions_min = 0, versions_max = 0;
+  uint64_t bytes_up = 0, bytes_down = 0;
+  std::vector<uint64_t> learner_steps;  // per learner, all incarnations
+};
+
+// A line of the event tape, for people: a fault, a restart, a re-integration.
+struct RunEvent {
+  double seconds = 0.0;
+  std::string kind;  // "inject", "restart", "registration", "first_merge", ...
+  int64_t learner = -1;
+  std::string text;  // one line
+};
+
+}  // namespace atl

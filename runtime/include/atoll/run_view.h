@@ -1,0 +1,118 @@
+// RunView: what one run shows, as one read-only snapshot.
+//
+// The actors publish their state to the RunBoard (atoll/run_board.h);
+// observe_run() turns the board, the topology and the event tape into a
+// RunView. Everything that shows a run reads views, never the board: the
+// metrics endpoint (atoll/run_metrics.h), the status page
+// (atoll/status_server.h), the progress line, the time series and plots
+// (atoll/run_plots.h) and the report (report_from_view()).
+//
+// RunWatch keeps the newest view and the run's time series. Thread-safe:
+// the run's sampler writes it, any thread reads it.
+//
+// Units: seconds since the run started, tokens, bytes; losses in nats per
+// token (the training loss is the learners' moving average).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "atoll/event_tape.h"
+#include "atoll/report.h"
+#include "atoll/run_board.h"
+#include "atoll/run_series.h"
+#include "atoll/syncer_core.h"
+#include "atoll/topology.h"
+
+namespace atl {
+
+struct LearnerView {
+  uint32_t id = 0;
+  std::string state = "waiting";  // "waiting" (never registered), "up", "down", "gave up"
+  double speed = 1.0;             // the topology's speed factor
+  int batch_size = 0;
+  uint64_t incarnation = 0;       // of the last one to register
+  uint64_t steps = 0, tokens = 0; // all incarnations
+  uint64_t merged = 0;            // pushes merged
+  double step_seconds = 0.0;      // moving average, as reported
+  double loss = 0.0;              // moving average of its training loss, as reported
+  uint64_t staleness = 0;         // global versions its newest base is behind, worst fragment
+  uint64_t restarts = 0;
+  double last_reintegration_seconds = -1.0;  // from its last restart to its welcome; < 0: none
+};
+
+struct RunView {
+  std::string mode;
+  int learners = 0;
+  uint64_t token_budget = 0;      // 0: none
+  double seconds_limit = 0.0;     // 0: none
+  double seconds = 0.0;           // since the run started
+  bool finished = false;          // the token budget, the time limit or stop()
+  bool sealed = false;            // the global model is final
+
+  uint64_t tokens = 0;
+  double train_loss = 0.0;
+  double goodput = 0.0;           // merged learner step time / (learners x seconds)
+  double alive = 0.0;             // share of learners up now
+  std::vector<uint64_t> versions; // per fragment, the global version
+  uint64_t bytes_up = 0, bytes_down = 0;  // learner -> syncer, syncer -> learners
+  uint64_t gateway_refusals = 0;  // refused at a syncer process's door
+  uint64_t checkpoints = 0;
+  uint64_t restarts = 0;          // every supervised child
+  uint64_t faults_injected = 0;   // chaos: injections that hit a running target
+  uint64_t faults_recovered = 0;  // learners back after a failure (registrations)
+  double syncer_cpu_seconds = 0.0;
+  SyncerStats stats;              // the syncer's counters and round history
+  std::vector<double> reintegration_seconds;
+  std::vector<uint64_t> max_adopted_versions;
+  uint64_t regressions_refused = 0, version_decreases = 0;
+  std::vector<std::string> gave_up;
+  std::vector<LearnerView> per_learner;
+
+  // Held-out evaluation, once the run evaluated it (NaN until then).
+  double eval_loss = std::numeric_limits<double>::quiet_NaN();
+  double eval_bits_per_byte = std::numeric_limits<double>::quiet_NaN();
+
+  std::vector<SeriesPoint> series;  // filled by RunWatch
+  std::vector<RunEvent> events;     // the newest tape lines, oldest first
+
+  uint64_t versions_min() const;
+  uint64_t versions_max() const;
+  SeriesPoint point() const;        // this view as one sample of the series
+};
+
+// The view of a run now. `tape` may be null; `max_events` newest tape lines are kept.
+RunView observe_run(const RunBoard& board, const Topology& topology, const EventTape* tape,
+                    size_t max_events = 50);
+
+// The report's figures that a view holds (everything but the model, the data,
+// the held-out evaluation and the curve, which the run adds).
+Report report_from_view(const RunView& view, const Topology& topology, double wall_seconds);
+
+// The view as JSON for the status page: at most `max_points` of the series
+// (evenly thinned), every learner and the events.
+std::string view_json(const RunView& view, size_t max_points = 600);
+
+// The newest view, and the time series of the run: a point at most every
+// `interval` seconds, thinned to half (and the interval doubled) when it
+// would pass `max_points`, so a long run keeps its shape in bounded memory.
+class RunWatch {
+ public:
+  explicit RunWatch(double interval_seconds = 1.0, size_t max_points = 4096);
+  void update(RunView view);
+  // Sets the held-out evaluation of the newest view (at the end of a run).
+  void set_eval(double loss, double bits_per_byte);
+  RunView view() const;  // with its series
+  std::vector<SeriesPoint> series() const;
+
+ private:
+  mutable std::mutex mu_;
+  double interval_;
+  size_t max_points_;
+  RunView view_;
+  std::vector<SeriesPoint> series_;
+};
+
+}  // namespace atl

@@ -1,0 +1,296 @@
+#include "atoll/run_view.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "json_writer.h"
+
+namespace atl {
+namespace {
+
+std::string learner_child(uint32_t id) { return "learner " + std::to_string(id); }
+
+std::string field_text(const EventTape::Value& v) {
+  if (const auto* s = std::get_if<std::string>(&v)) return *s;
+  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", std::get<double>(v));
+  return buf;
+}
+
+RunEvent event_of(const EventTape::Entry& e) {
+  RunEvent r;
+  r.seconds = e.t;
+  r.kind = e.event == "recovered" ? e.text("what") : e.event == "inject" ? "fault " + e.text("kind") : e.event;
+  const double learner = e.number("learner");
+  if (std::isfinite(learner)) r.learner = static_cast<int64_t>(learner);
+  r.text = e.event;
+  for (const auto& [k, v] : e.fields) r.text += " " + k + "=" + field_text(v);
+  return r;
+}
+
+}  // namespace
+
+uint64_t RunView::versions_min() const {
+  return versions.empty() ? 0 : *std::min_element(versions.begin(), versions.end());
+}
+uint64_t RunView::versions_max() const {
+  return versions.empty() ? 0 : *std::max_element(versions.begin(), versions.end());
+}
+
+SeriesPoint RunView::point() const {
+  SeriesPoint p;
+  p.seconds = seconds;
+  p.tokens = tokens;
+  p.loss = train_loss;
+  p.goodput = goodput;
+  p.alive = alive;
+  p.versions_min = versions_min();
+  p.versions_max = versions_max();
+  p.bytes_up = bytes_up;
+  p.bytes_down = bytes_down;
+  for (const auto& l : per_learner) p.learner_steps.push_back(l.steps);
+  return p;
+}
+
+RunView observe_run(const RunBoard& board, const Topology& topology, const EventTape* tape, size_t max_events) {
+  RunView v;
+  const auto live = board.live();
+  const auto fin = board.final_state();
+  const int m = static_cast<int>(topology.learners.size());
+  v.mode = mode_name(topology.mode);
+  v.learners = m;
+  v.token_budget = topology.tokens;
+  v.seconds_limit = topology.seconds;
+  v.seconds = live.seconds;
+  v.finished = board.finished();
+  v.sealed = board.sealed();
+  v.tokens = live.tokens;
+  v.train_loss = live.loss;
+  v.goodput = live.goodput;
+  v.alive = m ? double(live.connected) / m : 0.0;
+  v.versions = fin.versions;
+  v.bytes_up = board.bytes_up.load();
+  v.bytes_down = board.bytes_down.load();
+  v.gateway_refusals = board.gateway_refusals.load();
+  v.checkpoints = board.checkpoints.load();
+  v.restarts = board.restarts();
+  v.syncer_cpu_seconds = fin.cpu_seconds;
+  v.stats = fin.stats;
+  v.reintegration_seconds = board.reintegrations();
+  v.max_adopted_versions = board.max_adopted();
+  v.regressions_refused = board.regressions_refused.load();
+  v.version_decreases = board.version_decreases();
+  v.gave_up = board.gave_up();
+
+  std::vector<EventTape::Entry> entries;
+  if (tape) entries = tape->entries();
+  for (uint32_t id = 0; id < static_cast<uint32_t>(m); ++id) {
+    LearnerView l;
+    l.id = id;
+    l.speed = topology.learners[id].speed;
+    l.batch_size = topology.learners[id].batch_size;
+    l.restarts = board.restarts_of(learner_child(id));
+    if (id < fin.learners.size()) {
+      const LearnerRecord& rec = fin.learners[id];
+      l.state = rec.registrations == 0 ? "waiting" : rec.connected ? "up" : "down";
+      l.incarnation = rec.incarnation;
+      l.steps = rec.past_steps + rec.steps;
+      l.tokens = rec.past_tokens + rec.tokens;
+      l.merged = rec.merged;
+      l.step_seconds = rec.step_seconds;
+      l.loss = rec.loss;
+      for (size_t p = 0; p < rec.progress.size() && p < v.versions.size(); ++p)
+        if (v.versions[p] > rec.progress[p].version)
+          l.staleness = std::max(l.staleness, v.versions[p] - rec.progress[p].version);
+    }
+    if (std::find(v.gave_up.begin(), v.gave_up.end(), learner_child(id)) != v.gave_up.end()) l.state = "gave up";
+    v.per_learner.push_back(l);
+  }
+  for (const auto& e : entries) {
+    if (e.event == "inject") ++v.faults_injected;
+    if (e.event != "recovered" || e.text("what") != "registration") continue;
+    ++v.faults_recovered;
+    const double id = e.number("learner"), seconds = e.number("seconds");
+    if (std::isfinite(id) && id >= 0 && id < m && std::isfinite(seconds))
+      v.per_learner[static_cast<size_t>(id)].last_reintegration_seconds = seconds;
+  }
+  const size_t first = entries.size() > max_events ? entries.size() - max_events : 0;
+  for (size_t i = first; i < entries.size(); ++i) v.events.push_back(event_of(entries[i]));
+  return v;
+}
+
+Report report_from_view(const RunView& v, const Topology& topology, double wall) {
+  Report r;
+  const int m = v.learners;
+  r.mode = v.mode;
+  r.learners = m;
+  r.wall_seconds = wall;
+  for (const auto& l : v.per_learner) r.tokens += l.tokens;
+  r.tokens_per_second = wall > 0 ? double(r.tokens) / wall : 0.0;
+  r.goodput = wall > 0 && m > 0 ? v.stats.good_seconds / (m * wall) : 0.0;
+  // The syncer's own clock: its last word may come a little before `wall`.
+  r.uptime = uptime_of(v.stats.round_ends, v.seconds > 0 ? v.seconds : wall);
+  r.bytes.learner_to_syncer = v.bytes_up;
+  r.bytes.syncer_to_learners = v.bytes_down;
+  r.bytes_per_token = r.tokens ? double(v.bytes_up + v.bytes_down) / double(r.tokens) : 0.0;
+  r.rounds = v.stats.rounds;
+  r.syncer_cpu_seconds = v.syncer_cpu_seconds;
+  r.quorum_mean = v.stats.quorum_mean();
+  r.grace_wait_mean_ms = 1000.0 * v.stats.grace_wait_mean();
+  r.late = v.stats.late;
+  r.stale_refused = v.stats.stale_refused;
+  r.rejected = v.stats.rejected + v.gateway_refusals;
+  r.cancelled_rounds = v.stats.cancelled_rounds;
+  r.restarts = v.restarts;
+  r.checkpoints = v.checkpoints;
+  r.reintegration_seconds = v.reintegration_seconds;
+  r.recovery_seconds = v.stats.recovery_seconds;
+  r.recovered_fragments = v.stats.recovered_fragments;
+  r.moments_handed = v.stats.moments_handed;
+  r.regressions_refused = v.regressions_refused;
+  r.version_decreases = v.version_decreases;
+  r.max_adopted_versions = v.max_adopted_versions;
+  r.final_versions = v.versions;
+  r.versions_min = v.versions_min();
+  r.versions_max = v.versions_max();
+  r.gave_up = v.gave_up;
+  for (const auto& lv : v.per_learner) {
+    LearnerReport l;
+    l.id = lv.id;
+    l.speed = topology.learners[lv.id].speed;
+    l.batch_size = topology.learners[lv.id].batch_size;
+    l.steps = lv.steps;
+    l.tokens = lv.tokens;
+    l.merged = lv.merged;
+    l.step_seconds = lv.step_seconds;
+    l.incarnation = lv.incarnation;
+    l.restarts = lv.restarts;
+    l.gave_up = lv.state == "gave up";
+    r.per_learner.push_back(l);
+  }
+  return r;
+}
+
+std::string view_json(const RunView& v, size_t max_points) {
+  JsonWriter j;
+  j.open(nullptr, '{');
+  j.field("mode", v.mode);
+  j.field("learners", v.learners);
+  j.field("token_budget", v.token_budget);
+  j.field("seconds_limit", v.seconds_limit);
+  j.field("seconds", v.seconds);
+  j.field("finished", v.finished);
+  j.field("sealed", v.sealed);
+  j.field("tokens", v.tokens);
+  j.field("train_loss", v.train_loss);
+  j.field("goodput", v.goodput);
+  j.field("alive", v.alive);
+  j.field("rounds", v.stats.rounds);
+  j.field("merged", v.stats.merged_pushes);
+  j.field("late", v.stats.late);
+  j.field("stale", v.stats.stale_refused);
+  j.field("refused", v.stats.rejected + v.gateway_refusals);
+  j.field("quorum_mean", v.stats.quorum_mean());
+  j.field("bytes_up", v.bytes_up);
+  j.field("bytes_down", v.bytes_down);
+  j.field("restarts", v.restarts);
+  j.field("faults_injected", v.faults_injected);
+  j.field("faults_recovered", v.faults_recovered);
+  j.field("eval_loss", v.eval_loss);
+  j.field("eval_bits_per_byte", v.eval_bits_per_byte);
+  j.open("versions", '[');
+  for (uint64_t x : v.versions) j.item(x);
+  j.close(']');
+  j.open("per_learner", '[');
+  for (const auto& l : v.per_learner) {
+    j.open(nullptr, '{');
+    j.field("id", l.id);
+    j.field("state", l.state);
+    j.field("speed", l.speed);
+    j.field("incarnation", l.incarnation);
+    j.field("steps", l.steps);
+    j.field("tokens", l.tokens);
+    j.field("merged", l.merged);
+    j.field("step_seconds", l.step_seconds);
+    j.field("loss", l.loss);
+    j.field("staleness", l.staleness);
+    j.field("restarts", l.restarts);
+    j.field("last_reintegration_seconds", l.last_reintegration_seconds);
+    j.close('}');
+  }
+  j.close(']');
+  // Columns, not objects: the page draws them as they are.
+  const size_t n = v.series.size();
+  const size_t stride = max_points > 0 && n > max_points ? (n + max_points - 1) / max_points : 1;
+  j.open("series", '{');
+  const auto column = [&](const char* name, auto get) {
+    j.open(name, '[');
+    for (size_t i = 0; i < n; i += stride) j.item(get(v.series[i]));
+    j.close(']');
+  };
+  column("seconds", [](const SeriesPoint& p) { return p.seconds; });
+  column("tokens", [](const SeriesPoint& p) { return p.tokens; });
+  column("loss", [](const SeriesPoint& p) { return p.loss; });
+  column("goodput", [](const SeriesPoint& p) { return p.goodput; });
+  column("alive", [](const SeriesPoint& p) { return p.alive; });
+  j.close('}');
+  j.open("events", '[');
+  for (const auto& e : v.events) {
+    j.open(nullptr, '{');
+    j.field("seconds", e.seconds);
+    j.field("kind", e.kind);
+    j.field("learner", e.learner);
+    j.field("text", e.text);
+    j.close('}');
+  }
+  j.close(']');
+  j.close('}');
+  return j.text();
+}
+
+RunWatch::RunWatch(double interval_seconds, size_t max_points)
+    : interval_(interval_seconds), max_points_(std::max<size_t>(max_points, 4)) {}
+
+void RunWatch::update(RunView view) {
+  std::lock_guard lock(mu_);
+  // The syncer's clock restarts with nothing published: no point until it has.
+  const bool has_data = view.seconds > 0 || view.tokens > 0;
+  // The sealed run's last word is always a point: the series ends where the run did.
+  const bool due = series_.empty() || view.seconds >= series_.back().seconds + interval_ ||
+                   (view.sealed && view.seconds > series_.back().seconds);
+  if (has_data && due) {
+    series_.push_back(view.point());
+    if (series_.size() >= max_points_) {
+      std::vector<SeriesPoint> kept;
+      // Every other point, and always the newest: the series ends where the run is.
+      for (size_t i = 0; i < series_.size(); i += 2) kept.push_back(std::move(series_[i]));
+      if (series_.size() % 2 == 0) kept.push_back(std::move(series_.back()));
+      series_ = std::move(kept);
+      interval_ *= 2;
+    }
+  }
+  const double loss = view_.eval_loss, bpb = view_.eval_bits_per_byte;
+  view_ = std::move(view);
+  if (std::isfinite(loss)) view_.eval_loss = loss, view_.eval_bits_per_byte = bpb;
+}
+
+void RunWatch::set_eval(double loss, double bits_per_byte) {
+  std::lock_guard lock(mu_);
+  view_.eval_loss = loss;
+  view_.eval_bits_per_byte = bits_per_byte;
+}
+
+RunView RunWatch::view() const {
+  std::lock_guard lock(mu_);
+  RunView v = view_;
+  v.series = series_;
+  return v;
+}
+
+std::vector<SeriesPoint> RunWatch::series() const {
+  std::lock_guard lock(mu_);
+  return series_;
+}
+
+}  // namespace atl
