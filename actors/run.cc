@@ -346,9 +346,13 @@ void Run::stop() {
 
 const std::vector<float>& Run::parameters() const { return impl_->theta; }
 
+// A kill or stall from outside the run is a fault like a planned one: on the
+// tape, so that a chaos run's verdict and the plots account for it.
 bool Run::kill_learner(uint32_t id) {
   caf::actor learner = impl_->directory->get(Directory::learner(id));
   if (!learner) return false;
+  impl_->tape->record("inject", {{"kind", std::string("kill")}, {"hit", int64_t{1}}, {"learner", int64_t{id}},
+                                 {"by", std::string("Run::kill_learner")}});
   caf::anon_send_exit(learner, caf::exit_reason::kill);
   return true;
 }
@@ -356,6 +360,8 @@ bool Run::kill_learner(uint32_t id) {
 bool Run::stall_learner(uint32_t id, double seconds) {
   caf::actor learner = impl_->directory->get(Directory::learner(id));
   if (!learner) return false;
+  impl_->tape->record("inject", {{"kind", std::string("stall")}, {"hit", int64_t{1}}, {"learner", int64_t{id}},
+                                 {"duration", seconds}, {"by", std::string("Run::stall_learner")}});
   caf::anon_send(learner, stall_atom_v, seconds);
   return true;
 }

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "atoll/progress.h"
 #include "atoll/simulation.h"
 
 namespace {
@@ -148,10 +150,17 @@ int main(int argc, char** argv) {
   std::printf("%8s %11s %9s %9s %14s %12s %10s %9s %9s\n", "learners", "parameters", "sim h", "rounds",
               "syncer ms/rnd", "utilization", "peak MiB", "goodput", "wall s");
   std::vector<Row> rows;
+  const size_t cells = parameters.size() * learners.size();
+  const auto began = std::chrono::steady_clock::now();
+  double ran_seconds = 0;
   for (int64_t p : parameters)
     for (int64_t m : learners) {
       Row row;
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      std::fprintf(stderr, "M=%lld, %lld parameters: %s\n", static_cast<long long>(m), static_cast<long long>(p),
+                   atl::progress_text(rows.size(), cells, elapsed, rows.size(), ran_seconds).c_str());
       if (!run_cell(*plan, static_cast<int>(m), p, row)) return 1;
+      ran_seconds += row.wall_seconds;
       const double per_round = row.rounds ? 1e3 * row.syncer_seconds / double(row.rounds) : 0.0;
       const double utilization = row.syncer_seconds / (row.hours * 3600.0);
       std::printf("%8d %11lld %9.2f %9llu %14.3f %12.4f %10.1f %9.3f %9.1f\n", row.learners,

@@ -266,7 +266,7 @@ int chaos_command(const std::vector<std::string>& paths, const std::string& repo
   if (!report_path.empty()) {
     // Each run's series and plots, and the modes of each plan side by side.
     const std::string stem = atl::plot_stem(report_path);
-    std::map<std::string, std::pair<std::vector<std::string>, std::vector<atl::RunSeries>>> plans;
+    std::map<std::string, std::pair<std::vector<std::string>, std::vector<atl::RunSeries>>> by_plan;
     // Plan names are prose ("kill a learner"): file names get [A-Za-z0-9_.] and '_'.
     const auto file_name = [](std::string s) {
       for (char& c : s)
@@ -277,10 +277,10 @@ int chaos_command(const std::vector<std::string>& paths, const std::string& repo
       const std::string name = file_name(r.plan) + "-" + atl::mode_name(r.mode);
       auto written = atl::write_run_plots(stem + "." + name, atl::series_of(r.report));
       if (!written.ok()) return fail(written.status());
-      plans[r.plan].first.push_back(r.plan + ", " + atl::mode_name(r.mode));
-      plans[r.plan].second.push_back(atl::series_of(r.report));
+      by_plan[r.plan].first.push_back(r.plan + ", " + atl::mode_name(r.mode));
+      by_plan[r.plan].second.push_back(atl::series_of(r.report));
     }
-    for (const auto& [plan, runs] : plans) {
+    for (const auto& [plan, runs] : by_plan) {
       if (runs.second.size() < 2) continue;
       auto written = atl::write_side_by_side(stem + "." + file_name(plan) + ".modes.svg", runs.first, runs.second);
       if (!written.ok()) return fail(written.status());

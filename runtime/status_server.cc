@@ -47,6 +47,8 @@ struct StatusServer::Impl {
   uint16_t port = 0;
   std::atomic<uint64_t> requests{0};
 
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnon-virtual-dtor"  // kj's interface; never deleted through it
   class Service final : public kj::HttpService {
    public:
     Service(Impl& impl, const kj::HttpHeaderTable& table, kj::HttpHeaderId authorization)
@@ -131,6 +133,7 @@ struct StatusServer::Impl {
     const kj::HttpHeaderTable& table_;
     kj::HttpHeaderId authorization_;
   };
+#pragma GCC diagnostic pop
 };
 
 StatusServer::StatusServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -14,5 +14,6 @@ cmake --build "$out" -j2 >/dev/null
 "$out/trainer_service" --seconds 2 --report "$out/report.json" | tee "$out/output.txt"
 grep -q '^health: ' "$out/output.txt"
 grep -q 'held-out accuracy' "$out/output.txt"
+grep -q '^metrics: atoll_tokens_total and its own in the service' "$out/output.txt"
 grep -q '"mode":"decoupled"' "$out/report.json"
 echo "embedded example: built against the installed package and ran"

@@ -2,10 +2,16 @@
 // one), trains in the background, reports health once a second as a service
 // would to its monitoring, stops cleanly on SIGTERM/SIGINT or after a
 // deadline, and hands the trained parameters and the report to its caller.
+// Its own Prometheus registry carries atoll's metrics beside its own; with
+// --metrics it serves them, and atoll's status page, on that port.
 //
-//   trainer_service [--seconds N] [--topology FILE] [--report FILE.json]
+//   trainer_service [--seconds N] [--topology FILE] [--report FILE.json] [--metrics HOST:PORT]
 #include <atoll/run.h>
+#include <atoll/run_metrics.h>
+#include <atoll/status_server.h>
 #include <atoll/topology_file.h>
+#include <prometheus/counter.h>
+#include <prometheus/registry.h>
 
 #include <atomic>
 #include <chrono>
@@ -23,13 +29,14 @@ void on_signal(int) { stop_requested = true; }
 
 int main(int argc, char** argv) {
   double seconds = 5.0;
-  std::string topology_file, report_file;
+  std::string topology_file, report_file, metrics_at;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = std::atof(argv[++i]);
     else if (!std::strcmp(argv[i], "--topology") && i + 1 < argc) topology_file = argv[++i];
     else if (!std::strcmp(argv[i], "--report") && i + 1 < argc) report_file = argv[++i];
+    else if (!std::strcmp(argv[i], "--metrics") && i + 1 < argc) metrics_at = argv[++i];
     else {
-      std::printf("usage: %s [--seconds N] [--topology FILE] [--report FILE.json]\n", argv[0]);
+      std::printf("usage: %s [--seconds N] [--topology FILE] [--report FILE.json] [--metrics HOST:PORT]\n", argv[0]);
       return std::strcmp(argv[i], "--help") ? 2 : 0;
     }
   }
@@ -59,12 +66,36 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "trainer_service: cannot start: %s\n", run.status().to_string().c_str());
     return 1;
   }
+  // The service's registry: its own metrics, and atoll's registered in it.
+  auto registry = std::make_shared<prometheus::Registry>();
+  auto& checks = prometheus::BuildCounter()
+                     .Name("trainer_service_health_checks_total")
+                     .Help("Health lines printed")
+                     .Register(*registry)
+                     .Add({});
+  atl::RunMetrics atoll_metrics(*registry);
+  std::unique_ptr<atl::StatusServer> server;
+  if (!metrics_at.empty()) {
+    atl::StatusServerOptions o;
+    o.host = metrics_at.substr(0, metrics_at.rfind(':'));
+    o.port = static_cast<uint16_t>(std::atoi(metrics_at.substr(metrics_at.rfind(':') + 1).c_str()));
+    o.registry = registry;  // /metrics serves the service's registry: both kinds of metrics
+    auto started = atl::StatusServer::start(o, {[&] { return (*run)->view(); }, {}});
+    if (!started.ok()) {
+      std::fprintf(stderr, "trainer_service: %s\n", started.status().to_string().c_str());
+      return 1;
+    }
+    server = std::move(*started);
+    std::printf("metrics and status page on port %u\n", server->port());
+  }
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (!(*run)->finished() && !stop_requested && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
     const atl::RunView v = (*run)->view();
+    atoll_metrics.update(v);
+    checks.Increment();
     std::printf("health: up %.0fs alive=%.0f%% tokens=%llu loss=%.4f rounds=%llu goodput=%.2f\n", v.seconds,
                 100 * v.alive, static_cast<unsigned long long>(v.tokens), v.train_loss,
                 static_cast<unsigned long long>(v.stats.rounds), v.goodput);
@@ -72,6 +103,12 @@ int main(int argc, char** argv) {
   }
   (*run)->stop();
   auto report = (*run)->wait();
+  server.reset();  // it reads the run
+  atoll_metrics.update((*run)->view());
+  const std::string text = atl::prometheus_text(*registry);
+  std::printf("metrics: %s and %s in the service's registry\n",
+              text.find("\natoll_tokens_total ") != std::string::npos ? "atoll_tokens_total" : "(no atoll metrics)",
+              text.find("\ntrainer_service_health_checks_total ") != std::string::npos ? "its own" : "(not its own)");
   if (!report.ok()) {
     std::fprintf(stderr, "trainer_service: %s\n", report.status().to_string().c_str());
     return 1;

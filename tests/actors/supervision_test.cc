@@ -81,6 +81,16 @@ BOOST_AUTO_TEST_CASE(a_killed_learner_is_restarted_and_reintegrated_while_traini
   BOOST_CHECK_GE(report->rounds, rounds_at_kill + 20);
   BOOST_CHECK(report->gave_up.empty());
   BOOST_CHECK_GT(report->eval.accuracy, 0.4);  // 4 classes: well above chance
+  // The report carries the run over time: the kill, the restart, the welcome back, and a series to the end.
+  const auto has = [&](const std::string& kind) {
+    return std::any_of(report->events.begin(), report->events.end(), [&](const RunEvent& e) { return e.kind == kind; });
+  };
+  BOOST_CHECK(has("fault kill"));
+  BOOST_CHECK(has("restart"));
+  BOOST_CHECK(has("registration"));
+  BOOST_REQUIRE(!report->series.empty());  // a sub-second run may have only its last point
+  BOOST_CHECK_EQUAL(report->series.back().tokens, report->tokens);
+  BOOST_CHECK_EQUAL(report->series.back().learner_steps.size(), 3u);
 }
 
 BOOST_AUTO_TEST_CASE(past_the_restart_intensity_a_learner_is_given_up_and_the_run_goes_on) {

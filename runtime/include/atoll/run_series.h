@@ -12,7 +12,7 @@
 
 namespace atl {
 
-// One sample of the run, taken every second or so.
+// One sample of the run, taken every quarter second (a long run: less often).
 struct SeriesPoint {
   double seconds = 0.0;
   uint64_t tokens = 0;

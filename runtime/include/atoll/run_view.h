@@ -100,7 +100,7 @@ std::string view_json(const RunView& view, size_t max_points = 600);
 // would pass `max_points`, so a long run keeps its shape in bounded memory.
 class RunWatch {
  public:
-  explicit RunWatch(double interval_seconds = 1.0, size_t max_points = 4096);
+  explicit RunWatch(double interval_seconds = 0.25, size_t max_points = 4096);
   void update(RunView view);
   // Sets the held-out evaluation of the newest view (at the end of a run).
   void set_eval(double loss, double bits_per_byte);
