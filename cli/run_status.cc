@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <algorithm>
 #include <map>
 
 #include "atoll/cluster.h"
@@ -124,6 +125,8 @@ int plot_command(const std::string& report_path) {
     }
     for (auto& [plan, runs] : plans) {
       if (runs.size() < 2) continue;
+      // decoupled, dp, elastic_dp: the order atoll chaos runs them in, not the folder's.
+      std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
       std::vector<std::string> titles;
       std::vector<RunSeries> series;
       for (auto& [mode, s] : runs) titles.push_back(plan + ", " + mode), series.push_back(std::move(s));

@@ -31,6 +31,9 @@ std::string escape(const std::string& s) {
   return out;
 }
 
+// At most `n` characters (a panel's width at 14 px bold), the cut marked.
+std::string fit(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
+
 // A tick step of 1, 2 or 5 times a power of ten, giving about `n` ticks.
 double tick_step(double span, int n) {
   if (!(span > 0)) return 1.0;
@@ -81,7 +84,7 @@ void panel(std::ostringstream& svg, const Chart& c, double ox, double oy) {
 
   svg << "<g class=\"panel\">\n";
   svg << "<text x=\"" << fmt("%.1f", ox + kLeft) << "\" y=\"" << fmt("%.1f", oy + 18)
-      << "\" font-size=\"14\" font-weight=\"bold\">" << escape(c.title) << "</text>\n";
+      << "\" font-size=\"14\" font-weight=\"bold\">" << escape(fit(c.title, 62)) << "</text>\n";
   const double ys = tick_step(y1 - y0, 5), xs = tick_step(x1 - x0, 6);
   for (double y = std::ceil(y0 / ys) * ys; y <= y1 + ys * 1e-9; y += ys) {
     svg << "<line x1=\"" << fmt("%.1f", X(x0)) << "\" x2=\"" << fmt("%.1f", X(x1)) << "\" y1=\"" << fmt("%.1f", Y(y))
