@@ -75,8 +75,8 @@ void panel(std::ostringstream& svg, const Chart& c, double ox, double oy) {
   auto yr = c.y_range ? c.y_range : y_span({c});
   if (!xr) xr = std::pair{0.0, 1.0};
   if (!yr) yr = std::pair{0.0, 1.0};
-  auto [x0, x1] = *xr;
-  auto [y0, y1] = *yr;
+  // Plain doubles, not structured bindings: clang 14 cannot capture those in a lambda.
+  double x0 = xr->first, x1 = xr->second, y0 = yr->first, y1 = yr->second;
   if (!(x1 > x0)) x1 = x0 + 1;
   if (!(y1 > y0)) y0 -= 0.5, y1 += 0.5;
   const auto X = [&](double x) { return ox + kLeft + pw * (x - x0) / (x1 - x0); };
