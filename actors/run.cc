@@ -487,10 +487,6 @@ Result<Report> Run::wait() {
   const RunView view = s.watch.view();
   Report r = report_from_view(view, s.topology, wall);
   r.data = s.job->description();
-  for (size_t id = 0; id < r.per_learner.size() && id < view.per_learner.size(); ++id) {
-    const auto& final_state = s.board->final_state();
-    if (id < final_state.learners.size()) r.per_learner[id].last_incarnation_tokens = final_state.learners[id].tokens;
-  }
   auto model = make_model(s.topology);
   r.model = describe_model(model);
   if (!theta.empty()) {

@@ -11,13 +11,11 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
-#include <map>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -266,25 +264,9 @@ int chaos_command(const std::vector<std::string>& paths, const std::string& repo
   if (!report_path.empty()) {
     // Each run's series and plots, and the modes of each plan side by side.
     const std::string stem = atl::plot_stem(report_path);
-    std::map<std::string, std::pair<std::vector<std::string>, std::vector<atl::RunSeries>>> by_plan;
-    // Plan names are prose ("kill a learner"): file names get [A-Za-z0-9_.] and '_'.
-    const auto file_name = [](std::string s) {
-      for (char& c : s)
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_') c = '_';
-      return s;
-    };
-    for (const auto& r : all) {
-      const std::string name = file_name(r.plan) + "-" + atl::mode_name(r.mode);
-      auto written = atl::write_run_plots(stem + "." + name, atl::series_of(r.report));
-      if (!written.ok()) return fail(written.status());
-      by_plan[r.plan].first.push_back(r.plan + ", " + atl::mode_name(r.mode));
-      by_plan[r.plan].second.push_back(atl::series_of(r.report));
-    }
-    for (const auto& [plan, runs] : by_plan) {
-      if (runs.second.size() < 2) continue;
-      auto written = atl::write_side_by_side(stem + "." + file_name(plan) + ".modes.svg", runs.first, runs.second);
-      if (!written.ok()) return fail(written.status());
-    }
+    std::vector<atl::SuiteRun> runs;
+    for (const auto& r : all) runs.push_back({r.plan, atl::series_of(r.report)});
+    if (auto written = atl::write_suite_plots(stem, std::move(runs)); !written.ok()) return fail(written.status());
     std::printf("plots: %s.<plan>-<mode>.{loss,learners,goodput}.svg, modes side by side in %s.<plan>.modes.svg\n",
                 stem.c_str(), stem.c_str());
   }

@@ -2,8 +2,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <algorithm>
-#include <map>
 
 #include "atoll/cluster.h"
 #include "atoll/log.h"
@@ -98,45 +96,30 @@ int plot_command(const std::string& report_path) {
     // A chaos suite: STEM.<plan>-<mode>.series.csv per run; a side-by-side picture per plan.
     const auto folder = std::filesystem::path(stem).parent_path();
     const std::string prefix = std::filesystem::path(stem).filename().string() + ".";
-    std::map<std::string, std::vector<std::pair<std::string, RunSeries>>> plans;
+    std::vector<SuiteRun> runs;
     for (const auto& e : std::filesystem::directory_iterator(folder.empty() ? "." : folder, ec)) {
       const std::string name = e.path().filename().string();
       if (!name.starts_with(prefix) || !name.ends_with(".series.csv")) continue;
       const std::string run = name.substr(prefix.size(), name.size() - prefix.size() - 11);
-      const std::string run_stem = (folder / (prefix + run)).string();
-      auto series = read_run_series(run_stem);
+      auto series = read_run_series((folder / (prefix + run)).string());
       if (!series.ok()) {
         std::fprintf(stderr, "atoll: %s\n", series.status().to_string().c_str());
         return 1;
       }
-      auto w = write_run_plots(run_stem, *series);
-      if (!w.ok()) {
-        std::fprintf(stderr, "atoll: %s\n", w.status().to_string().c_str());
-        return 1;
-      }
-      written.insert(written.end(), w->begin(), w->end());
       const std::string plan = run.substr(0, run.size() - series->mode.size() - 1);
-      plans[plan].emplace_back(series->mode, std::move(*series));
+      runs.push_back({plan, std::move(*series)});
     }
-    if (written.empty()) {
+    if (runs.empty()) {
       std::fprintf(stderr, "atoll: no series beside %s (want %s.series.csv, or %s<plan>-<mode>.series.csv)\n",
                    report_path.c_str(), stem.c_str(), (stem + ".").c_str());
       return 1;
     }
-    for (auto& [plan, runs] : plans) {
-      if (runs.size() < 2) continue;
-      // decoupled, dp, elastic_dp: the order atoll chaos runs them in, not the folder's.
-      std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-      std::vector<std::string> titles;
-      std::vector<RunSeries> series;
-      for (auto& [mode, s] : runs) titles.push_back(plan + ", " + mode), series.push_back(std::move(s));
-      auto w = write_side_by_side(stem + "." + plan + ".modes.svg", titles, series);
-      if (!w.ok()) {
-        std::fprintf(stderr, "atoll: %s\n", w.status().to_string().c_str());
-        return 1;
-      }
-      written.push_back(*w);
+    auto w = write_suite_plots(stem, std::move(runs));
+    if (!w.ok()) {
+      std::fprintf(stderr, "atoll: %s\n", w.status().to_string().c_str());
+      return 1;
     }
+    written = *w;
   }
   for (const auto& w : written) std::printf("%s\n", w.c_str());
   return 0;

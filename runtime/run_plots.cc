@@ -1,8 +1,11 @@
 #include "atoll/run_plots.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 
 #include "atoll/file.h"
@@ -241,6 +244,35 @@ Result<std::vector<std::string>> redraw_run_plots(const std::string& stem) {
   auto s = read_run_series(stem);
   if (!s.ok()) return s.status();
   return write_run_plots(stem, *s);
+}
+
+Result<std::vector<std::string>> write_suite_plots(const std::string& stem, std::vector<SuiteRun> runs) {
+  const auto file_name = [](std::string s) {
+    for (char& c : s)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_') c = '_';
+    return s;
+  };
+  std::stable_sort(runs.begin(), runs.end(), [](const SuiteRun& a, const SuiteRun& b) {
+    return a.series.mode < b.series.mode;
+  });
+  std::vector<std::string> written;
+  std::map<std::string, std::vector<const SuiteRun*>> by_plan;
+  for (const auto& r : runs) {
+    auto w = write_run_plots(stem + "." + file_name(r.plan) + "-" + r.series.mode, r.series);
+    if (!w.ok()) return w.status();
+    written.insert(written.end(), w->begin(), w->end());
+    by_plan[r.plan].push_back(&r);
+  }
+  for (const auto& [plan, of_plan] : by_plan) {
+    if (of_plan.size() < 2) continue;
+    std::vector<std::string> titles;
+    std::vector<RunSeries> series;
+    for (const SuiteRun* r : of_plan) titles.push_back(plan + ", " + r->series.mode), series.push_back(r->series);
+    auto w = write_side_by_side(stem + "." + file_name(plan) + ".modes.svg", titles, series);
+    if (!w.ok()) return w.status();
+    written.push_back(*w);
+  }
+  return written;
 }
 
 Result<std::string> write_side_by_side(const std::string& path, const std::vector<std::string>& titles,

@@ -97,6 +97,7 @@ RunView observe_run(const RunBoard& board, const Topology& topology, const Event
       l.incarnation = rec.incarnation;
       l.steps = rec.past_steps + rec.steps;
       l.tokens = rec.past_tokens + rec.tokens;
+      l.incarnation_tokens = rec.tokens;
       l.merged = rec.merged;
       l.step_seconds = rec.step_seconds;
       l.loss = rec.loss;
@@ -165,6 +166,7 @@ Report report_from_view(const RunView& v, const Topology& topology, double wall)
     l.merged = lv.merged;
     l.step_seconds = lv.step_seconds;
     l.incarnation = lv.incarnation;
+    l.last_incarnation_tokens = lv.incarnation_tokens;
     l.restarts = lv.restarts;
     l.gave_up = lv.state == "gave up";
     r.per_learner.push_back(l);

@@ -40,6 +40,16 @@ Result<std::vector<std::string>> write_run_plots(const std::string& stem, const 
 Result<std::vector<std::string>> redraw_run_plots(const std::string& stem);
 Result<RunSeries> read_run_series(const std::string& stem);
 
+// The runs of a suite (atoll chaos): each run's CSVs and plots as
+// STEM.<plan>-<mode>.*, and for a plan of several modes STEM.<plan>.modes.svg
+// (their modes side by side, in name order). Plan names are made file-safe:
+// [A-Za-z0-9_.], anything else '_'. Returns the paths written.
+struct SuiteRun {
+  std::string plan;
+  RunSeries series;
+};
+Result<std::vector<std::string>> write_suite_plots(const std::string& stem, std::vector<SuiteRun> runs);
+
 // One picture of runs side by side (training loss and goodput against time,
 // a column per run, the same axes), e.g. the modes of one chaos plan.
 Result<std::string> write_side_by_side(const std::string& path, const std::vector<std::string>& titles,

@@ -35,6 +35,7 @@ struct LearnerView {
   int batch_size = 0;
   uint64_t incarnation = 0;       // of the last one to register
   uint64_t steps = 0, tokens = 0; // all incarnations
+  uint64_t incarnation_tokens = 0; // the last incarnation's
   uint64_t merged = 0;            // pushes merged
   double step_seconds = 0.0;      // moving average, as reported
   double loss = 0.0;              // moving average of its training loss, as reported
