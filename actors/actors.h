@@ -25,6 +25,7 @@
 #include "atoll/door.h"
 #include "atoll/event_tape.h"
 #include "atoll/message_faults.h"
+#include "atoll/replica_exchange.h"
 #include "atoll/job.h"
 #include "atoll/run.h"
 #include "atoll/run_board.h"
@@ -59,6 +60,8 @@ struct LearnerArgs {
   std::shared_ptr<RunBoard> board;  // re-integration times, adopted versions
   std::shared_ptr<MessageFaults> faults;  // the send path's interposition point (null: none)
   std::string cluster_token;  // proven in every Register (empty: one process, none needed)
+  // Trained outside atoll, through this exchange (null: atoll's own replica on `job`'s data).
+  std::shared_ptr<ReplicaExchange> external;
 };
 caf::actor spawn_learner(caf::actor_system& sys, LearnerArgs args);
 
@@ -111,6 +114,7 @@ struct DoorService {
 
 struct GatewayArgs {
   Topology topology;
+  std::vector<NamedShape> layout;        // the model's, for learners that ask for the topology
   std::shared_ptr<Directory> directory;  // where the current syncer is found
   std::shared_ptr<RunBoard> board;       // refusals are counted here
   size_t max_message_bytes = 0;          // the largest frame a learner may send

@@ -93,6 +93,7 @@ caf::behavior gateway(GatewayActor* self, GatewayArgs args) {
           Welcome w;
           w.learner = learner;
           w.topology = st.args.topology;
+          w.layout = st.args.layout;
           st.args.door->send(conn, encode_message(w));
           st.args.door->close(conn, "topology sent");
           return;
@@ -301,7 +302,7 @@ Result<Endpoint> parse_endpoint(std::string_view text) {
 }
 
 Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const RunOptions::Cluster& cluster,
-                                double wait_seconds) {
+                                double wait_seconds, std::vector<NamedShape>* layout) {
   // A door of its own, without actors: one connection per attempt, its
   // answer (or why it closed) handed to this thread, by connection, so that a
   // late event of an earlier attempt is never taken for this one's.
@@ -350,9 +351,12 @@ Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const 
     }
     auto msg = decode_message(got->second);
     if (!msg.ok()) return Status::corruption("the syncer's answer: " + msg.status().to_string());
-    if (auto* w = std::get_if<Welcome>(&*msg)) return w->topology;
+    if (auto* w = std::get_if<Welcome>(&*msg)) {
+      if (layout) *layout = w->layout;
+      return w->topology;
+    }
     if (auto* r = std::get_if<Reject>(&*msg))
-      return Status::invalid_argument("the syncer at " + syncer.to_string() + " refused learner " + std::to_string(learner) +
+      return Status::refused("the syncer at " + syncer.to_string() + " refused learner " + std::to_string(learner) +
                                       " (" + reject_reason_name(r->reason) + "): " + r->detail);
     return Status::corruption("the syncer answered with a " + std::string(message_name(*msg)));
   }

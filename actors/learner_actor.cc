@@ -9,9 +9,16 @@
 // At each step boundary it applies the queue in arrival order (answering
 // pulls, adopting broadcasts), pushes what fell due, reports progress, and
 // starts the next step (after a slow learner's extra device time).
+//
+// A learner trained outside atoll (a Python loop: atoll/replica_exchange.h)
+// takes its steps in the user's thread, which hands each one over through
+// the exchange. The actor adopts what the syncer sends at once (the updates
+// reach the user's tensors at the next boundary), and answers pulls and
+// moment requests at the first boundary that read what they need.
 #include <caf/all.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <deque>
 
 #include "actors.h"
@@ -45,6 +52,9 @@ struct LearnerState {
   bool last_pulled = false;  // pulled for the run's last rounds: answer, but train no more
   caf::actor_clock::time_point stalled_until, slow_until;  // injected faults
   double slow_factor = 1.0;
+  // Trained outside atoll (null: atoll's own replica).
+  std::shared_ptr<ReplicaExchange> external;
+  std::deque<Message> deferred;  // pulls and moment requests waiting for a boundary that reads them
 };
 using LearnerActor = caf::stateful_actor<LearnerState>;
 
@@ -81,6 +91,7 @@ bool from_syncer(LearnerActor* self) {
 
 void try_step(LearnerActor* self) {
   auto& st = self->state;
+  if (st.external) return;  // the user's loop takes the steps
   if (st.core->welcomed() && st.core->blocked() && !st.resync_armed) {
     st.resync_armed = true;  // a broadcast that never comes must not block us forever
     self->delayed_send(self, kResyncAfter, resync_atom_v, st.core->steps());
@@ -145,6 +156,7 @@ void handle(LearnerActor* self, Message m) {
     }
   } else if (auto* d = std::get_if<Done>(&m)) {
     log_info(who(self) + ": the run is over (" + d->reason + ")");
+    if (st.external) st.external->set_over("the run is over (" + d->reason + ")", false);
     st.args.board->finish();
     st.stopping = true;
     self->quit(caf::exit_reason::normal);  // a normal stop: not restarted
@@ -153,6 +165,7 @@ void handle(LearnerActor* self, Message m) {
       // Joining again cannot help: end this side of the run, saying why.
       const std::string why = who(self) + " refused by the syncer (" + reject_reason_name(r->reason) + "): " + r->detail;
       log_error(why);
+      if (st.external) st.external->set_over(why, true, true);
       st.args.board->fail(why);
       st.stopping = true;
       self->quit(caf::exit_reason::normal);
@@ -170,6 +183,99 @@ void handle(LearnerActor* self, Message m) {
   } else {
     log_warn(who(self) + ": unexpected " + message_name(m) + " from the syncer");
   }
+}
+
+// ---- a learner trained outside atoll
+
+// Hands the exchange what the core adopted, and asks for what the next
+// boundary must read: fragments falling due, and those deferred pulls need.
+void sync_exchange(LearnerActor* self) {
+  auto& st = self->state;
+  auto& core = *st.core;
+  auto updates = core.take_updates();
+  for (const auto& u : updates) st.external->set_adopted(u.fragment, core.version(u.fragment), core.base(u.fragment));
+  st.external->post(std::move(updates), core.take_moments());
+  std::set<uint32_t> reads = core.due_soon();
+  bool moments = false;
+  for (const auto& m : st.deferred) {
+    if (const auto* p = std::get_if<Pull>(&m)) reads.insert(p->fragment);
+    else moments = true;
+  }
+  st.external->want(std::move(reads), moments);
+  if (st.last_pulled) st.external->set_stopping();
+}
+
+// Answers what the values read now allow; the rest waits for a later boundary.
+void answer_deferred(LearnerActor* self) {
+  auto& st = self->state;
+  std::deque<Message> waiting;
+  for (auto& m : st.deferred) {
+    if (const auto* p = std::get_if<Pull>(&m)) {
+      if (!st.core->readable(p->fragment)) {
+        waiting.push_back(std::move(m));
+        continue;
+      }
+      if (auto push = st.core->answer(*p); push.ok()) send_to_syncer(self, *push);
+      else log_warn(who(self) + ": " + push.status().to_string());
+    } else if (auto moments = st.core->moments_for(std::get<MomentsPull>(m)); moments.ok()) {
+      send_to_syncer(self, *moments);
+    } else {
+      waiting.push_back(std::move(m));
+    }
+  }
+  st.deferred = std::move(waiting);
+}
+
+void handle_external(LearnerActor* self, Message m) {
+  auto& st = self->state;
+  if (st.core->welcomed() && (std::holds_alternative<Pull>(m) || std::holds_alternative<MomentsPull>(m))) {
+    if (const auto* p = std::get_if<Pull>(&m); p && p->last) st.last_pulled = true;
+    st.deferred.push_back(std::move(m));
+    answer_deferred(self);  // a frozen replica answers at once
+  } else {
+    // A pull of a fragment whose next version arrived belongs to a round that has closed.
+    if (const auto* b = std::get_if<Broadcast>(&m))
+      std::erase_if(st.deferred, [&](const Message& d) {
+        const auto* p = std::get_if<Pull>(&d);
+        return p && p->fragment == b->fragment;
+      });
+    const bool welcomed = st.core->welcomed();
+    handle(self, std::move(m));
+    if (!welcomed && st.core->welcomed()) st.external->set_welcomed();
+  }
+  sync_exchange(self);
+}
+
+// The steps the user's loop handed over since the last time, in order.
+void take_steps(LearnerActor* self) {
+  auto& st = self->state;
+  auto& core = *st.core;
+  for (auto& step : st.external->steps()) {
+    if (!core.welcomed() || st.stopping) continue;  // not booked: the welcome overwrites what it trained
+    if (Status s = core.read(step.fragments, step.values, step.moments); !s.ok()) {
+      log_warn(who(self) + ": a step's values were not taken: " + s.to_string());
+      continue;
+    }
+    const bool book = !step.frozen || step.tokens > 0;
+    if (book) {
+      const double loss = std::isfinite(step.loss) ? step.loss : core.loss_ema();
+      core.finish_step({static_cast<float>(loss), step.tokens, step.seconds}, step.seconds);
+    }
+    answer_deferred(self);
+    if (st.syncer) {
+      if (!st.last_pulled)
+        for (const auto& push : core.due_pushes()) send_to_syncer(self, push);
+      if (book) send_to_syncer(self, core.progress());
+      if (step.evaluation) {
+        step.evaluation->learner = core.id();
+        step.evaluation->incarnation = core.incarnation();
+        send_to_syncer(self, *step.evaluation);
+      }
+    }
+    if (!step.frozen) core.end_boundary();
+  }
+  st.external->set_booked(core.steps(), core.tokens());
+  sync_exchange(self);
 }
 
 void lookup(LearnerActor* self) {
@@ -199,13 +305,22 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
   auto& state = self->state;
   state.args = std::move(args);
   state.started = self->clock().now();
-  auto core = LearnerCore::create(state.args.id, state.args.incarnation, state.args.job);
+  state.external = state.args.external;
+  auto core = state.external ? LearnerCore::create_external(state.args.id, state.args.incarnation,
+                                                            state.args.job->topology(), state.external->layout(),
+                                                            state.external->speed_label(),
+                                                            state.external->batch_label())
+                             : LearnerCore::create(state.args.id, state.args.incarnation, state.args.job);
   if (!core.ok()) {
     log_error(who(self) + ": " + core.status().to_string());
     self->quit(caf::make_error(caf::sec::invalid_argument, core.status().to_string()));
     return {};
   }
   state.core = std::move(*core);
+  if (state.external) {
+    state.external->begin_incarnation(state.args.incarnation);
+    state.external->set_notify([me = caf::actor_cast<caf::actor>(self)] { caf::anon_send(me, replica_step_atom_v); });
+  }
   state.args.directory->put(Directory::learner(state.args.id), caf::actor_cast<caf::actor>(self));
   self->attach_functor([dir = state.args.directory, name = Directory::learner(state.args.id), addr = self->address()] {
     dir->erase(name, addr);
@@ -240,6 +355,7 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
           log_warn(who(self) + ": dropped a malformed message: " + msg.status().to_string());
           return;
         }
+        if (st.external) return handle_external(self, std::move(*msg));
         if (st.computing) {
           st.inbox.push_back(std::move(*msg));
           return;
@@ -283,6 +399,7 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
         }
         try_step(self);
       },
+      [self](replica_step_atom) { take_steps(self); },
       [self](next_step_atom) {
         self->state.delaying = false;
         try_step(self);
@@ -303,6 +420,10 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
         throw std::runtime_error("crash injected by the chaos plan");  // ends this learner as a bug would
       },
       [self](stall_atom, double seconds) {
+        if (self->state.external) {  // its steps are the user's: nothing here to hold back
+          log_warn(who(self) + ": a stall fault does not apply to a learner trained outside atoll");
+          return;
+        }
         self->state.stalled_until = self->clock().now() + span(seconds);
       },
       [self](slow_atom, double factor, double seconds) {

@@ -19,6 +19,8 @@
 #include "atoll/cluster_token.h"
 #include "atoll/incarnation.h"
 #include "atoll/log.h"
+#include "atoll/model_file.h"
+#include "atoll/module_layout.h"
 #include "atoll/syncer_core.h"
 #include "atoll/transformer.h"
 
@@ -191,6 +193,7 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
   auto probe = SyncerCore::create(topology, Clock::now());
   if (!probe.ok()) return probe.status();
   const size_t max_message_bytes = (*probe)->max_message_bytes();
+  const std::vector<NamedShape> layout = shapes_of((*probe)->layout());  // told to learners that ask for the topology
   probe->reset();
   const auto& cluster = options.cluster;
   if (!cluster.listen.empty() && !cluster.join.empty())
@@ -206,15 +209,24 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
   }
   auto local_ids = local_learners(topology, cluster);
   if (!local_ids.ok()) return local_ids.status();
+  if (options.external && (!join_at || local_ids->size() != 1))
+    return Status::invalid_argument("a learner trained outside atoll joins a syncer in another process, alone");
+  if (!options.external && !local_ids->empty() && topology.model.kind == ModelKind::kExternal)
+    return Status::invalid_argument("model.kind = \"external\": atoll runs no learner of this model; run `atoll "
+                                    "syncer` and start Python learners (atoll.Learner) that join it");
   auto impl = std::make_unique<Impl>();
   impl->local_ids = *local_ids;
   impl->joined = join_at.has_value();
   impl->topology = topology;
   impl->options = options;
   if (impl->options.data_root.empty()) impl->options.data_root = default_data_root();
-  auto job = Job::load(topology, impl->options.data_root);
-  if (!job.ok()) return job.status();
-  impl->job = std::move(*job);
+  if (options.external) {
+    impl->job = Job::without_data(topology, "the learner's own (trained outside atoll)");
+  } else {
+    auto job = Job::load(topology, impl->options.data_root);
+    if (!job.ok()) return job.status();
+    impl->job = std::move(*job);
+  }
   const int m = static_cast<int>(topology.learners.size());
   impl->pool = std::make_unique<ComputePool>(options.compute_threads);
   impl->config = std::make_unique<Config>(std::max(1, options.control_threads));
@@ -274,10 +286,10 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
     auto incarnations = std::make_shared<std::atomic<uint64_t>>(first_incarnation);
     learners.children.push_back({Directory::learner(id), [id, job = impl->job, dir = impl->directory,
                                                           pool = impl->pool.get(), incarnations, board = impl->board,
-                                                          faults = h.message_faults,
-                                                          token = cluster.token](caf::actor_system& s, uint64_t) {
+                                                          faults = h.message_faults, token = cluster.token,
+                                                          external = options.external](caf::actor_system& s, uint64_t) {
                                    return spawn_learner(s, LearnerArgs{id, ++*incarnations, job, dir, pool, board,
-                                                                       faults, token});
+                                                                       faults, token, external});
                                  }});
   }
 
@@ -298,7 +310,7 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
     if (!cluster.tls())
       log_warn("serving learners over plain TCP: anyone on the path can read and alter the traffic "
                "(the cluster token still decides who joins); give --tls-cert, --tls-key and --tls-ca, or run inside a VPN");
-    auto served = serve_learners(sys, GatewayArgs{topology, impl->directory, impl->board, max_message_bytes, nullptr},
+    auto served = serve_learners(sys, GatewayArgs{topology, layout, impl->directory, impl->board, max_message_bytes, nullptr},
                                  *listen_at, cluster);
     if (!served.ok()) {
       impl->shut_down();
@@ -329,6 +341,7 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
 }
 
 const Topology& Run::topology() const { return impl_->topology; }
+std::string Run::failure() const { return impl_->board->failure(); }
 uint16_t Run::port() const { return impl_->port; }
 const std::string& Run::checkpoint_dir() const { return impl_->checkpoint_dir; }
 RunView Run::view() const {
@@ -485,11 +498,24 @@ Result<Report> Run::wait() {
 
   // The run's last view (shut_down() took it): the report's figures come from it.
   const RunView view = s.watch.view();
-  Report r = report_from_view(view, s.topology, wall);
+  Report r = report_from_view(view, wall);
   r.data = s.job->description();
   auto model = make_model(s.topology);
   r.model = describe_model(model);
-  if (!theta.empty()) {
+  if (!s.options.save_model.empty()) {
+    if (theta.empty() || !model.ok()) {
+      log_error("the final model is not saved to " + s.options.save_model + ": the syncer's model was not read");
+    } else {
+      ModelFile file{shapes_of((*model)->layout()), theta, r.model + " after " + std::to_string(r.tokens) + " tokens"};
+      if (Status saved = save_model_file(s.options.save_model, file); !saved.ok())
+        log_error("the final model is not saved: " + saved.to_string());
+      else
+        log_info("the final model is saved in " + s.options.save_model);
+    }
+  }
+  // A model atoll does not run is evaluated by its learners during the run (report_from_view took that).
+  const bool external = s.topology.model.kind == ModelKind::kExternal;
+  if (!theta.empty() && !external) {
     const bool text = s.topology.data.kind == DataKind::kText;
     for (const auto& snap : s.board->snapshots()) {
       const EvalSums e = evaluate_global(s.topology, *s.job, snap.theta);
@@ -512,7 +538,7 @@ Result<Report> Run::wait() {
     if (auto* lm = model.ok() ? dynamic_cast<Transformer*>(model->get()) : nullptr)
       r.sample = lm->sample(theta, "Fellow-Citizens of the Senate and House of Representatives: ", 160, 0.8,
                             s.topology.seed);
-  } else {
+  } else if (!external || view.stats.evaluations.empty()) {
     r.eval.loss = r.eval.accuracy = std::numeric_limits<double>::quiet_NaN();
   }
   r.series = s.watch.series();

@@ -277,6 +277,7 @@ void on_packet(SyncerActor* self, Packet& p, std::optional<uint64_t> remote) {
   uint32_t claimed = 0;
   if (auto* q = std::get_if<Push>(&*msg)) claimed = q->learner;
   else if (auto* g = std::get_if<Progress>(&*msg)) claimed = g->learner;
+  else if (auto* e = std::get_if<Evaluation>(&*msg)) claimed = e->learner;
   else if (std::holds_alternative<Moments>(*msg)) claimed = sender_id.value_or(0xffffffffu);
   else {
     st.core->on_malformed(sender_id, Status::invalid_argument(std::string("a learner may not send ") + message_name(*msg)), fx);
@@ -289,6 +290,7 @@ void on_packet(SyncerActor* self, Packet& p, std::optional<uint64_t> remote) {
   }
   if (auto* q = std::get_if<Push>(&*msg)) st.core->on_push(*q, now, fx);
   else if (auto* mo = std::get_if<Moments>(&*msg)) st.core->on_moments(claimed, *mo, now, fx);
+  else if (auto* ev = std::get_if<Evaluation>(&*msg)) st.core->on_evaluation(*ev, now, fx);
   else st.core->on_progress(std::get<Progress>(*msg), now, fx);
   carry_out(self, fx);
   maybe_checkpoint(self);

@@ -365,7 +365,7 @@ int run_command(const std::string& file, const std::vector<std::string>& sets, c
 // ---- across processes
 
 struct ClusterFlags {
-  std::string listen = "127.0.0.1:7070", join, token_file, port_file, run_name;
+  std::string listen = "127.0.0.1:7070", join, token_file, port_file, run_name, save_model;
   std::string tls_cert, tls_key, tls_ca, tls_name, link;
   uint32_t id = 0;
   double give_up = 60, timeout = 5;
@@ -404,6 +404,7 @@ int syncer_command(const std::string& file, const std::vector<std::string>& sets
   options.data_root = data;
   options.seconds = seconds;
   options.run_name = c.run_name;
+  options.save_model = c.save_model;
   options.cluster.listen = c.listen;
   options.cluster.token = *token;
   options.cluster.connection_timeout_seconds = c.timeout;
@@ -608,6 +609,8 @@ int main(int argc, char** argv) {
                      "Checkpoint folder name inside checkpoint.dir; the same name again resumes from its checkpoints "
                      "(default: a fresh run-<date>-<pid>)");
   syncer->add_option("--port-file", cluster.port_file, "Write the port served on to this file once listening");
+  syncer->add_option("--save-model", cluster.save_model,
+                     "At the end, write the global model here as a model file (atoll.load_model() reads it)");
   syncer->add_option("--timeout", cluster.timeout, "Seconds of silence (no heartbeat) before a learner counts as failed")
       ->capture_default_str()
       ->check(kPositiveSeconds);
@@ -636,7 +639,10 @@ int main(int argc, char** argv) {
       "Without --tls-* the traffic is plain TCP, readable and alterable on the path (a warning says so):\n"
       "  atoll certs certs && atoll syncer --listen 0.0.0.0:7070 --token-file token \\\n"
       "    --tls-cert certs/syncer.pem --tls-key certs/syncer.key --tls-ca certs/ca.pem\n"
-      "See README.md, \"Across machines\".");
+      "Python learners (atoll.Learner) join the same way, for a TorchScript model of their layout, or\n"
+      "for a model atoll does not run: model.kind = \"external\", model.path = a file atoll.save_model()\n"
+      "wrote (examples/python/train_gpt.py). Their evaluators' held-out figures reach the report.\n"
+      "See README.md, \"Across machines\" and \"Your own training loop (Python)\".");
 
   std::string ldata, lreport;
   auto* learner = app.add_subcommand("learner", "Run one learner in this process, joining a syncer over the network");

@@ -19,40 +19,15 @@
 #include <string_view>
 
 #include "atoll/checkpoint.capnp.h"
-#include "atoll/crc32c.h"
 #include "atoll/file.h"
+#include "framed_record.h"
 
 namespace atl {
 namespace {
 
-constexpr char kMagic[8] = {'A', 'T', 'O', 'L', 'L', 'C', 'K', 'P'};
-constexpr size_t kHeaderBytes = 24;
+constexpr FileMagic kMagic = {'A', 'T', 'O', 'L', 'L', 'C', 'K', 'P'};
 constexpr const char* kPrefix = "checkpoint-";
 constexpr const char* kSuffix = ".atoll";
-
-template <class T>
-void put_le(std::vector<uint8_t>& out, size_t at, T v) {
-  std::memcpy(out.data() + at, &v, sizeof v);
-}
-template <class T>
-T get_le(std::span<const uint8_t> in, size_t at) {
-  T v;
-  std::memcpy(&v, in.data() + at, sizeof v);
-  return v;
-}
-
-kj::ArrayPtr<const kj::byte> float_bytes(const std::vector<float>& v) {
-  return {reinterpret_cast<const kj::byte*>(v.data()), v.size() * sizeof(float)};
-}
-
-// `what` names the field in errors: "values of fragment 3".
-std::vector<float> floats_of(capnp::Data::Reader d, const std::string& what) {
-  if (d.size() % sizeof(float) != 0)
-    throw std::runtime_error(what + " has " + std::to_string(d.size()) + " bytes, not a whole number of floats");
-  std::vector<float> v(d.size() / sizeof(float));
-  if (!v.empty()) std::memcpy(v.data(), d.begin(), d.size());
-  return v;
-}
 
 }  // namespace
 
@@ -86,46 +61,15 @@ std::vector<uint8_t> encode_checkpoint(const CheckpointState& state) {
     o.setM(float_bytes(state.optimizer->m));
     o.setV(float_bytes(state.optimizer->v));
   }
-  const size_t payload = capnp::computeSerializedSizeInWords(builder) * sizeof(capnp::word);
-  std::vector<uint8_t> out(kHeaderBytes + payload);
-  kj::ArrayOutputStream stream(kj::arrayPtr(out.data() + kHeaderBytes, payload));
-  capnp::writeMessage(stream, builder);
-  std::memcpy(out.data(), kMagic, sizeof kMagic);
-  put_le<uint32_t>(out, 8, kCheckpointFormatVersion);
-  put_le<uint32_t>(out, 12, crc32c(std::span<const uint8_t>(out).subspan(kHeaderBytes)));
-  put_le<uint64_t>(out, 16, payload);
-  return out;
+  return frame_record(kMagic, kCheckpointFormatVersion, builder);
 }
 
 Result<CheckpointState> decode_checkpoint(std::span<const uint8_t> bytes) {
-  if (bytes.size() < kHeaderBytes)
-    return Status::corruption("truncated: " + std::to_string(bytes.size()) + " bytes, the header alone is " +
-                              std::to_string(kHeaderBytes));
-  if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
-    return Status::corruption("not an atoll checkpoint (bad magic)");
-  const auto version = get_le<uint32_t>(bytes, 8);
-  if (version != kCheckpointFormatVersion)
-    return Status::corruption("format version " + std::to_string(version) + ", this build reads " +
-                              std::to_string(kCheckpointFormatVersion));
-  const auto length = get_le<uint64_t>(bytes, 16);
-  if (length != bytes.size() - kHeaderBytes)
-    return Status::corruption(std::string(length > bytes.size() - kHeaderBytes ? "truncated" : "trailing bytes") +
-                              ": header says " + std::to_string(length) + " payload bytes, file has " +
-                              std::to_string(bytes.size() - kHeaderBytes));
-  const auto payload = bytes.subspan(kHeaderBytes);
-  const uint32_t expected = get_le<uint32_t>(bytes, 12), actual = crc32c(payload);
-  if (expected != actual)
-    return Status::corruption("checksum mismatch (stored " + std::to_string(expected) + ", computed " +
-                              std::to_string(actual) + ")");
-  if (payload.empty() || payload.size() % sizeof(capnp::word) != 0)
-    return Status::corruption("payload of " + std::to_string(payload.size()) +
-                              " bytes is not a whole, non-zero number of 8-byte words");
-  std::vector<capnp::word> words(payload.size() / sizeof(capnp::word));
-  std::memcpy(words.data(), payload.data(), payload.size());
-  capnp::ReaderOptions options;
-  options.traversalLimitInWords = 2 * words.size() + 1024;
+  auto words = unframe_record(bytes, kMagic, kCheckpointFormatVersion, "an atoll checkpoint");
+  if (!words.ok()) return words.status();
   try {
-    capnp::FlatArrayMessageReader reader(kj::arrayPtr(words.data(), words.size()), options);
+    capnp::FlatArrayMessageReader reader(kj::arrayPtr(words->data(), words->size()),
+                                         record_reader_options(words->size()));
     const auto root = reader.getRoot<schema::Checkpoint>();
     if (root.getFormatVersion() != kCheckpointFormatVersion)
       return Status::corruption("record format version " + std::to_string(root.getFormatVersion()));

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "atoll/crc32c.h"
+#include "atoll/external_model.h"
 #include "atoll/mlp.h"
 #include "atoll/mnist.h"
 #include "atoll/rng.h"
@@ -52,6 +53,11 @@ Result<std::unique_ptr<Model>> make_model(const Topology& t) {
     c.features = classifier_features(t);
     c.classes = classifier_classes(t);
     auto model = load_torchscript_model(c);
+    if (!model.ok()) return model.status().with_context("model.path");
+    return model;
+  }
+  if (t.model.kind == ModelKind::kExternal) {
+    auto model = load_external_model(t.model.path, t.model.avg);
     if (!model.ok()) return model.status().with_context("model.path");
     return model;
   }
@@ -106,6 +112,8 @@ Result<std::shared_ptr<const Job>> Job::load(const Topology& t, const std::strin
   std::shared_ptr<Job> job(new Job());
   job->topology_ = t;
   const int m = static_cast<int>(t.learners.size());
+  if (t.model.kind == ModelKind::kExternal)  // the learners bring their own data, and evaluate on their own
+    return without_data(t, "the learners' own (model.kind = \"external\")");
   switch (t.data.kind) {
     case DataKind::kMnist: {
       auto mnist = load_mnist(data_dir(t, data_root, "mnist"));
@@ -172,6 +180,13 @@ Result<std::shared_ptr<const Job>> Job::load(const Topology& t, const std::strin
                                     " training examples, fewer than the " + std::to_string(m) + " learners");
   job->shards_ = split_indices(job->examples_->size(), m, Rng::derive(t.seed, 0x5a4d));
   return std::shared_ptr<const Job>(std::move(job));
+}
+
+std::shared_ptr<const Job> Job::without_data(const Topology& t, std::string description) {
+  std::shared_ptr<Job> job(new Job());
+  job->topology_ = t;
+  job->description_ = std::move(description);
+  return job;
 }
 
 std::unique_ptr<DataSource> Job::make_stream(uint32_t learner, uint64_t incarnation) const {

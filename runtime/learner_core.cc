@@ -37,6 +37,9 @@ AdamWConfig inner_config(const Topology& t, uint32_t id) {
 Result<std::unique_ptr<LearnerCore>> LearnerCore::create(uint32_t id, uint64_t incarnation,
                                                          std::shared_ptr<const Job> job) {
   const Topology& t = job->topology();
+  if (t.model.kind == ModelKind::kExternal)
+    return Status::invalid_argument("model.kind = \"external\": atoll does not run this model; its learners are "
+                                    "Python processes (atoll.Learner) that join the syncer");
   if (id >= t.learners.size())
     return Status::invalid_argument("learner " + std::to_string(id) + " does not exist: the topology has " +
                                     std::to_string(t.learners.size()) + " learners");
@@ -48,10 +51,42 @@ Result<std::unique_ptr<LearnerCore>> LearnerCore::create(uint32_t id, uint64_t i
       new LearnerCore(id, incarnation, std::move(job), std::move(*model), std::move(*fragments)));
 }
 
+Result<std::unique_ptr<LearnerCore>> LearnerCore::create_external(uint32_t id, uint64_t incarnation,
+                                                                  const Topology& t, const ParamLayout& layout,
+                                                                  double speed_label, uint32_t batch_label) {
+  if (id >= t.learners.size())
+    return Status::invalid_argument("learner " + std::to_string(id) + " does not exist: the topology has " +
+                                    std::to_string(t.learners.size()) + " learners");
+  if (t.mode != Mode::kDecoupled || t.outer.barrier)
+    return Status::invalid_argument(std::string("a learner trained outside atoll needs mode = \"decoupled\" without "
+                                                "outer.barrier (this run: ") + mode_name(t.mode) +
+                                    (t.outer.barrier ? ", barrier" : "") + "): its steps never wait");
+  auto fragments = plan_fragments(layout, t);
+  if (!fragments.ok()) return fragments.status();
+  std::unique_ptr<LearnerCore> core(new LearnerCore(id, incarnation, t, layout, std::move(*fragments)));
+  core->speed_label_ = speed_label;
+  core->batch_label_ = batch_label;
+  return core;
+}
+
+LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, const Topology& topology, const ParamLayout& layout,
+                         std::vector<Fragment> fragments)
+    : id_(id),
+      incarnation_(incarnation),
+      topology_(topology),
+      fragments_(std::move(fragments)),
+      params_(layout.size()),
+      tracks_(fragments_.size()),
+      initial_crc_(0),
+      external_(true),
+      external_layout_(layout),
+      readable_(fragments_.size(), false) {}
+
 LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<const Job> job,
                          std::unique_ptr<Model> model, std::vector<Fragment> fragments)
     : id_(id),
       incarnation_(incarnation),
+      topology_(job->topology()),
       job_(std::move(job)),
       model_(std::move(model)),
       fragments_(std::move(fragments)),
@@ -62,11 +97,15 @@ LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<cons
       tracks_(fragments_.size()),
       initial_crc_(parameters_crc(initial_parameters(*model_, job_->topology()))) {}
 
+const ParamLayout& LearnerCore::layout() const { return external_ ? external_layout_ : model_->layout(); }
+
 Register LearnerCore::make_register(std::string_view cluster_token) const {
-  const uint64_t fingerprint = model_->layout().fingerprint();
+  const uint64_t fingerprint = layout().fingerprint();
   Register r{id_, incarnation_, fingerprint,
              cluster_token.empty() ? "" : join_proof(cluster_token, id_, incarnation_, fingerprint), {},
              initial_crc_};
+  r.speed = speed_label_;
+  r.batch_size = batch_label_;
   if (welcomed_)
     for (uint32_t p = 0; p < tracks_.size(); ++p)
       r.bases.push_back({p, tracks_[p].version, encode_payload(Codec::kFp32, 0, tracks_[p].base)});
@@ -75,6 +114,11 @@ Register LearnerCore::make_register(std::string_view cluster_token) const {
 
 Result<Moments> LearnerCore::moments_for(const MomentsPull& pull) const {
   if (!welcomed_) return Status::unavailable("no optimizer state to give before the first welcome");
+  if (external_) {
+    if (!moments_read_) return Status::unavailable("the optimizer's moments were not read at this step boundary");
+    return Moments{pull.request, OptimizerState{moments_read_->step, encode_payload(Codec::kBf16, 0, moments_read_->m),
+                                                encode_payload(Codec::kBf16, 0, moments_read_->v)}};
+  }
   return Moments{pull.request, OptimizerState{adamw_->step(), encode_payload(Codec::kBf16, 0, adamw_->first_moment()),
                                               encode_payload(Codec::kBf16, 0, adamw_->second_moment())}};
 }
@@ -92,6 +136,9 @@ Status LearnerCore::welcome(const Welcome& w) {
     values[fv.fragment].resize(fragments_[fv.fragment].size);
     versions[fv.fragment] = fv.version;
     if (fv.values.count == 0 && fv.version == 0) {  // the seed's initialization, which we have too
+      if (external_)  // never offered: an external learner's Register gives no initial CRC
+        return Status::invalid_argument("welcome leaves out the values of fragment " + std::to_string(fv.fragment) +
+                                        ", which a learner trained outside atoll cannot make");
       if (initial.empty()) initial = initial_parameters(*model_, topology());
       gather(fragments_[fv.fragment], initial, values[fv.fragment]);
       continue;
@@ -103,7 +150,8 @@ Status LearnerCore::welcome(const Welcome& w) {
     std::vector<float> m(params_.size()), v(params_.size());
     ATOLL_RETURN_IF_ERROR(decode_payload(w.moments->m, m).with_context("welcome moments"));
     ATOLL_RETURN_IF_ERROR(decode_payload(w.moments->v, v).with_context("welcome moments"));
-    ATOLL_RETURN_IF_ERROR(adamw_->load_state(w.moments->step, m, v));
+    if (external_) moments_in_ = OptimizerMoments{w.moments->step, std::move(m), std::move(v)};
+    else ATOLL_RETURN_IF_ERROR(adamw_->load_state(w.moments->step, m, v));
   }
   for (size_t p = 0; p < fragments_.size(); ++p) {
     Track& t = tracks_[p];
@@ -113,6 +161,7 @@ Status LearnerCore::welcome(const Welcome& w) {
       continue;
     }
     scatter(fragments_[p], values[p], params_);
+    if (external_) hand_out(static_cast<uint32_t>(p), 0.0f, values[p]);
     t = Track{};
     t.version = versions[p];
     t.base = std::move(values[p]);
@@ -122,7 +171,7 @@ Status LearnerCore::welcome(const Welcome& w) {
 }
 
 LearnerCore::StepResult LearnerCore::step() {
-  assert(welcomed_);
+  assert(welcomed_ && !external_);
   const double start = thread_cpu_seconds();
   const Batch batch = stream_->next(spec().batch_size);
   StepResult r;
@@ -171,6 +220,8 @@ Result<Push> LearnerCore::answer(const Pull& pull) {
                                     std::to_string(fragments_.size()));
   if (!welcomed_)  // no base to push against: the pull was meant for an earlier incarnation
     return Status::unavailable("pull for fragment " + std::to_string(pull.fragment) + " before the first welcome");
+  if (!readable(pull.fragment))
+    return Status::unavailable("fragment " + std::to_string(pull.fragment) + " was not read at this step boundary");
   return make_push(pull.fragment, pull.round);
 }
 
@@ -188,7 +239,8 @@ std::vector<Push> LearnerCore::due_pushes() {
   const auto& o = topology().outer;
   for (uint32_t p = 0; p < fragments_.size(); ++p) {
     const Track& t = tracks_[p];
-    if (!t.pushed && t.steps >= steps_until_due(static_cast<int>(p), o.fragments, sync_interval(o, t.version), t.version))
+    if (!t.pushed && readable(p) &&
+        t.steps >= steps_until_due(static_cast<int>(p), o.fragments, sync_interval(o, t.version), t.version))
       out.push_back(make_push(p, 0));
   }
   return out;
@@ -218,6 +270,9 @@ Status LearnerCore::apply(const Broadcast& b) {
   gather(f, params_, local);
   const auto& o = topology().outer;
   Track next;
+  // The same step as an update for an external replica: s * values + b.
+  float scale = 0.0f;
+  std::vector<float> offset;
   if (!data_parallel() && o.carry_progress && b.version == t.version + 1) {
     // What the new version did not merge: the steps since the merged push, or
     // every step since the base when this learner was not merged.
@@ -225,6 +280,11 @@ Status LearnerCore::apply(const Broadcast& b) {
                         std::find(b.merged.begin(), b.merged.end(), id_) != b.merged.end();
     const std::vector<float>& reference = merged ? t.at_push : t.base;
     for (size_t i = 0; i < local.size(); ++i) local[i] = global[i] + (local[i] - reference[i]);
+    if (external_) {
+      scale = 1.0f;
+      offset.resize(global.size());
+      for (size_t i = 0; i < global.size(); ++i) offset[i] = global[i] - reference[i];
+    }
     next.steps = t.steps - (merged ? t.steps_at_push : 0);
     next.tokens = t.tokens - (merged ? t.tokens_at_push : 0);
     next.seconds = t.seconds - (merged ? t.seconds_at_push : 0.0);
@@ -234,8 +294,15 @@ Status LearnerCore::apply(const Broadcast& b) {
       for (size_t i = 0; i < local.size(); ++i) local[i] = alpha * local[i] + (1.0f - alpha) * global[i];
     else
       local = global;  // overwrite: also a replica that went non-finite is healed
+    if (external_) {
+      scale = alpha;
+      offset = global;
+      if (alpha > 0.0f)
+        for (float& x : offset) x *= 1.0f - alpha;
+    }
   }
   scatter(f, local, params_);
+  if (external_) hand_out(b.fragment, scale, std::move(offset));
   next.version = b.version;
   next.base = std::move(global);
   t = std::move(next);
@@ -256,6 +323,62 @@ bool LearnerCore::refused(const Reject& r) {
   std::vector<float> mine(fragments_[r.fragment].size);
   gather(fragments_[r.fragment], params_, mine);
   return std::all_of(mine.begin(), mine.end(), [](float v) { return std::isfinite(v); });
+}
+
+bool LearnerCore::readable(uint32_t fragment) const {
+  return !external_ || (fragment < readable_.size() && readable_[fragment]);
+}
+
+Status LearnerCore::read(const std::vector<uint32_t>& fragments, const std::vector<std::vector<float>>& values,
+                         const std::optional<OptimizerMoments>& moments) {
+  if (!external_) return Status::invalid_argument("only a learner trained outside atoll is read");
+  if (fragments.size() != values.size())
+    return Status::invalid_argument(std::to_string(fragments.size()) + " fragments read, " +
+                                    std::to_string(values.size()) + " vectors handed");
+  for (size_t i = 0; i < fragments.size(); ++i) {
+    if (fragments[i] >= fragments_.size())
+      return Status::invalid_argument("fragment " + std::to_string(fragments[i]) + " read, of " +
+                                      std::to_string(fragments_.size()));
+    if (values[i].size() != fragments_[fragments[i]].size)
+      return Status::invalid_argument("fragment " + std::to_string(fragments[i]) + " read with " +
+                                      std::to_string(values[i].size()) + " values, it has " +
+                                      std::to_string(fragments_[fragments[i]].size));
+  }
+  if (moments && (moments->m.size() != params_.size() || moments->v.size() != params_.size() || moments->step < 0))
+    return Status::invalid_argument("optimizer moments read with " + std::to_string(moments->m.size()) + " and " +
+                                    std::to_string(moments->v.size()) + " values at step " +
+                                    std::to_string(moments->step) + ", the model has " + std::to_string(params_.size()));
+  for (size_t i = 0; i < fragments.size(); ++i) {
+    scatter(fragments_[fragments[i]], values[i], params_);
+    readable_[fragments[i]] = true;
+  }
+  if (moments) moments_read_ = moments;
+  return {};
+}
+
+void LearnerCore::end_boundary() {
+  std::fill(readable_.begin(), readable_.end(), false);
+  moments_read_.reset();
+}
+
+std::set<uint32_t> LearnerCore::due_soon() const {
+  std::set<uint32_t> out;
+  if (!welcomed_ || data_parallel()) return out;
+  const auto& o = topology().outer;
+  for (uint32_t p = 0; p < fragments_.size(); ++p) {
+    const Track& t = tracks_[p];
+    if (!t.pushed &&
+        t.steps + 1 >= steps_until_due(static_cast<int>(p), o.fragments, sync_interval(o, t.version), t.version))
+      out.insert(p);
+  }
+  return out;
+}
+
+std::vector<FragmentUpdate> LearnerCore::take_updates() { return std::exchange(updates_, {}); }
+std::optional<OptimizerMoments> LearnerCore::take_moments() { return std::exchange(moments_in_, std::nullopt); }
+
+void LearnerCore::hand_out(uint32_t fragment, float scale, std::vector<float> offset) {
+  updates_.push_back({fragment, scale, std::move(offset)});
 }
 
 bool LearnerCore::blocked() const {

@@ -5,6 +5,7 @@
 #include <kj/exception.h>
 #include <kj/io.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "atoll/crc32c.h"
@@ -156,7 +157,7 @@ Topology get(s::Topology::Reader r) {
   t.learners.clear();
   for (auto l : r.getLearners()) t.learners.push_back({l.getSpeed(), as_int(l.getBatchSize())});
   auto m = r.getModel();
-  t.model.kind = checked_enum<ModelKind>(static_cast<uint16_t>(m.getKind()), 2, "model kind");
+  t.model.kind = checked_enum<ModelKind>(static_cast<uint16_t>(m.getKind()), 3, "model kind");
   t.model.hidden.clear();
   for (uint32_t h : m.getHidden()) t.model.hidden.push_back(as_int(h));
   t.model.layers = as_int(m.getLayers());
@@ -231,6 +232,19 @@ struct Encoder {
     b.setToken(bytes_of(m.token));
     put(m.bases, b.initBases(static_cast<unsigned>(m.bases.size())));
     b.setInitialCrc(m.initial_crc);
+    b.setSpeed(m.speed);
+    b.setBatchSize(m.batch_size);
+  }
+  void operator()(const Evaluation& m) {
+    auto b = env.initEvaluation();
+    b.setLearner(m.learner);
+    b.setIncarnation(m.incarnation);
+    auto vs = b.initVersions(static_cast<unsigned>(m.versions.size()));
+    for (unsigned i = 0; i < vs.size(); ++i) vs.set(i, m.versions[i]);
+    b.setLoss(m.loss);
+    b.setBitsPerByte(m.bits_per_byte);
+    b.setAccuracy(m.accuracy);
+    b.setCount(m.count);
   }
   void operator()(const MomentsPull& m) { env.initMomentsPull().setRequest(m.request); }
   void operator()(const Done& m) { env.initDone().setReason(m.reason); }
@@ -255,6 +269,12 @@ struct Encoder {
     put(m.fragments, b.initFragments(static_cast<unsigned>(m.fragments.size())));
     b.setHasMoments(m.moments.has_value());
     if (m.moments) put(*m.moments, b.initMoments());
+    auto layout = b.initLayout(static_cast<unsigned>(m.layout.size()));
+    for (unsigned i = 0; i < layout.size(); ++i) {
+      layout[i].setName(m.layout[i].name);
+      auto dims = layout[i].initDims(static_cast<unsigned>(m.layout[i].dims.size()));
+      for (unsigned d = 0; d < dims.size(); ++d) dims.set(d, m.layout[i].dims[d]);
+    }
   }
   void operator()(const Pull& m) {
     auto b = env.initPull();
@@ -311,8 +331,13 @@ Message decode_envelope(s::Envelope::Reader env) {
     case s::Envelope::REGISTER: {
       auto r = env.getRegister();
       const auto token = r.getToken();
-      return Register{r.getLearner(), r.getIncarnation(), r.getFingerprint(),
-                      std::string(token.begin(), token.end()), get(r.getBases()), r.getInitialCrc()};
+      Register reg{r.getLearner(), r.getIncarnation(), r.getFingerprint(),
+                   std::string(token.begin(), token.end()), get(r.getBases()), r.getInitialCrc()};
+      reg.speed = r.getSpeed();
+      reg.batch_size = r.getBatchSize();
+      if (!std::isfinite(reg.speed) || reg.speed < 0 || reg.speed > 1e6)
+        throw DecodeError{"register: speed " + std::to_string(reg.speed) + " is not a speed label"};
+      return reg;
     }
     case s::Envelope::WELCOME: {
       auto r = env.getWelcome();
@@ -322,6 +347,11 @@ Message decode_envelope(s::Envelope::Reader env) {
       w.topology = get(r.getTopology());
       w.fragments = get(r.getFragments());
       if (r.getHasMoments()) w.moments = get(r.getMoments());
+      for (auto t : r.getLayout()) {
+        NamedShape s{t.getName().cStr(), {}};
+        for (int64_t d : t.getDims()) s.dims.push_back(d);
+        w.layout.push_back(std::move(s));
+      }
       return w;
     }
     case s::Envelope::PULL: {
@@ -364,6 +394,13 @@ Message decode_envelope(s::Envelope::Reader env) {
       return Hello{r.getLearner(), checked_enum<Purpose>(static_cast<uint16_t>(r.getPurpose()), 1, "purpose"),
                    std::string(proof.begin(), proof.end()), r.getProcess()};
     }
+    case s::Envelope::EVALUATION: {
+      auto r = env.getEvaluation();
+      Evaluation e{r.getLearner(), r.getIncarnation(), {}, r.getLoss(), r.getBitsPerByte(), r.getAccuracy(),
+                   r.getCount()};
+      for (uint64_t v : r.getVersions()) e.versions.push_back(v);
+      return e;
+    }
     case s::Envelope::REJECT: {
       auto r = env.getReject();
       return Reject{checked_enum<RejectReason>(static_cast<uint16_t>(r.getReason()), 9, "reject reason"),
@@ -374,6 +411,13 @@ Message decode_envelope(s::Envelope::Reader env) {
 }
 
 }  // namespace
+
+bool operator==(const Evaluation& a, const Evaluation& b) {
+  const auto same = [](double x, double y) { return std::memcmp(&x, &y, sizeof x) == 0; };
+  return a.learner == b.learner && a.incarnation == b.incarnation && a.versions == b.versions &&
+         same(a.loss, b.loss) && same(a.bits_per_byte, b.bits_per_byte) && same(a.accuracy, b.accuracy) &&
+         a.count == b.count;
+}
 
 const char* reject_reason_name(RejectReason r) {
   switch (r) {
@@ -394,7 +438,7 @@ const char* reject_reason_name(RejectReason r) {
 const char* message_name(const Message& m) {
   static constexpr const char* kNames[] = {"register", "welcome", "pull",   "push",         "broadcast",
                                            "progress", "reject",  "moments_pull", "moments", "done",
-                                           "challenge", "hello"};
+                                           "challenge", "hello", "evaluation"};
   return kNames[m.index()];
 }
 

@@ -67,6 +67,7 @@ std::string Report::to_json() const {
   j.field("count", eval.count);
   j.field("windows", eval.windows);
   j.field("batches", eval.batches);
+  if (!eval.by.empty()) j.field("by", eval.by);
   j.close('}');
   j.open("bytes", '{');
   j.field("learner_to_syncer", bytes.learner_to_syncer);
@@ -161,8 +162,10 @@ std::string Report::to_table() const {
     row("bits per byte", num("%.4f", eval.bits_per_byte) + num(" +- %.4f", eval.bits_per_byte_stderr) +
                              (std::isnan(eval.accuracy) ? std::string(" (")
                                                         : num(" (next byte right %.1f%%, ", 100 * eval.accuracy)) +
-                             std::to_string(eval.windows) + " windows)");
+                             (eval.windows > 0 ? std::to_string(eval.windows) + " windows)"
+                                               : std::to_string(eval.count) + " tokens)"));
   else if (!std::isnan(eval.accuracy)) row("held-out accuracy", num("%.2f%%", 100 * eval.accuracy));
+  if (!eval.by.empty()) row("evaluated by", eval.by);
   row("bytes up / down", human_bytes(double(bytes.learner_to_syncer)) + " / " + human_bytes(double(bytes.syncer_to_learners)));
   row("bytes per token", num("%.1f", bytes_per_token));
   row("rounds", std::to_string(rounds) + num(" (quorum %.2f", quorum_mean) + num(", grace wait %.1f ms)", grace_wait_mean_ms));

@@ -15,6 +15,8 @@ namespace atl {
 namespace {
 
 constexpr const char* kSeriesHeader = "seconds,tokens,loss,goodput,alive,versions_min,versions_max,bytes_up,bytes_down";
+// Written since evaluators report held-out losses; files without it still read.
+constexpr const char* kEvalColumn = ",eval_loss";
 
 Status write_text(const std::string& path, const std::string& text) {
   return write_file_atomic(path, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
@@ -22,7 +24,7 @@ Status write_text(const std::string& path, const std::string& text) {
 
 std::string series_csv(const RunSeries& s) {
   std::ostringstream out;
-  out << "# atoll run series: mode=" << s.mode << " learners=" << s.learners << "\n" << kSeriesHeader;
+  out << "# atoll run series: mode=" << s.mode << " learners=" << s.learners << "\n" << kSeriesHeader << kEvalColumn;
   for (int i = 0; i < s.learners; ++i) out << ",steps_" << i;
   out << "\n";
   char buf[256];
@@ -31,6 +33,8 @@ std::string series_csv(const RunSeries& s) {
                   static_cast<unsigned long long>(p.tokens), p.loss, p.goodput, p.alive,
                   static_cast<unsigned long long>(p.versions_min), static_cast<unsigned long long>(p.versions_max),
                   static_cast<unsigned long long>(p.bytes_up), static_cast<unsigned long long>(p.bytes_down));
+    out << buf;
+    std::snprintf(buf, sizeof buf, ",%.6g", p.eval_loss);
     out << buf;
     for (int i = 0; i < s.learners; ++i) out << "," << (i < static_cast<int>(p.learner_steps.size()) ? p.learner_steps[i] : 0);
     out << "\n";
@@ -103,6 +107,7 @@ ChartLine column(const RunSeries& s, const char* name, double (*x)(const SeriesP
 double seconds_of(const SeriesPoint& p) { return p.seconds; }
 double tokens_of(const SeriesPoint& p) { return static_cast<double>(p.tokens); }
 double loss_of(const SeriesPoint& p) { return p.loss; }
+double eval_loss_of(const SeriesPoint& p) { return p.eval_loss; }
 double goodput_of(const SeriesPoint& p) { return p.goodput; }
 double alive_of(const SeriesPoint& p) { return p.alive; }
 
@@ -112,6 +117,14 @@ Chart loss_chart(const RunSeries& s, bool against_tokens) {
   c.x_label = against_tokens ? "tokens" : "seconds";
   c.y_label = "loss (nats per token)";
   c.lines.push_back(column(s, "", against_tokens ? tokens_of : seconds_of, loss_of, true));
+  // Held-out losses a learner's evaluator reported (models atoll does not run).
+  if (ChartLine held = column(s, "held-out", against_tokens ? tokens_of : seconds_of, eval_loss_of, true);
+      !held.xs.empty()) {
+    c.title = std::string("training and held-out loss against ") + (against_tokens ? "tokens" : "time") + " (" +
+              s.mode + ")";
+    c.lines.front().name = "training";
+    c.lines.push_back(std::move(held));
+  }
   if (!against_tokens) c.marks = marks_of(s.events);
   return c;
 }
@@ -185,6 +198,7 @@ Result<RunSeries> read_run_series(const std::string& stem) {
   std::istringstream in(*text);
   std::string line;
   int row = 0;
+  size_t fixed = 9;  // columns before the learners' steps
   while (std::getline(in, line)) {
     ++row;
     const std::string where = series_path + ":" + std::to_string(row);
@@ -195,13 +209,14 @@ Result<RunSeries> read_run_series(const std::string& stem) {
     }
     if (line.starts_with("seconds,")) {
       if (!line.starts_with(kSeriesHeader)) return Status::invalid_argument(where + ": not an atoll series header");
-      s.learners = static_cast<int>(split(line, ',', SIZE_MAX).size()) - 9;
+      fixed = line.starts_with(std::string(kSeriesHeader) + kEvalColumn) ? 10 : 9;
+      s.learners = static_cast<int>(split(line, ',', SIZE_MAX).size() - fixed);
       continue;
     }
     const auto cells = split(line, ',', SIZE_MAX);
-    if (static_cast<int>(cells.size()) != 9 + s.learners)
+    if (cells.size() != fixed + static_cast<size_t>(s.learners))
       return Status::invalid_argument(where + ": " + std::to_string(cells.size()) + " columns, the header has " +
-                                      std::to_string(9 + s.learners));
+                                      std::to_string(fixed + static_cast<size_t>(s.learners)));
     std::vector<double> v;
     for (const auto& c : cells) {
       auto x = number(c, where);
@@ -218,7 +233,8 @@ Result<RunSeries> read_run_series(const std::string& stem) {
     p.versions_max = static_cast<uint64_t>(v[6]);
     p.bytes_up = static_cast<uint64_t>(v[7]);
     p.bytes_down = static_cast<uint64_t>(v[8]);
-    for (size_t i = 9; i < v.size(); ++i) p.learner_steps.push_back(static_cast<uint64_t>(v[i]));
+    if (fixed == 10) p.eval_loss = v[9];
+    for (size_t i = fixed; i < v.size(); ++i) p.learner_steps.push_back(static_cast<uint64_t>(v[i]));
     s.points.push_back(std::move(p));
   }
   const std::string events_path = stem + ".events.csv";

@@ -49,6 +49,7 @@ SeriesPoint RunView::point() const {
   p.versions_max = versions_max();
   p.bytes_up = bytes_up;
   p.bytes_down = bytes_down;
+  p.eval_loss = eval_loss;
   for (const auto& l : per_learner) p.learner_steps.push_back(l.steps);
   return p;
 }
@@ -82,6 +83,10 @@ RunView observe_run(const RunBoard& board, const Topology& topology, const Event
   v.regressions_refused = board.regressions_refused.load();
   v.version_decreases = board.version_decreases();
   v.gave_up = board.gave_up();
+  if (!fin.stats.evaluations.empty()) {  // a learner's evaluator (atoll.Evaluator): the newest word
+    v.eval_loss = fin.stats.evaluations.back().loss;
+    v.eval_bits_per_byte = fin.stats.evaluations.back().bits_per_byte;
+  }
 
   std::vector<EventTape::Entry> entries;
   if (tape) entries = tape->entries();
@@ -101,6 +106,8 @@ RunView observe_run(const RunBoard& board, const Topology& topology, const Event
       l.merged = rec.merged;
       l.step_seconds = rec.step_seconds;
       l.loss = rec.loss;
+      if (rec.speed > 0) l.speed = rec.speed;  // a Python learner's own labels
+      if (rec.batch_size > 0) l.batch_size = static_cast<int>(rec.batch_size);
       for (size_t p = 0; p < rec.progress.size() && p < v.versions.size(); ++p)
         if (v.versions[p] > rec.progress[p].version)
           l.staleness = std::max(l.staleness, v.versions[p] - rec.progress[p].version);
@@ -121,7 +128,7 @@ RunView observe_run(const RunBoard& board, const Topology& topology, const Event
   return v;
 }
 
-Report report_from_view(const RunView& v, const Topology& topology, double wall) {
+Report report_from_view(const RunView& v, double wall) {
   Report r;
   const int m = v.learners;
   r.mode = v.mode;
@@ -156,11 +163,23 @@ Report report_from_view(const RunView& v, const Topology& topology, double wall)
   r.versions_min = v.versions_min();
   r.versions_max = v.versions_max();
   r.gave_up = v.gave_up;
+  // A learner's evaluator (models atoll does not run): the newest figure is
+  // the run's, the others its curve. Models atoll runs are evaluated after the run.
+  for (const auto& e : v.stats.evaluations) r.curve.push_back({e.seconds, e.tokens, e.loss, e.bits_per_byte, e.accuracy});
+  if (!v.stats.evaluations.empty()) {
+    const auto& e = v.stats.evaluations.back();
+    r.eval.loss = e.loss;
+    r.eval.bits_per_byte = e.bits_per_byte;
+    r.eval.accuracy = e.accuracy;
+    r.eval.count = static_cast<int64_t>(e.count);
+    r.eval.by = "learner " + std::to_string(e.learner) + "'s evaluator, global versions from " +
+                std::to_string(e.versions_min) + ", at " + std::to_string(static_cast<int>(e.seconds)) + " s";
+  }
   for (const auto& lv : v.per_learner) {
     LearnerReport l;
     l.id = lv.id;
-    l.speed = topology.learners[lv.id].speed;
-    l.batch_size = topology.learners[lv.id].batch_size;
+    l.speed = lv.speed;
+    l.batch_size = lv.batch_size;
     l.steps = lv.steps;
     l.tokens = lv.tokens;
     l.merged = lv.merged;

@@ -11,6 +11,7 @@ const char* code_name(Status::Code code) {
     case Status::Code::kIOError: return "IO error";
     case Status::Code::kOutOfRange: return "Out of range";
     case Status::Code::kUnavailable: return "Unavailable";
+    case Status::Code::kRefused: return "Refused";
   }
   return "Unknown";
 }

@@ -335,6 +335,8 @@ Admission SyncerCore::on_register(const Register& r, const Sender& from, SteadyT
   LearnerRecord& l = s_->learners[r.learner];
   l.sender = from;  // this sender is learner r.learner from now on
   l.initial_crc = r.initial_crc;
+  l.speed = r.speed;
+  l.batch_size = r.batch_size;
   adopt_bases(r, now, fx);
   // A restarted learner starts with a healthy peer's AdamW moments, if there
   // is a peer: fresh moments make its first updates several times too large.
@@ -513,6 +515,46 @@ void SyncerCore::on_progress(const Progress& m, SteadyTime now, SyncerEffects& f
   if (std::isfinite(m.loss)) l.loss = m.loss;
   l.progress = m.fragments;
   rounds_->on_progress(m.learner, now, fx);
+}
+
+void SyncerCore::on_evaluation(const Evaluation& e, SteadyTime now, SyncerEffects& fx) {
+  if (!current(e.learner, e.incarnation)) return;  // an old incarnation's last words
+  const auto refuse = [&](RejectReason reason, const std::string& why) {
+    s_->refuse(e.learner, reason, kNoFragment, "evaluation: " + why, fx);
+  };
+  if (e.versions.size() != s_->global.size())
+    return refuse(RejectReason::kBadShape, "it names " + std::to_string(e.versions.size()) + " fragments, expected " +
+                                               std::to_string(s_->global.size()));
+  EvaluationPoint p;
+  p.versions_min = UINT64_MAX;
+  for (size_t f = 0; f < e.versions.size(); ++f) {
+    if (e.versions[f] > s_->global[f].version)
+      return refuse(RejectReason::kMalformed, "version " + std::to_string(e.versions[f]) + " of fragment " +
+                                                  std::to_string(f) + " is ahead of the syncer's " +
+                                                  std::to_string(s_->global[f].version));
+    p.versions_min = std::min(p.versions_min, e.versions[f]);
+    p.versions_sum += e.versions[f];
+  }
+  // Losses are nats >= 0; bits per byte and accuracy may be NaN (not measured), never infinite or negative.
+  const auto valid = [](double x, bool optional) { return (optional && std::isnan(x)) || (std::isfinite(x) && x >= 0); };
+  if (!valid(e.loss, false) || !valid(e.bits_per_byte, true) || !valid(e.accuracy, true) || e.accuracy > 1.0 ||
+      e.count == 0)
+    return refuse(RejectReason::kNonFinite, "loss " + std::to_string(e.loss) + ", bits per byte " +
+                                                std::to_string(e.bits_per_byte) + ", accuracy " +
+                                                std::to_string(e.accuracy) + " over " + std::to_string(e.count) +
+                                                " tokens: expected a finite loss >= 0 over at least one token");
+  p.seconds = s_->elapsed(now);
+  p.tokens = total_tokens();
+  p.learner = e.learner;
+  p.loss = e.loss;
+  p.bits_per_byte = e.bits_per_byte;
+  p.accuracy = e.accuracy;
+  p.count = e.count;
+  auto& all = s_->stats.evaluations;
+  if (all.size() >= SyncerStats::kMaxEvaluations) all.erase(all.begin());
+  all.push_back(p);
+  fx.notes.push_back("learner " + std::to_string(e.learner) + " evaluated versions from " +
+                     std::to_string(p.versions_min) + ": loss " + std::to_string(p.loss));
 }
 
 // ---- pushes: the checks every mode shares

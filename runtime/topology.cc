@@ -55,6 +55,7 @@ const char* model_kind_name(ModelKind k) {
     case ModelKind::kMlp: return "mlp";
     case ModelKind::kTransformer: return "transformer";
     case ModelKind::kTorchScript: return "torchscript";
+    case ModelKind::kExternal: return "external";
   }
   return "?";
 }
@@ -73,7 +74,8 @@ Result<Mode> parse_mode(std::string_view name) {
   return parse_enum("mode", name, kAll, mode_name);
 }
 Result<ModelKind> parse_model_kind(std::string_view name) {
-  static constexpr ModelKind kAll[] = {ModelKind::kMlp, ModelKind::kTransformer, ModelKind::kTorchScript};
+  static constexpr ModelKind kAll[] = {ModelKind::kMlp, ModelKind::kTransformer, ModelKind::kTorchScript,
+                                         ModelKind::kExternal};
   return parse_enum("model kind", name, kAll, model_kind_name);
 }
 Result<DataKind> parse_data_kind(std::string_view name) {
@@ -117,11 +119,21 @@ Status validate(const Topology& t) {
       c.range("model.hidden[" + std::to_string(i) + "]", md.hidden[i], 1, 1 << 16);
     c.require(t.data.kind != DataKind::kText,
               "model.kind = \"mlp\" needs data.kind = \"mnist\" or \"synthetic\"");
-  } else if (md.kind == ModelKind::kTorchScript) {
-    c.require(!md.path.empty(), "model.path must name the TorchScript file (model.kind = \"torchscript\")");
-    if (t.data.kind == DataKind::kText) c.range("model.context", md.context, 2, 4096);
+  } else if (md.kind == ModelKind::kTorchScript || md.kind == ModelKind::kExternal) {
+    const bool external = md.kind == ModelKind::kExternal;
+    c.require(!md.path.empty(), external ? "model.path must name the model file (model.kind = \"external\"; "
+                                           "atoll.save_model() writes one)"
+                                         : "model.path must name the TorchScript file (model.kind = \"torchscript\")");
+    if (t.data.kind == DataKind::kText && !external) c.range("model.context", md.context, 2, 4096);
     for (size_t i = 0; i < md.avg.size(); ++i)
       c.require(!md.avg[i].empty(), "model.avg[" + std::to_string(i) + "] is empty: give a glob such as \"*emb*\"");
+    // A Python learner hands over its progress at step boundaries of its own
+    // loop and never waits: it cannot send dp's gradient of every step.
+    c.require(!external || t.mode == Mode::kDecoupled,
+              "model.kind = \"external\" trains in mode = \"decoupled\" only: Python learners never wait for a "
+              "gradient exchange");
+    c.require(!external || !t.outer.barrier,
+              "model.kind = \"external\" excludes outer.barrier: a Python learner's step() never waits");
   } else {
     c.range("model.layers", md.layers, 1, 64);
     c.range("model.width", md.width, 8, 4096);

@@ -1,11 +1,11 @@
 // The only translation unit that includes libtorch (about 30 s to compile):
-// everything else sees the Model interface of torchscript_model.h.
+// everything else sees the Model interface of torchscript_model.h. It is its
+// own library, atoll_torchscript; builds and programs without libtorch get
+// torchscript_unavailable.cc instead (runtime/CMakeLists.txt says which).
 #include "atoll/torchscript_model.h"
 
-#if ATOLL_WITH_TORCH
 
 #include <dlfcn.h>
-#include <fnmatch.h>
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +18,7 @@
 #include <torch/script.h>
 
 #include "atoll/log.h"
+#include "atoll/module_layout.h"
 
 namespace atl {
 namespace {
@@ -47,11 +48,6 @@ void use_calling_thread_only() {
     } catch (const std::exception&) {  // the embedding service started the pool first: it stays
     }
   });
-}
-
-bool matches_any(const std::string& name, const std::vector<std::string>& globs) {
-  return std::any_of(globs.begin(), globs.end(),
-                     [&](const std::string& g) { return fnmatch(g.c_str(), name.c_str(), 0) == 0; });
 }
 
 class TorchScriptModel final : public Model {
@@ -148,6 +144,7 @@ Result<std::unique_ptr<TorchScriptModel>> TorchScriptModel::open(const TorchScri
 Status TorchScriptModel::take_parameters() try {
   const std::string& path = config_.path;
   std::set<const c10::TensorImpl*> seen;
+  std::vector<NamedShape> shapes;
   for (const auto& p : module_.named_parameters(/*recurse=*/true)) {
     const at::Tensor& v = p.value;
     // libtorch lists a tied weight under each of its names: it is one tensor
@@ -164,17 +161,14 @@ Status TorchScriptModel::take_parameters() try {
     if (!v.requires_grad())
       return Status::invalid_argument(where + " does not require grad: atoll trains every parameter (make a "
                                       "frozen tensor a buffer)");
-    if (v.numel() == 0 || v.numel() > (int64_t{1} << 31) - 1)
-      return Status::invalid_argument(where + " has " + std::to_string(v.numel()) +
-                                      " elements: expected 1 to 2^31 - 1");
-    std::vector<int64_t> dims = v.sizes().vec();
-    if (dims.empty()) dims.push_back(1);  // a scalar parameter
-    const auto role = matches_any(p.name, config_.avg) ? TensorRole::kEmbedding : TensorRole::kBody;
-    layout_.add(p.name, std::move(dims), role, /*decay=*/v.dim() >= 2);
+    shapes.push_back({p.name, v.sizes().vec()});
     params_.push_back(v);
     const at::Tensor flat = v.detach().contiguous().reshape({-1});
     initial_.insert(initial_.end(), flat.data_ptr<float>(), flat.data_ptr<float>() + flat.numel());
   }
+  auto layout = module_layout(shapes, config_.avg);
+  if (!layout.ok()) return layout.status().with_context(path);
+  layout_ = std::move(*layout);
   return {};
 } catch (const std::exception& e) {
   return Status::invalid_argument(config_.path + ": its parameters cannot be read: " + message_of(e));
@@ -352,19 +346,3 @@ Result<std::unique_ptr<Model>> load_torchscript_model(const TorchScriptConfig& c
 }
 
 }  // namespace atl
-
-#else  // !ATOLL_WITH_TORCH
-
-namespace atl {
-
-bool torchscript_available() { return false; }
-
-Result<std::unique_ptr<Model>> load_torchscript_model(const TorchScriptConfig&) {
-  return Status::unavailable(
-      "model.kind = \"torchscript\": this atoll was built without libtorch (CMake did not find Torch: "
-      "install libtorch-dev, which scripts/setup does, then configure again, or pass -DATOLL_TORCH=ON to see why)");
-}
-
-}  // namespace atl
-
-#endif

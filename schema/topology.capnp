@@ -18,6 +18,7 @@ enum ModelKind {
   mlp @0;
   transformer @1;
   torchscript @2;
+  external @3;      # trained by Python learners (atoll.Learner); the syncer reads its model file
 }
 
 enum DataKind {

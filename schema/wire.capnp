@@ -8,6 +8,7 @@ $Cxx.namespace("atl::schema");
 
 using import "payload.capnp".Payload;
 using import "topology.capnp".Topology;
+using import "model_file.capnp".TensorShape;
 
 # learner -> syncer: join, or join again after a restart.
 struct Register {
@@ -19,6 +20,8 @@ struct Register {
                                    # a restarted syncer recovers the newest from them
   initialCrc @5 :UInt32;    # CRC32C of the learner's own initialization from the topology's seed:
                             # when it matches the syncer's, a welcome leaves out version-0 values
+  speed @6 :Float64;        # the learner's own speed label for the report (0: the topology's)
+  batchSize @7 :UInt32;     # its own batch size for the report (0: the topology's)
 }
 
 struct FragmentValues {
@@ -43,6 +46,8 @@ struct Welcome {
                                         # fragment without values: the seed's initialization
   hasMoments @4 :Bool;
   moments @5 :OptimizerState;
+  layout @6 :List(TensorShape);  # an answer to a topology request: the run's model layout, so that a
+                                 # learner whose module differs can say how
 }
 
 # syncer -> learners: "send me your progress on this fragment".
@@ -148,6 +153,19 @@ enum Purpose {
   topology @1;              # one Welcome that carries the topology, then close
 }
 
+# learner -> syncer: the held-out quality of the global model as this learner
+# holds it (its adopted versions), measured by the user's own function
+# (atoll.Evaluator): the syncer cannot run a model it does not know.
+struct Evaluation {
+  learner @0 :UInt32;
+  incarnation @1 :UInt64;
+  versions @2 :List(UInt64);  # per fragment, the versions evaluated
+  loss @3 :Float64;           # mean held-out loss, nats per token
+  bitsPerByte @4 :Float64;    # NaN: not a byte-level model
+  accuracy @5 :Float64;       # NaN: none
+  count @6 :UInt64;           # tokens (or examples) evaluated
+}
+
 struct Envelope {
   union {
     register @0 :Register;
@@ -162,5 +180,6 @@ struct Envelope {
     done @9 :Done;
     challenge @10 :Challenge;
     hello @11 :Hello;
+    evaluation @12 :Evaluation;
   }
 }

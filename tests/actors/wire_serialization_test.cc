@@ -48,7 +48,8 @@ std::vector<Message> one_of_each() {
           Broadcast{0, 4, values, true, 3, {1, 2}},
           Progress{1, 2, 100, 6400, 0.001, {{3, 24}}},
           Reject{RejectReason::kNonFinite, 0, "value 7 is NaN"},
-          Done{"budget reached"}};
+          Done{"budget reached"},
+          Evaluation{1, 2, {3, 3}, 1.5, 2.16, 0.5, 4096}};
 }
 
 }  // namespace

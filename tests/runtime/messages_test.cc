@@ -6,6 +6,9 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 
+#include <cmath>
+#include <limits>
+
 #include "atoll/crc32c.h"
 #include "atoll/messages.h"
 #include "atoll/wire.capnp.h"
@@ -69,6 +72,12 @@ std::vector<Message> one_of_each() {
   w.moments = OptimizerState{77, some_payload(Codec::kFp32, 150, 3), some_payload(Codec::kFp32, 150, 4)};
   Welcome bare = w;
   bare.moments.reset();
+  Welcome topology_answer;  // to a learner that asked for the topology: with the model's layout
+  topology_answer.topology = unusual_topology();
+  topology_answer.layout = {{"wte.weight", {256, 96}}, {"h.0.ln1.bias", {96}}, {"scale", {}}};
+  Register labelled{4, 11, 9, "", {}};  // a Python learner's own speed and batch for the report
+  labelled.speed = 0.35;
+  labelled.batch_size = 48;
   return {
       Register{3, 9, 0x1234567890abcdefULL, std::string("s3cret\0token", 12), {}},
       Register{3, 10, 7, "", {{0, 12, some_payload(Codec::kFp32, 40, 11)}, {1, 13, some_payload(Codec::kFp32, 8, 12)}}},
@@ -83,6 +92,9 @@ std::vector<Message> one_of_each() {
       Progress{1, 2, 300, 19200, 0.0125, {{4, 10}, {5, 3}}, 1.75f},
       Reject{RejectReason::kStale, 3, "base version 2 < 4 - 1"},
       Done{"token budget of 2500000 reached"},
+      topology_answer,
+      labelled,
+      Evaluation{2, 7, {12, 11, 12}, 1.2345, 1.781, std::nan(""), 4096},
   };
 }
 
@@ -114,6 +126,14 @@ BOOST_AUTO_TEST_CASE(every_message_round_trips) {
     auto back = decode_message(bytes);
     BOOST_REQUIRE_MESSAGE(back.ok(), message_name(m) << ": " << back.status().to_string());
     BOOST_CHECK_MESSAGE(*back == m, message_name(m) << " changed on the way");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_register_with_an_impossible_speed_label_is_refused) {
+  for (double speed : {-1.0, std::nan(""), std::numeric_limits<double>::infinity(), 1e9}) {
+    auto m = decode_message(raw_envelope([&](schema::Envelope::Builder e) { e.initRegister().setSpeed(speed); }));
+    BOOST_REQUIRE_MESSAGE(!m.ok(), "speed " << speed << " was taken");
+    BOOST_CHECK_MESSAGE(mentions(m.status(), "speed"), m.status().to_string());
   }
 }
 

@@ -3,6 +3,7 @@
 // and a RunWatch that keeps a long run's series bounded.
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
 #include <fstream>
 #include <string>
 
@@ -96,6 +97,32 @@ BOOST_AUTO_TEST_CASE(plots_have_a_line_per_series_and_a_mark_per_fault) {
   BOOST_CHECK_EQUAL(count(goodput, "<polyline"), 2u);  // goodput and alive
 }
 
+BOOST_AUTO_TEST_CASE(held_out_losses_an_evaluator_reported_are_a_line_of_their_own) {
+  testing::TempDir dir;
+  RunSeries s = sample_series();
+  for (size_t i = 10; i < s.points.size(); ++i) s.points[i].eval_loss = 3.0 / static_cast<double>(i);
+  BOOST_REQUIRE(write_run_plots(dir.file("r"), s).ok());
+  auto back = read_run_series(dir.file("r"));
+  BOOST_REQUIRE_MESSAGE(back.ok(), back.status().to_string());
+  BOOST_CHECK(std::isnan(back->points[9].eval_loss));
+  BOOST_CHECK_CLOSE(back->points[12].eval_loss, 0.25, 1e-4);
+  const std::string loss = slurp(dir.file("r.loss.svg"));
+  BOOST_CHECK_EQUAL(count(loss, "<polyline"), 4u);  // training and held-out, against tokens and time
+  BOOST_CHECK(loss.find("held-out") != std::string::npos);
+  // A series written before evaluators (no eval_loss column) still reads, without held-out losses.
+  {
+    std::ofstream out(dir.file("old.series.csv"));
+    out << "seconds,tokens,loss,goodput,alive,versions_min,versions_max,bytes_up,bytes_down,steps_0\n"
+        << "1,2,3,0.5,1,0,1,10,20,7\n";
+    std::ofstream(dir.file("old.events.csv")) << "seconds,kind,learner,text\n";
+  }
+  auto old = read_run_series(dir.file("old"));
+  BOOST_REQUIRE_MESSAGE(old.ok(), old.status().to_string());
+  BOOST_REQUIRE_EQUAL(old->points.size(), 1u);
+  BOOST_CHECK(std::isnan(old->points[0].eval_loss));
+  BOOST_CHECK(old->points[0].learner_steps == std::vector<uint64_t>{7});
+}
+
 BOOST_AUTO_TEST_CASE(runs_side_by_side_share_their_axes) {
   testing::TempDir dir;
   RunSeries a = sample_series(), b = sample_series();
@@ -115,7 +142,7 @@ BOOST_AUTO_TEST_CASE(bad_series_files_name_the_file_and_line) {
   BOOST_REQUIRE(write_run_plots(dir.file("r"), sample_series()).ok());
   {
     std::ofstream out(dir.file("r.series.csv"), std::ios::app);
-    out << "1.0,2,not-a-number,0,0,0,0,0,0,1,2,3\n";
+    out << "1.0,2,not-a-number,0,0,0,0,0,0,nan,1,2,3\n";
   }
   auto bad = read_run_series(dir.file("r"));
   BOOST_REQUIRE(!bad.ok());

@@ -3,6 +3,8 @@
 // virtual time (`at(s)`), message by message.
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
+
 #include "atoll/syncer_core.h"
 #include "test_support.h"
 
@@ -232,6 +234,52 @@ BOOST_AUTO_TEST_CASE(elastic_dp_drops_a_dead_learner_after_the_reconfiguration_d
   BOOST_CHECK(!c.core->learners()[1].dropped);
   fx = c.push(0, 0, 1, 0.5f, 4.1);
   BOOST_CHECK(!broadcasts(fx));
+}
+
+BOOST_AUTO_TEST_CASE(a_learners_evaluation_is_kept_when_it_names_versions_the_syncer_made) {
+  Core c(testing::tiny_mlp_topology());
+  c.join(0);
+  c.join(1);
+  SyncerEffects fx;
+  c.core->on_evaluation(Evaluation{0, 1, {0}, 1.5, 2.16, std::nan(""), 512}, at(1.0), fx);
+  BOOST_REQUIRE_EQUAL(c.core->stats().evaluations.size(), 1u);
+  const auto& e = c.core->stats().evaluations.back();
+  BOOST_CHECK_EQUAL(e.learner, 0u);
+  BOOST_CHECK_CLOSE(e.seconds, 1.0, 1e-9);
+  BOOST_CHECK_CLOSE(e.loss, 1.5, 1e-9);
+  BOOST_CHECK(std::isnan(e.accuracy));
+  BOOST_CHECK(sent_to<Reject>(fx, 0) == nullptr);
+
+  // Refused, and not kept: a version the syncer has not made, another fragment
+  // count, a loss that is not a loss, nothing evaluated.
+  const Evaluation bad[] = {{0, 1, {5}, 1.0, 1.0, 0.5, 10},   {0, 1, {0, 0}, 1.0, 1.0, 0.5, 10},
+                            {0, 1, {0}, -1.0, 1.0, 0.5, 10},  {0, 1, {0}, std::nan(""), 1.0, 0.5, 10},
+                            {0, 1, {0}, 1.0, INFINITY, 0.5, 10}, {0, 1, {0}, 1.0, 1.0, 1.5, 10},
+                            {0, 1, {0}, 1.0, 1.0, 0.5, 0}};
+  for (const auto& b : bad) {
+    SyncerEffects refused;
+    c.core->on_evaluation(b, at(2.0), refused);
+    const Reject* r = sent_to<Reject>(refused, 0);
+    BOOST_REQUIRE(r != nullptr);
+    BOOST_CHECK(r->detail.starts_with("evaluation: "));
+  }
+  BOOST_CHECK_EQUAL(c.core->stats().evaluations.size(), 1u);
+  // An old incarnation's last words are dropped without a word.
+  SyncerEffects old;
+  c.core->on_evaluation(Evaluation{1, 7, {0}, 1.0, 1.0, 0.5, 10}, at(3.0), old);
+  BOOST_CHECK(old.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_learners_own_labels_replace_the_topologys_for_the_report) {
+  Core c(testing::tiny_mlp_topology());
+  Register r = c.reg(1, 1);
+  r.speed = 0.4;
+  r.batch_size = 64;
+  SyncerEffects fx;
+  BOOST_REQUIRE(c.core->on_register(r, Sender{1, 11}, at(0), fx).accepted());
+  BOOST_CHECK_EQUAL(c.core->learners()[1].speed, 0.4);
+  BOOST_CHECK_EQUAL(c.core->learners()[1].batch_size, 64u);
+  BOOST_CHECK_EQUAL(c.core->learners()[0].speed, 0.0);  // not registered: the topology's
 }
 
 BOOST_AUTO_TEST_SUITE_END()

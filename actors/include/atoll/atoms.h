@@ -37,6 +37,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(atoll, caf::first_custom_type_id)
   // (step_failed, what) when the step threw
   CAF_ADD_ATOM(atoll, atl, step_done_atom, "stepdone")
   CAF_ADD_ATOM(atoll, atl, step_failed_atom, "stepfailed")
+  // exchange -> learner trained outside atoll: the user's loop handed steps over
+  CAF_ADD_ATOM(atoll, atl, replica_step_atom, "replstep")
   // learner -> itself: start the next step (after a slow learner's delay)
   CAF_ADD_ATOM(atoll, atl, next_step_atom, "nextstep")
   // learner -> itself: look for the syncer again; (resync, steps): still

@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include "atoll/module_layout.h"
 #include "atoll/run.h"
 #include "atoll/status.h"
 #include "atoll/topology.h"
@@ -42,7 +43,8 @@ Result<Endpoint> parse_endpoint(std::string_view text);
 // while the syncer is not there yet; a refusal (bad token, unknown id) is
 // returned at once with the syncer's reason.
 // `cluster` gives the token and, if set, the TLS files and the emulated link.
+// `layout`, if given, receives the model's layout as the syncer has it.
 Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const RunOptions::Cluster& cluster,
-                                double wait_seconds);
+                                double wait_seconds, std::vector<NamedShape>* layout = nullptr);
 
 }  // namespace atl

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "atoll/door.h"
+#include "atoll/replica_exchange.h"
 #include "atoll/report.h"
 #include "atoll/run_view.h"
 #include "atoll/status.h"
@@ -43,6 +44,9 @@ struct RunOptions {
   // of the run (equal steps of the token budget, or of the time limit), the
   // end included. Snapshots are taken during the run and evaluated after it.
   int curve_points = 0;
+  // Non-empty: at the end, the syncer's global model is written here as a
+  // model file (atoll/model_file.h; atoll.load_model() reads it), atomically.
+  std::string save_model;
   // Restart intensity of every supervisor: more than max_restarts failures of
   // one child within restart_window_seconds and it is given up on.
   int max_restarts = 10;
@@ -76,6 +80,11 @@ struct RunOptions {
     // An emulated wide-area link on this process's sends (atoll/door.h).
     LinkShape link;
   } cluster;
+
+  // Joining with one learner id: that learner trains outside atoll (a Python
+  // loop, atoll.Learner) through this exchange (atoll/replica_exchange.h), and
+  // no data is loaded here. Null: atoll's own learners on the topology's data.
+  std::shared_ptr<ReplicaExchange> external;
 };
 
 class Run {
@@ -91,6 +100,8 @@ class Run {
   Run& operator=(const Run&) = delete;
 
   const Topology& topology() const;
+  // Why the run could not go on (a refusal, a lost syncer); empty: no failure.
+  std::string failure() const;
   // The port the syncer serves learners on (cluster.listen); 0 otherwise.
   uint16_t port() const;
   // Where this run writes checkpoints (empty when disabled).

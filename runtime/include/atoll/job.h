@@ -45,6 +45,9 @@ class Job {
   // Loads (or makes) the data. `data_root` is where scripts/setup unpacked the
   // data sets; a topology's data.dir overrides it. Errors name the file.
   static Result<std::shared_ptr<const Job>> load(const Topology& topology, const std::string& data_root);
+  // No data, no held-out batches: for learners that bring their own (trained
+  // outside atoll), and for a syncer whose model atoll does not run.
+  static std::shared_ptr<const Job> without_data(const Topology& topology, std::string description);
 
   const Topology& topology() const { return topology_; }
   // "MNIST: 60000 training / 10000 held-out examples"
@@ -52,9 +55,10 @@ class Job {
 
   // Learner `learner`'s training stream: its own shard, seeded by learner and
   // incarnation (a restarted learner draws a fresh order from the same shard).
+  // REQUIRES: the model is not external (its learners bring their own data).
   std::unique_ptr<DataSource> make_stream(uint32_t learner, uint64_t incarnation) const;
 
-  // The held-out batches every evaluation uses.
+  // The held-out batches every evaluation uses (none for an external model).
   const std::vector<Batch>& eval_batches() const { return eval_; }
 
  private:

@@ -5,6 +5,14 @@
 // adopted (the anchor of its pushes, and what a restarted syncer recovers
 // from), and its progress since: steps, tokens and step time.
 //
+// The replica is atoll's own (a Model on the Job's data, stepped by step()
+// with atoll's AdamW), or one trained outside atoll (create_external(): a
+// Python loop, atoll/replica_exchange.h). An external learner's parameters
+// here are a host mirror of the user's tensors, current for the fragments
+// read at this step boundary (read()); what it adopts is handed out as
+// updates (take_updates()) for the training thread to apply, and pushes and
+// moments come only from values read at this boundary.
+//
 // Threading: step() runs on the learner's compute thread; every other method
 // runs on the learner actor between steps, never at the same time as step().
 // The actor guarantees that by queueing messages while a step is running.
@@ -13,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <vector>
 
@@ -22,6 +31,7 @@
 #include "atoll/job.h"
 #include "atoll/messages.h"
 #include "atoll/model.h"
+#include "atoll/replica_exchange.h"
 
 namespace atl {
 
@@ -29,11 +39,17 @@ class LearnerCore {
  public:
   static Result<std::unique_ptr<LearnerCore>> create(uint32_t id, uint64_t incarnation,
                                                      std::shared_ptr<const Job> job);
+  // A learner whose replica is trained outside atoll, with `layout` (the
+  // run's, checked by the caller) and its own labels for the report.
+  static Result<std::unique_ptr<LearnerCore>> create_external(uint32_t id, uint64_t incarnation,
+                                                              const Topology& topology, const ParamLayout& layout,
+                                                              double speed_label, uint32_t batch_label);
 
   uint32_t id() const { return id_; }
   uint64_t incarnation() const { return incarnation_; }
-  const Topology& topology() const { return job_->topology(); }
+  const Topology& topology() const { return topology_; }
   const LearnerSpec& spec() const { return topology().learners[id_]; }
+  bool external() const { return external_; }
 
   // Carries the learner's bases once it has some: a restarted syncer recovers
   // the newest global version from them. With a cluster token (joins from
@@ -49,7 +65,8 @@ class LearnerCore {
   Status welcome(const Welcome& welcome);
 
   // This learner's AdamW state for a restarted peer (bf16: 2 x 2 bytes per
-  // parameter). Unavailable before the first welcome: it has none worth giving.
+  // parameter). Unavailable before the first welcome: it has none worth
+  // giving; external: unless the optimizer's moments were read at this boundary.
   Result<Moments> moments_for(const MomentsPull& pull) const;
   bool welcomed() const { return welcomed_; }
 
@@ -68,11 +85,32 @@ class LearnerCore {
   // Push answering a pull: progress on the fragment since its base.
   // Fails for an unknown fragment, and with Unavailable before the first
   // welcome (a pull meant for an earlier incarnation, delayed or reordered).
+  // REQUIRES: readable(pull.fragment).
   Result<Push> answer(const Pull& pull);
 
-  // Decoupled: fragments that just fell due, pushed unasked once per version.
+  // Decoupled: fragments that just fell due, pushed unasked once per version
+  // (external: those readable now; the others when read at a later boundary).
   // dp and elastic_dp: the gradient of the last step, every step.
   std::vector<Push> due_pushes();
+
+  // ---- external replicas (create_external)
+  // The values of a fragment as of this step boundary are here: always for
+  // atoll's own replica, after read() for an external one.
+  bool readable(uint32_t fragment) const;
+  // Takes the fragments and optimizer moments the training thread read at
+  // this boundary (a ReplicaStep's). Fails, taking nothing, on a wrong size or
+  // an unknown fragment.
+  Status read(const std::vector<uint32_t>& fragments, const std::vector<std::vector<float>>& values,
+              const std::optional<OptimizerMoments>& moments);
+  // The boundary is over: nothing is readable until the next read().
+  void end_boundary();
+  // Fragments to read at the next boundary: those falling due by then.
+  std::set<uint32_t> due_soon() const;
+  // What was adopted since the last call, for the training thread to apply.
+  std::vector<FragmentUpdate> take_updates();
+  std::optional<OptimizerMoments> take_moments();
+  // The global values of a fragment as adopted (its base).
+  std::span<const float> base(uint32_t fragment) const { return tracks_[fragment].base; }
 
   // Adopts a new global version of a fragment and resets the fragment's
   // progress: overwrite, blend with alpha, or (carry_progress) keep on top of
@@ -103,7 +141,7 @@ class LearnerCore {
   uint64_t version(uint32_t fragment) const { return tracks_[fragment].version; }
   const std::vector<Fragment>& fragments() const { return fragments_; }
   std::span<const float> parameters() const { return params_; }
-  const AdamW& optimizer() const { return *adamw_; }
+  const AdamW& optimizer() const { return *adamw_; }  // REQUIRES: !external()
 
  private:
   struct Track {
@@ -121,16 +159,22 @@ class LearnerCore {
 
   LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<const Job> job, std::unique_ptr<Model> model,
               std::vector<Fragment> fragments);
+  LearnerCore(uint32_t id, uint64_t incarnation, const Topology& topology, const ParamLayout& layout,
+              std::vector<Fragment> fragments);
   bool data_parallel() const { return topology().mode != Mode::kDecoupled; }
+  const ParamLayout& layout() const;
   Push make_push(uint32_t fragment, uint64_t round);
+  // External: the training thread's replica takes the same step as the mirror.
+  void hand_out(uint32_t fragment, float scale, std::vector<float> offset);
 
   uint32_t id_;
   uint64_t incarnation_;
-  std::shared_ptr<const Job> job_;
-  std::unique_ptr<Model> model_;
+  Topology topology_;
+  std::shared_ptr<const Job> job_;   // null for an external replica
+  std::unique_ptr<Model> model_;     // null for an external replica
   std::vector<Fragment> fragments_;
-  std::unique_ptr<DataSource> stream_;
-  std::unique_ptr<AdamW> adamw_;
+  std::unique_ptr<DataSource> stream_;  // null for an external replica
+  std::unique_ptr<AdamW> adamw_;        // null for an external replica
   std::vector<float> params_, grads_;
   std::vector<Track> tracks_;
   bool welcomed_ = false;
@@ -139,7 +183,17 @@ class LearnerCore {
   int64_t last_tokens_ = 0;
   double last_seconds_ = 0.0;
   double loss_ema_ = 0.0, step_ema_ = 0.0;
-  uint32_t initial_crc_;  // of the seed's initialization: a welcome may leave it out
+  uint32_t initial_crc_;  // of the seed's initialization: a welcome may leave it out (0: not given)
+
+  // External replicas.
+  bool external_ = false;
+  ParamLayout external_layout_;
+  double speed_label_ = 0.0;
+  uint32_t batch_label_ = 0;
+  std::vector<bool> readable_;                 // by fragment, at this boundary
+  std::optional<OptimizerMoments> moments_read_;  // at this boundary
+  std::vector<FragmentUpdate> updates_;        // adopted, not yet taken
+  std::optional<OptimizerMoments> moments_in_;   // a peer's, for the optimizer
 };
 
 }  // namespace atl

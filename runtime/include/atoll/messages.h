@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "atoll/codec.h"
+#include "atoll/module_layout.h"
 #include "atoll/status.h"
 #include "atoll/topology.h"
 
@@ -37,6 +38,10 @@ struct Register {
   // given). When it matches the syncer's, a welcome sends a version-0
   // fragment without values (Payload count 0): the learner has them.
   uint32_t initial_crc = 0;
+  // The learner's own labels for the report (0: the topology's): a Python
+  // learner's speed and batch size are its own, not a topology entry's.
+  double speed = 0.0;
+  uint32_t batch_size = 0;
   friend bool operator==(const Register&, const Register&) = default;
 };
 
@@ -52,6 +57,7 @@ struct Welcome {
   Topology topology;
   std::vector<FragmentValues> fragments;
   std::optional<OptimizerState> moments;  // from a healthy peer, when there is one
+  std::vector<NamedShape> layout;  // answers to a topology request: the run's model layout
   friend bool operator==(const Welcome&, const Welcome&) = default;
 };
 
@@ -144,6 +150,20 @@ struct Done {
   friend bool operator==(const Done&, const Done&) = default;
 };
 
+// The held-out quality of the global model at `versions`, measured by a
+// learner with the user's own function (atoll.Evaluator).
+struct Evaluation {
+  uint32_t learner = 0;
+  uint64_t incarnation = 0;
+  std::vector<uint64_t> versions;  // per fragment
+  double loss = 0.0;               // nats per token
+  double bits_per_byte = 0.0;      // NaN: not a byte-level model
+  double accuracy = 0.0;           // NaN: none
+  uint64_t count = 0;              // tokens or examples evaluated
+  // NaN compares unequal: compare the bits, so that a message equals its round trip.
+  friend bool operator==(const Evaluation& a, const Evaluation& b);
+};
+
 // The door's handshake (atoll/door.h): never seen by the syncer or a learner.
 struct Challenge {
   std::string nonce;  // kNonceBytes random bytes
@@ -161,7 +181,7 @@ struct Hello {
 };
 
 using Message = std::variant<Register, Welcome, Pull, Push, Broadcast, Progress, Reject, MomentsPull, Moments, Done,
-                             Challenge, Hello>;
+                             Challenge, Hello, Evaluation>;
 
 // "register", "welcome", ...
 const char* message_name(const Message& message);

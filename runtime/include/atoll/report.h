@@ -36,6 +36,9 @@ struct Report {
     int64_t count = 0;              // examples (or bytes) evaluated
     int64_t windows = 0;            // language models: held-out windows evaluated
     int64_t batches = 0;            // the unit of the standard error
+    // Who measured it: empty for atoll's own held-out data after the run; a
+    // learner's evaluator for models atoll does not run (atoll.Evaluator).
+    std::string by;
   } eval;
   struct {
     uint64_t learner_to_syncer = 0, syncer_to_learners = 0;

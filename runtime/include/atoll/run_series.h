@@ -3,10 +3,11 @@
 // RunWatch (atoll/run_view.h) samples them while the run goes; the report
 // carries them; run_plots (atoll/run_plots.h) writes them as JSON lines and
 // draws them. Units: seconds since the run started, tokens, bytes; the loss
-// is the training loss in nats per token.
+// is the training loss in nats per token, the held-out loss too.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct SeriesPoint {
   double alive = 0.0;    // share of learners up now
   uint64_t versions_min = 0, versions_max = 0;
   uint64_t bytes_up = 0, bytes_down = 0;
+  // The newest held-out loss a learner's evaluator reported (atoll.Evaluator;
+  // models atoll does not run); NaN: none yet.
+  double eval_loss = std::numeric_limits<double>::quiet_NaN();
   std::vector<uint64_t> learner_steps;  // per learner, all incarnations
 };
 

@@ -88,9 +88,12 @@ struct RunView {
 RunView observe_run(const RunBoard& board, const Topology& topology, const EventTape* tape,
                     size_t max_events = 50);
 
-// The report's figures that a view holds (everything but the model, the data,
-// the held-out evaluation and the curve, which the run adds).
-Report report_from_view(const RunView& view, const Topology& topology, double wall_seconds);
+// The report's figures that a view holds: everything but the model and the
+// data, which the run adds, and for models atoll runs the held-out
+// evaluation and the curve, which it measures after the run. (For a model
+// atoll does not run, the evaluations learners reported are the eval and
+// the curve.)
+Report report_from_view(const RunView& view, double wall_seconds);
 
 // The view as JSON for the status page: at most `max_points` of the series
 // (evenly thinned), every learner and the events.

@@ -24,6 +24,7 @@ class Status {
     kIOError,          // the operating system refused a read, write or sync
     kOutOfRange,       // a size or index beyond a configured limit
     kUnavailable,      // a peer or resource is (for now) not there
+    kRefused,          // a peer said no: a bad token, an id it does not know, another model
   };
 
   Status() = default;  // ok
@@ -34,6 +35,7 @@ class Status {
   static Status io_error(std::string msg) { return {Code::kIOError, std::move(msg)}; }
   static Status out_of_range(std::string msg) { return {Code::kOutOfRange, std::move(msg)}; }
   static Status unavailable(std::string msg) { return {Code::kUnavailable, std::move(msg)}; }
+  static Status refused(std::string msg) { return {Code::kRefused, std::move(msg)}; }
 
   bool ok() const { return state_ == nullptr; }
   Code code() const { return ok() ? Code::kOk : state_->code; }

@@ -133,8 +133,23 @@ struct LearnerRecord {
   // incarnation it welcomes (0: none).
   uint64_t moments_request = 0;
   uint64_t moments_incarnation = 0;
+  // Its own labels for the report, from its last Register (0: the topology's).
+  double speed = 0.0;
+  uint32_t batch_size = 0;
   bool dropped = false;             // elastic_dp: left the group after a failure
   bool expected_back = false;       // connected under the syncer this one replaced
+};
+
+// The held-out quality of the global model as a learner measured it with
+// the user's own function (atoll.Evaluator): for models atoll does not run.
+struct EvaluationPoint {
+  double seconds = 0.0;       // since the run started, when it arrived
+  uint64_t tokens = 0;        // trained by every learner by then
+  uint32_t learner = 0;
+  uint64_t versions_min = 0;  // the oldest fragment version it evaluated
+  uint64_t versions_sum = 0;  // over fragments: orders evaluations of one run
+  double loss = 0.0, bits_per_byte = 0.0, accuracy = 0.0;  // NaN: not measured
+  uint64_t count = 0;
 };
 
 struct SyncerStats {
@@ -153,6 +168,8 @@ struct SyncerStats {
   std::vector<double> recovery_seconds;  // from a learner's failure (seen) to its next welcome
   uint64_t recovered_fragments = 0;     // fragments a restarted syncer took from a learner's base
   uint64_t moments_handed = 0;          // restarted learners welcomed with a peer's AdamW moments
+  std::vector<EvaluationPoint> evaluations;  // as they arrived (at most kMaxEvaluations, the newest)
+  static constexpr size_t kMaxEvaluations = 10000;
 
   double quorum_mean() const { return rounds ? quorum_sum / double(rounds) : 0.0; }
   double grace_wait_mean() const { return rounds ? grace_wait_sum / double(rounds) : 0.0; }
@@ -205,6 +222,9 @@ class SyncerCore {
 
   void on_moments(uint32_t learner, const Moments& moments, SteadyTime now, SyncerEffects& fx);
   void on_progress(const Progress& progress, SteadyTime now, SyncerEffects& fx);
+  // A learner's evaluation of the versions it holds: kept in stats() when it
+  // is finite and names versions the syncer has made; refused otherwise.
+  void on_evaluation(const Evaluation& evaluation, SteadyTime now, SyncerEffects& fx);
   void on_push(const Push& push, SteadyTime now, SyncerEffects& fx);
   void on_timer(const SyncerEffects::Timer& timer, SteadyTime now, SyncerEffects& fx);
   // The sender bound to `learner` went down (its actor, process or connection).

@@ -31,6 +31,9 @@ enum class ModelKind : uint8_t {
   kMlp = 0,
   kTransformer = 1,
   kTorchScript = 2,  // a PyTorch module exported as TorchScript (torchscript_model.h)
+  // A model atoll does not run: Python learners (atoll.Learner) train it in
+  // their own loops; model.path names its model file (atoll/external_model.h).
+  kExternal = 3,
 };
 enum class DataKind : uint8_t {
   kMnist = 0,      // data/mnist, MLP classifier
@@ -68,8 +71,9 @@ struct ModelSpec {
   int width = 128;                  // transformer: model width
   int heads = 4;                    // transformer: attention heads (divides width)
   int context = 128;                // transformer, torchscript on text: bytes of context
-  std::string path;                 // torchscript: the module file (torch.jit.save), relative to the cwd
-  // torchscript: tensors whose names match one of these globs (fnmatch) are
+  std::string path;                 // torchscript: the module file (torch.jit.save); external: the model
+                                    // file (atoll.save_model); relative to the cwd
+  // torchscript, external: tensors whose names match one of these globs (fnmatch) are
   // merged by weighted mean (AVG), the others by RDA. The default catches
   // embeddings by their usual names.
   std::vector<std::string> avg = {"*emb*", "wte.*", "wpe.*"};

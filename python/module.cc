@@ -1,0 +1,419 @@
+// _atoll: the compiled half of the Python package `atoll` (python/atoll/).
+//
+// A thin binding over atoll's own C++: ExternalLearner (the door connector,
+// the learner actor and LearnerCore behind a ReplicaExchange), Run, chaos
+// runs, topology files and model files. No protocol is written again here,
+// and no libtorch is linked: parameters cross as float32 numpy arrays, and
+// the Python layer (atoll/__init__.py) moves them to and from the user's
+// tensors on whatever device and torch they have.
+//
+// Threads: no thread of atoll ever calls into Python. Calls that wait (joining
+// a syncer, closing, waiting for a run) release the GIL.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "atoll/chaos.h"
+#include "atoll/cluster_token.h"
+#include "atoll/external_learner.h"
+#include "atoll/fault_plan.h"
+#include "atoll/log.h"
+#include "atoll/model_file.h"
+#include "atoll/run.h"
+#include "atoll/topology_file.h"
+
+namespace py = pybind11;
+using FloatArray = py::array_t<float, py::array::c_style>;
+
+namespace {
+
+// Exceptions the Python layer re-exports: atoll.Refused, atoll.Unavailable.
+PyObject* g_refused = nullptr;
+PyObject* g_unavailable = nullptr;
+
+[[noreturn]] void raise(const atl::Status& s) {
+  const std::string msg(s.message());
+  switch (s.code()) {
+    case atl::Status::Code::kNotFound:
+      PyErr_SetString(PyExc_FileNotFoundError, msg.c_str());
+      break;
+    case atl::Status::Code::kRefused:
+      PyErr_SetString(g_refused, msg.c_str());
+      break;
+    case atl::Status::Code::kUnavailable:
+      PyErr_SetString(g_unavailable, msg.c_str());
+      break;
+    case atl::Status::Code::kIOError:
+      PyErr_SetString(PyExc_OSError, msg.c_str());
+      break;
+    default:  // invalid argument, out of range, corruption: the input is wrong
+      PyErr_SetString(PyExc_ValueError, msg.c_str());
+  }
+  throw py::error_already_set();
+}
+
+template <class T>
+T value_or_raise(atl::Result<T> r) {
+  if (!r.ok()) raise(r.status());
+  return std::move(*r);
+}
+
+// A vector handed to numpy without a copy: the array owns it.
+FloatArray to_numpy(std::vector<float> v) {
+  auto* owned = new std::vector<float>(std::move(v));
+  py::capsule free_it(owned, [](void* p) { delete static_cast<std::vector<float>*>(p); });
+  return FloatArray(static_cast<py::ssize_t>(owned->size()), owned->data(), free_it);
+}
+
+std::vector<float> from_numpy(const FloatArray& a, const char* what) {
+  if (a.ndim() != 1) throw py::value_error(std::string(what) + ": expected a 1-D float32 array");
+  return std::vector<float>(a.data(), a.data() + a.size());
+}
+
+py::object json_object(const std::string& text) { return py::module_::import("json").attr("loads")(text); }
+
+std::vector<atl::NamedShape> shapes_from(const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors) {
+  std::vector<atl::NamedShape> out;
+  for (const auto& [name, dims] : tensors) out.push_back({name, dims});
+  return out;
+}
+
+py::list shapes_to(const std::vector<atl::NamedShape>& shapes) {
+  py::list out;
+  for (const auto& s : shapes) out.append(py::make_tuple(s.name, py::tuple(py::cast(s.dims))));
+  return out;
+}
+
+atl::Topology topology_from(const std::string& toml) { return value_or_raise(atl::parse_topology(toml, "topology")); }
+
+// ---- the learner
+
+class Learner {
+ public:
+  static std::unique_ptr<Learner> join(const std::string& syncer, uint32_t id, const std::string& token,
+                                       const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors,
+                                       double speed, uint32_t batch_size, const std::string& tls_cert,
+                                       const std::string& tls_key, const std::string& tls_ca,
+                                       const std::string& tls_name, double wait_seconds, double give_up_seconds,
+                                       double timeout_seconds) {
+    atl::ExternalLearner::Options o;
+    o.join = syncer;
+    o.id = id;
+    o.cluster.token = token;
+    o.cluster.tls_certificate = tls_cert;
+    o.cluster.tls_key = tls_key;
+    o.cluster.tls_ca = tls_ca;
+    o.cluster.tls_name = tls_name;
+    o.cluster.give_up_seconds = give_up_seconds;
+    o.cluster.connection_timeout_seconds = timeout_seconds;
+    o.tensors = shapes_from(tensors);
+    o.speed = speed;
+    o.batch_size = batch_size;
+    o.wait_seconds = wait_seconds;
+    atl::Result<std::unique_ptr<atl::ExternalLearner>> joined = atl::Status::unavailable("not joined");
+    {
+      py::gil_scoped_release nogil;
+      joined = atl::ExternalLearner::join(std::move(o));
+    }
+    auto l = std::make_unique<Learner>();
+    l->learner_ = value_or_raise(std::move(joined));
+    return l;
+  }
+
+  ~Learner() {
+    py::gil_scoped_release nogil;  // the run's threads are joined
+    learner_.reset();
+  }
+
+  atl::ExternalLearner& get() {
+    if (!learner_) throw py::value_error("the learner is closed");
+    return *learner_;
+  }
+
+  py::list fragments() {
+    py::list out;
+    for (const auto& f : get().exchange().fragments()) {
+      py::list pieces;
+      for (const auto& p : f.pieces) pieces.append(py::make_tuple(p.tensor, p.fragment_offset, p.size));
+      out.append(pieces);
+    }
+    return out;
+  }
+
+  py::dict request() {
+    atl::ReplicaRequest r = get().exchange().request();
+    py::list updates;
+    for (auto& u : r.updates) updates.append(py::make_tuple(u.fragment, u.scale, to_numpy(std::move(u.offset))));
+    py::dict d;
+    d["updates"] = updates;
+    d["moments"] = r.moments ? py::object(py::make_tuple(r.moments->step, to_numpy(std::move(r.moments->m)),
+                                                         to_numpy(std::move(r.moments->v))))
+                             : py::none();
+    d["reads"] = r.reads;
+    d["read_moments"] = r.read_moments;
+    d["freeze"] = r.freeze;
+    return d;
+  }
+
+  void hand(int64_t tokens, double loss, const std::vector<uint32_t>& reads, std::optional<FloatArray> values,
+            std::optional<py::tuple> moments, std::optional<py::dict> evaluation, bool frozen) {
+    if (tokens < 0) throw py::value_error("tokens must be >= 0, got " + std::to_string(tokens));
+    auto& ex = get().exchange();
+    atl::ReplicaStep step;
+    step.loss = loss;
+    step.tokens = tokens;
+    step.frozen = frozen;
+    size_t total = 0;
+    for (uint32_t f : reads) {
+      if (f >= ex.fragments().size()) throw py::value_error("fragment " + std::to_string(f) + " does not exist");
+      total += ex.fragments()[f].size;
+    }
+    if (!reads.empty()) {
+      if (!values || values->ndim() != 1 || static_cast<size_t>(values->size()) != total)
+        throw py::value_error("the fragments read need one float32 array of " + std::to_string(total) + " values");
+      const float* at = values->data();
+      for (uint32_t f : reads) {
+        step.fragments.push_back(f);
+        step.values.emplace_back(at, at + ex.fragments()[f].size);
+        at += ex.fragments()[f].size;
+      }
+    }
+    if (moments) {
+      if (moments->size() != 3) throw py::value_error("moments: expected (step, m, v)");
+      atl::OptimizerMoments m;
+      m.step = (*moments)[0].cast<int64_t>();
+      m.m = from_numpy((*moments)[1].cast<FloatArray>(), "moments m");
+      m.v = from_numpy((*moments)[2].cast<FloatArray>(), "moments v");
+      step.moments = std::move(m);
+    }
+    if (evaluation) {
+      atl::Evaluation e;
+      e.loss = (*evaluation)["loss"].cast<double>();
+      e.bits_per_byte = (*evaluation)["bits_per_byte"].cast<double>();
+      e.accuracy = (*evaluation)["accuracy"].cast<double>();
+      e.count = (*evaluation)["count"].cast<uint64_t>();
+      e.versions = (*evaluation)["versions"].cast<std::vector<uint64_t>>();
+      step.evaluation = std::move(e);
+    }
+    ex.hand(std::move(step));
+  }
+
+  py::dict state() {
+    const atl::ReplicaState s = get().state();
+    py::dict d;
+    d["welcomed"] = s.welcomed;
+    d["over"] = s.over;
+    d["why"] = s.why;
+    d["failed"] = s.failed;
+    d["refused"] = s.refused;
+    d["stopping"] = s.stopping;
+    d["incarnation"] = s.incarnation;
+    d["versions"] = s.versions;
+    d["steps"] = s.steps;
+    d["tokens"] = s.tokens;
+    return d;
+  }
+
+  bool wait_welcome(double seconds) {
+    auto& ex = get().exchange();
+    py::gil_scoped_release nogil;
+    return ex.wait_welcome(seconds);
+  }
+
+  py::tuple global_parameters() {
+    std::vector<uint64_t> versions;
+    std::vector<float> values = get().exchange().global(&versions);
+    return py::make_tuple(to_numpy(std::move(values)), versions);
+  }
+
+  py::object close(double seconds) {
+    if (!learner_) return py::none();
+    atl::Result<atl::Report> report = atl::Status::unavailable("not closed");
+    {
+      py::gil_scoped_release nogil;
+      report = learner_->close(seconds);
+      learner_.reset();
+    }
+    if (!report.ok()) return py::none();  // the learner had failed: its state said why
+    return json_object(report->to_json());
+  }
+
+ private:
+  std::unique_ptr<atl::ExternalLearner> learner_;
+};
+
+// ---- a run in this process
+
+class PyRun {
+ public:
+  PyRun(const std::string& topology_toml, const py::dict& o) {
+    atl::RunOptions options;
+    const auto get = [&](const char* key, auto fallback) {
+      return o.contains(key) && !o[key].is_none() ? o[key].cast<decltype(fallback)>() : fallback;
+    };
+    options.data_root = get("data_root", std::string());
+    options.seconds = get("seconds", 0.0);
+    options.compute_threads = get("compute_threads", 0);
+    options.run_name = get("run_name", std::string());
+    options.curve_points = get("curve_points", 0);
+    options.save_model = get("save_model", std::string());
+    options.cluster.listen = get("listen", std::string());
+    options.cluster.token = get("token", std::string());
+    options.cluster.tls_certificate = get("tls_cert", std::string());
+    options.cluster.tls_key = get("tls_key", std::string());
+    options.cluster.tls_ca = get("tls_ca", std::string());
+    options.cluster.tls_name = get("tls_name", std::string());
+    const atl::Topology topology = topology_from(topology_toml);
+    atl::Result<std::unique_ptr<atl::Run>> started = atl::Status::unavailable("not started");
+    {
+      py::gil_scoped_release nogil;
+      started = atl::Run::start(topology, options);
+    }
+    run_ = value_or_raise(std::move(started));
+  }
+
+  ~PyRun() {
+    py::gil_scoped_release nogil;
+    run_.reset();
+  }
+
+  atl::Run& get() {
+    if (!run_) throw py::value_error("the run is over: wait() returned its report");
+    return *run_;
+  }
+
+  py::object wait() {
+    auto& run = get();
+    atl::Result<atl::Report> report = atl::Status::unavailable("not waited");
+    {
+      py::gil_scoped_release nogil;
+      report = run.wait();
+    }
+    parameters_ = run.parameters();
+    view_ = atl::view_json(run.view());
+    {
+      py::gil_scoped_release nogil;
+      run_.reset();
+    }
+    return json_object(value_or_raise(std::move(report)).to_json());
+  }
+
+  py::object view() { return json_object(run_ ? atl::view_json(run_->view()) : view_); }
+  FloatArray parameters() { return to_numpy(run_ ? run_->parameters() : parameters_); }
+
+ private:
+  std::unique_ptr<atl::Run> run_;
+  std::vector<float> parameters_;  // kept from the run once it is over
+  std::string view_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_atoll, m) {
+  m.doc() = "The compiled half of the atoll package: use `import atoll`, whose docstrings explain it.";
+  g_refused = PyErr_NewExceptionWithDoc("atoll.Refused", "The syncer refused this learner (token, id, model).",
+                                        PyExc_RuntimeError, nullptr);
+  g_unavailable = PyErr_NewExceptionWithDoc("atoll.Unavailable",
+                                            "No syncer answered, or it was lost for longer than give_up_seconds.",
+                                            PyExc_ConnectionError, nullptr);
+  m.attr("Refused") = py::handle(g_refused);
+  m.attr("Unavailable") = py::handle(g_unavailable);
+
+  py::class_<Learner>(m, "Learner")
+      .def_static("join", &Learner::join, py::arg("syncer"), py::arg("id"), py::arg("token"), py::arg("tensors"),
+                  py::arg("speed"), py::arg("batch_size"), py::arg("tls_cert"), py::arg("tls_key"),
+                  py::arg("tls_ca"), py::arg("tls_name"), py::arg("wait_seconds"), py::arg("give_up_seconds"),
+                  py::arg("timeout_seconds"))
+      .def("topology", [](Learner& l) { return atl::to_toml(l.get().topology()); })
+      .def("layout", [](Learner& l) { return shapes_to(atl::shapes_of(l.get().exchange().layout())); })
+      .def("fragments", &Learner::fragments)
+      .def("request", &Learner::request)
+      .def("hand", &Learner::hand, py::arg("tokens"), py::arg("loss"), py::arg("reads"), py::arg("values"),
+           py::arg("moments"), py::arg("evaluation"), py::arg("frozen"))
+      .def("state", &Learner::state)
+      .def("wait_welcome", &Learner::wait_welcome, py::arg("seconds"))
+      .def("global_parameters", &Learner::global_parameters)
+      .def("close", &Learner::close, py::arg("seconds"));
+
+  py::class_<PyRun>(m, "Run")
+      .def(py::init<const std::string&, const py::dict&>(), py::arg("topology"), py::arg("options"))
+      .def("view", &PyRun::view)
+      .def("stop", [](PyRun& r) { r.get().stop(); })
+      .def("finished", [](PyRun& r) { return r.get().finished(); })
+      .def("port", [](PyRun& r) { return r.get().port(); })
+      .def("kill_learner", [](PyRun& r, uint32_t id) { return r.get().kill_learner(id); }, py::arg("id"))
+      .def("stall_learner", [](PyRun& r, uint32_t id, double s) { return r.get().stall_learner(id, s); },
+           py::arg("id"), py::arg("seconds"))
+      .def("wait", &PyRun::wait)
+      .def("parameters", &PyRun::parameters);
+
+  m.def("default_topology", [] { return atl::to_toml(atl::Topology{}); });
+  m.def(
+      "load_topology",
+      [](const std::string& path, const std::vector<std::string>& overrides) {
+        return atl::to_toml(value_or_raise(atl::load_topology(path, overrides)));
+      },
+      py::arg("path"), py::arg("overrides"));
+  m.def(
+      "parse_topology",
+      [](const std::string& text, const std::string& source, const std::vector<std::string>& overrides) {
+        return atl::to_toml(value_or_raise(atl::parse_topology(text, source, overrides)));
+      },
+      py::arg("text"), py::arg("source"), py::arg("overrides"));
+
+  m.def(
+      "run_chaos",
+      [](const std::string& plan_path, std::optional<std::string> topology, const std::string& data_root,
+         const std::string& tape_dir) {
+        atl::FaultPlan plan = value_or_raise(atl::load_fault_plan(plan_path));
+        if (topology) plan.topology = topology_from(*topology);
+        atl::ChaosOptions options;
+        options.run.data_root = data_root;
+        options.tape_dir = tape_dir;
+        atl::Result<std::vector<atl::ChaosResult>> results = atl::Status::unavailable("not run");
+        {
+          py::gil_scoped_release nogil;
+          results = atl::run_plan(plan, options);
+        }
+        const auto all = value_or_raise(std::move(results));
+        return py::make_tuple(json_object(atl::chaos_json(all)), atl::chaos_table(all));
+      },
+      py::arg("plan"), py::arg("topology"), py::arg("data_root"), py::arg("tape_dir"));
+
+  m.def(
+      "save_model",
+      [](const std::string& path, const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors,
+         const FloatArray& values, const std::string& description) {
+        atl::ModelFile f{shapes_from(tensors), from_numpy(values, "values"), description};
+        if (atl::Status s = atl::save_model_file(path, f); !s.ok()) raise(s);
+      },
+      py::arg("path"), py::arg("tensors"), py::arg("values").noconvert(), py::arg("description"));
+  m.def(
+      "load_model",
+      [](const std::string& path) {
+        atl::ModelFile f = value_or_raise(atl::load_model_file(path));
+        return py::make_tuple(shapes_to(f.tensors), to_numpy(std::move(f.values)), f.description);
+      },
+      py::arg("path"));
+  m.def(
+      "load_token", [](const std::string& file) { return value_or_raise(atl::load_cluster_token(file)); },
+      py::arg("file"));
+  m.def("make_token", &atl::make_cluster_token);
+  m.def(
+      "set_log_level",
+      [](const std::string& level) {
+        static const std::pair<const char*, atl::LogLevel> kLevels[] = {
+            {"debug", atl::LogLevel::kDebug}, {"info", atl::LogLevel::kInfo},
+            {"warn", atl::LogLevel::kWarn}, {"error", atl::LogLevel::kError}};
+        for (const auto& [name, l] : kLevels)
+          if (level == name) return atl::set_log_level(l);
+        throw py::value_error("log level '" + level + "': expected debug, info, warn or error");
+      },
+      py::arg("level"));
+}

@@ -1,0 +1,173 @@
+// ReplicaExchange: the hand-off between a learner actor and a replica that is
+// trained outside atoll (a Python loop on any device: atoll.Learner).
+//
+// Such a learner's parameters live in the user's tensors, and its steps are
+// the user's. atoll keeps the protocol: the learner actor and its LearnerCore
+// decide what to push, adopt and answer, exactly as for atoll's own learners
+// (atoll/learner_core.h). The exchange is where the two meet, at the training
+// thread's step boundaries, without the training thread ever waiting for the
+// network or for the actor:
+//
+//   training thread, after each optimizer step:
+//     1. request()   what to do now: updates to apply to the replica (global
+//                    versions adopted, in order), optimizer moments to load
+//                    (a restarted learner's peer moments), and which
+//                    fragments (and whether the optimizer's moments) to read
+//     2.             apply the updates, then read what was asked (host copies)
+//     3. hand(step)  the step's tokens and loss, and what was read
+//   learner actor, woken by the notify callback:
+//     steps()        every step handed since, in order: it books each, then
+//                    answers pulls and pushes due fragments from the values read
+//     post(...)      updates and moments for the replica, composed per fragment
+//     want(...)      what to read at the next boundary
+//
+// An update is affine, values <- scale * values + offset (scale 0: values <-
+// offset), so that any number of them compose into one per fragment and stay
+// right however many steps later the training thread applies them: carrying
+// progress onto a new version is `+ (global - reference)`, adopting it
+// outright is `<- global`.
+//
+// Thread-safety: every method may be called from any thread; request() and
+// hand() from one training thread at a time.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "atoll/fragments.h"
+#include "atoll/messages.h"
+#include "atoll/param_layout.h"
+
+namespace atl {
+
+// values <- scale * values + offset, over one fragment's vector (atoll/fragments.h).
+// scale 0 assigns (a non-finite replica is healed by it).
+struct FragmentUpdate {
+  uint32_t fragment = 0;
+  float scale = 0.0f;
+  std::vector<float> offset;
+};
+
+// An Adam-style optimizer's state in layout order, fp32: first and second
+// moments and the step count.
+struct OptimizerMoments {
+  int64_t step = 0;
+  std::vector<float> m, v;
+};
+
+// What the training thread does at its next step boundary.
+struct ReplicaRequest {
+  std::vector<FragmentUpdate> updates;     // apply first, in this order
+  std::optional<OptimizerMoments> moments;  // then put into the optimizer
+  std::vector<uint32_t> reads;             // then read these fragments, ascending
+  bool read_moments = false;               // and the optimizer's moments
+  // The run is ending and pulled this learner's last progress: read every
+  // fragment, hand the step frozen, and train no more.
+  bool freeze = false;
+};
+
+// One step of the training thread, handed to the actor.
+struct ReplicaStep {
+  double loss = 0.0;   // the user's training loss of the step (NaN: not given)
+  int64_t tokens = 0;  // trained in the step
+  double seconds = 0;  // wall time since the previous boundary (set by hand())
+  std::vector<uint32_t> fragments;          // the reads, ascending
+  std::vector<std::vector<float>> values;   // each read fragment's vector
+  std::optional<OptimizerMoments> moments;  // when asked, and the optimizer has them
+  std::optional<Evaluation> evaluation;     // a held-out evaluation to report (learner fields set by the actor)
+  // The replica changes no more (the run's end, or the user leaves): what
+  // was read stays readable, so that late pulls are answered from it. A
+  // frozen step with 0 tokens books no step.
+  bool frozen = false;
+};
+
+// The learner as the training thread sees it.
+struct ReplicaState {
+  bool welcomed = false;        // adopted a global model at least once
+  bool over = false;            // the run is over for this learner: train no more
+  std::string why;              // why it is over: the run's end, a refusal, a lost syncer
+  bool failed = false;          // over because something went wrong (a refusal, a lost syncer)
+  bool refused = false;         // failed because the syncer refused this learner (token, id, model)
+  bool stopping = false;        // the run is ending: this learner's last progress was asked for
+  uint64_t incarnation = 0;     // of the learner actor now
+  std::vector<uint64_t> versions;  // per fragment, the global version adopted
+  uint64_t steps = 0, tokens = 0;  // booked by the actor (steps after the first welcome)
+};
+
+class ReplicaExchange {
+ public:
+  // The replica's layout and the run's fragments of it (plan_fragments()).
+  ReplicaExchange(ParamLayout layout, std::vector<Fragment> fragments, double speed_label = 0.0,
+                  uint32_t batch_label = 0);
+
+  const ParamLayout& layout() const { return layout_; }
+  const std::vector<Fragment>& fragments() const { return fragments_; }
+  // The learner's own labels for the report (0: the topology's).
+  double speed_label() const { return speed_label_; }
+  uint32_t batch_label() const { return batch_label_; }
+
+  // ---- the training thread
+
+  // What to apply and read at this boundary. Takes the updates and moments
+  // (the next request has only newer ones).
+  ReplicaRequest request();
+  // The step, with what request() asked to read. Never blocks on the actor.
+  void hand(ReplicaStep step);
+  ReplicaState state() const;
+  // Waits until welcomed or over, or `seconds` pass; returns state().welcomed.
+  bool wait_welcome(double seconds) const;
+  // The global model as this learner adopted it (its bases), layout order,
+  // and its versions: what an evaluator measures. Empty until welcomed.
+  std::vector<float> global(std::vector<uint64_t>* versions = nullptr) const;
+
+  // ---- the learner actor
+
+  void set_notify(std::function<void()> notify);  // called, without the lock, after each hand()
+  std::deque<ReplicaStep> steps();
+  // Adds updates (composed with those not yet taken) and moments to load.
+  void post(std::vector<FragmentUpdate> updates, std::optional<OptimizerMoments> moments);
+  // What the next request() reads (replaces the previous wish).
+  void want(std::set<uint32_t> fragments, bool moments);
+  // The run is ending: the next request() freezes the replica (every fragment read).
+  void set_stopping();
+  // A new learner actor (a restart): what the previous one posted no longer
+  // holds; its welcome will set the replica again.
+  void begin_incarnation(uint64_t incarnation);
+  // The learner adopted `version` of a fragment, whose global values are `values`.
+  void set_adopted(uint32_t fragment, uint64_t version, std::span<const float> values);
+  void set_welcomed();
+  void set_booked(uint64_t steps, uint64_t tokens);
+  // The run is over for this learner; the first reason is kept.
+  void set_over(const std::string& why, bool failed, bool refused = false);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  const ParamLayout layout_;
+  const std::vector<Fragment> fragments_;
+  const double speed_label_;
+  const uint32_t batch_label_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  std::function<void()> notify_;
+  std::map<uint32_t, FragmentUpdate> updates_;  // composed, by fragment
+  std::vector<uint32_t> update_order_;          // fragments in the order first posted
+  std::optional<OptimizerMoments> moments_in_;
+  std::set<uint32_t> wanted_;
+  bool want_moments_ = false;
+  std::deque<ReplicaStep> steps_;
+  ReplicaState state_;
+  std::vector<float> global_;
+  Clock::time_point last_boundary_ = Clock::now();
+};
+
+}  // namespace atl
