@@ -241,7 +241,10 @@ void handle_external(LearnerActor* self, Message m) {
       });
     const bool welcomed = st.core->welcomed();
     handle(self, std::move(m));
-    if (!welcomed && st.core->welcomed()) st.external->set_welcomed();
+    if (!welcomed && st.core->welcomed()) {
+      sync_exchange(self);  // the global model first: a welcomed learner has one
+      st.external->set_welcomed();
+    }
   }
   sync_exchange(self);
 }
