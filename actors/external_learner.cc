@@ -49,7 +49,7 @@ Result<std::unique_ptr<ExternalLearner>> ExternalLearner::join(Options o) {
 }
 
 ExternalLearner::~ExternalLearner() {
-  if (!closed_) (void)close(0);
+  if (!closed_ && run_) (void)close(0);
 }
 
 ReplicaState ExternalLearner::state() const {
@@ -63,7 +63,7 @@ ReplicaState ExternalLearner::state() const {
 }
 
 Result<Report> ExternalLearner::close(double seconds) {
-  if (closed_) return Status::invalid_argument("the learner is already closed");
+  if (closed_ || !run_) return Status::invalid_argument("the learner is already closed");
   closed_ = true;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                                std::chrono::duration<double>(seconds));

@@ -189,12 +189,19 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
   const RunHooks& h = hooks ? *hooks : none;
   ATOLL_RETURN_IF_ERROR(validate(topology));
   // Build the syncer's core once here, so that a topology the model cannot
-  // satisfy fails now, with its reason, rather than in a restart loop.
-  auto probe = SyncerCore::create(topology, Clock::now());
-  if (!probe.ok()) return probe.status();
-  const size_t max_message_bytes = (*probe)->max_message_bytes();
-  const std::vector<NamedShape> layout = shapes_of((*probe)->layout());  // told to learners that ask for the topology
-  probe->reset();
+  // satisfy fails now, with its reason, rather than in a restart loop. A
+  // learner trained outside atoll brings its layout: this process may not be
+  // able to build the model (a TorchScript run, and no libtorch here).
+  size_t max_message_bytes = 0;
+  std::vector<NamedShape> layout;  // told to learners that ask for the topology
+  if (options.external) {
+    max_message_bytes = SyncerCore::max_message_bytes(options.external->layout().size());
+  } else {
+    auto probe = SyncerCore::create(topology, Clock::now());
+    if (!probe.ok()) return probe.status();
+    max_message_bytes = (*probe)->max_message_bytes();
+    layout = shapes_of((*probe)->layout());
+  }
   const auto& cluster = options.cluster;
   if (!cluster.listen.empty() && !cluster.join.empty())
     return Status::invalid_argument("a process either listens (it holds the syncer) or joins (it holds learners), not both");

@@ -348,7 +348,9 @@ class Learner:
         self._cuda = any(p.is_cuda for _, p in self._params)
         self._staging: dict = {}  # pinned host buffers by size, for reads from a GPU
         self._closed = False
+        # The global model as adopted when the learner closed, and its versions.
         self.final_global: Optional[np.ndarray] = None
+        self.final_versions: list = []
 
     # -- the loop
 
@@ -411,7 +413,10 @@ class Learner:
         """Copies the global model as adopted into ``module`` (same parameters); returns its versions."""
         import torch
 
-        values, versions = self._live().global_parameters() if self._native else (self.final_global, [])
+        values, versions = (self._native.global_parameters() if self._native is not None
+                            else (self.final_global, self.final_versions))
+        if values is None or values.size == 0:
+            raise ValueError("load_global: this learner never held a global model (it was never welcomed)")
         params = _named_parameters(module, "load_global")
         if [tuple(p.shape) for _, p in params] != self._shapes:
             raise ValueError("load_global: the module's parameters are not this learner's")
@@ -448,7 +453,7 @@ class Learner:
                 self._evaluator.evaluate(self)
             except Exception as e:  # the report must not be lost to the user's function
                 print(f"atoll: the final evaluation failed: {e}", file=sys.stderr)
-        self.final_global, _ = native.global_parameters()
+        self.final_global, self.final_versions = native.global_parameters()
         self._closed = True
         report = native.close(0.0)
         self._native = None

@@ -247,7 +247,8 @@ class SyncerCore {
 
   // The largest packet a learner may send: a register with every base plus
   // moments in fp32, with room to spare. Anything larger is refused unread.
-  size_t max_message_bytes() const { return 4 * layout().size() * sizeof(float) * 3 + (size_t{1} << 20); }
+  size_t max_message_bytes() const { return max_message_bytes(layout().size()); }
+  static size_t max_message_bytes(size_t parameters) { return 4 * parameters * sizeof(float) * 3 + (size_t{1} << 20); }
 
   const Topology& topology() const;
   const ParamLayout& layout() const;

@@ -1,0 +1,103 @@
+"""What the Python test files share: the atoll command and package, and a syncer in a real process.
+
+CTest runs each file with PYTHONPATH at the build's python/ folder and $ATOLL at
+the atoll command (tests/CMakeLists.txt). Every wait is bounded.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="python3-torch is not installed (scripts/setup installs it)")
+import atoll  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+ATOLL = os.environ.get("ATOLL", str(REPO / "build" / "atoll"))
+os.environ.setdefault("ATOLL_DATA_DIR", str(REPO / "data"))  # for every process a test starts
+
+
+def tiny_model(seed: int = 0) -> "torch.nn.Module":
+    """An MLP 8-16-3: two fragments' worth of tensors, trained in milliseconds."""
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+
+
+def tiny_topology(model_file: Path, **extra: str) -> str:
+    lines = [f'mode = "decoupled"', f"tokens = {extra.pop('tokens', 100000000)}",
+             "[model]", 'kind = "external"', f'path = "{model_file}"',
+             "[outer]", "fragments = 2", f"sync_every = {extra.pop('sync_every', 4)}",
+             "[checkpoint]", 'dir = ""', "[[learners]]", "[[learners]]"]
+    return "\n".join(lines) + "\n"
+
+
+class Syncer:
+    """`atoll syncer` in its own process, on a free loopback port, with a fresh token."""
+
+    def __init__(self, workdir: Path, topology: str, *args: str) -> None:
+        self.workdir = workdir
+        (workdir / "topology.toml").write_text(topology)
+        self.token_file = workdir / "token"
+        self.token_file.write_text(atoll.make_token())
+        self.token_file.chmod(0o600)
+        self.token = self.token_file.read_text()
+        port_file = workdir / "port"
+        self.log = workdir / "syncer.log"
+        self.report = workdir / "report.json"
+        self.proc = subprocess.Popen(
+            [ATOLL, "syncer", str(workdir / "topology.toml"), "--listen", "127.0.0.1:0", "--port-file",
+             str(port_file), "--token-file", str(self.token_file), "--report", str(self.report), "-q", "-v", *args],
+            stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while not (port_file.exists() and port_file.read_text().strip()):
+            assert self.proc.poll() is None, f"atoll syncer ended: {self.log.read_text()[-2000:]}"
+            assert time.monotonic() < deadline, "atoll syncer did not listen within 30 s"
+            time.sleep(0.05)
+        self.address = "127.0.0.1:" + port_file.read_text().strip()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+@pytest.fixture
+def model_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.atoll"
+    atoll.save_model(tiny_model(), path, "mlp 8-16-3")
+    return path
+
+
+@pytest.fixture
+def syncer(tmp_path: Path, model_file: Path):
+    s = Syncer(tmp_path, tiny_topology(model_file))
+    yield s
+    s.stop()
+
+
+def train(learner: "atoll.Learner", model: "torch.nn.Module", opt, steps: int, seed: int = 0) -> int:
+    """Takes up to `steps` steps of a fixed task on `model`; returns the steps taken before the run ended."""
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(8, 3, generator=torch.Generator().manual_seed(42))
+    for k in range(steps):
+        x = torch.randn(16, 8, generator=g)
+        loss = torch.nn.functional.cross_entropy(model(x), (x @ w).argmax(1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if not learner.step(tokens=16, loss=loss.item()):
+            return k + 1
+    return steps
+
+
+sys.path.insert(0, str(Path(__file__).parent))

@@ -1,0 +1,230 @@
+"""atoll.Learner against a real `atoll syncer` process: training, refusals, TLS, bad input, the end."""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import atoll
+from conftest import ATOLL, REPO, Syncer, tiny_model, tiny_topology, train
+
+
+def join(syncer: Syncer, model, learner_id: int = 0, **kw) -> atoll.Learner:
+    kw.setdefault("wait_seconds", 10)
+    return atoll.Learner(model, syncer.address, id=learner_id, token=syncer.token, **kw)
+
+
+def test_two_learners_train_and_both_are_merged(syncer: Syncer, tmp_path: Path) -> None:
+    models = [tiny_model(1), tiny_model(2)]
+    opts = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in models]
+    evaluator = atoll.Evaluator(tiny_model(), lambda m: {"loss": 0.5, "accuracy": 0.75, "count": 100},
+                                every_versions=2)
+    learners = [join(syncer, models[0], 0, optimizer=opts[0], evaluator=evaluator, speed=0.5, batch_size=16),
+                join(syncer, models[1], 1, optimizer=opts[1])]
+    assert all(l.wait_welcome(10) for l in learners)
+    for _ in range(60):
+        for l, m, o in zip(learners, models, opts):
+            train(l, m, o, 1)
+        time.sleep(0.005)
+    state = learners[0].state
+    assert state.welcomed and not state.over and state.steps >= 55 and min(state.versions) >= 5, state
+    params, versions = learners[0].global_parameters()
+    assert set(params) == {"0.weight", "0.bias", "2.weight", "2.bias"} and params["0.weight"].shape == (16, 8)
+    assert [l.close() for l in learners] != [None, None]
+    assert syncer.stop() == 0
+    report = json.loads(syncer.report.read_text())
+    merged = [l["merged"] for l in report["per_learner"]]
+    assert all(m > 0 for m in merged), merged
+    assert report["per_learner"][0]["speed"] == 0.5 and report["per_learner"][0]["batch_size"] == 16
+    assert report["eval"]["by"].startswith("learner 0's evaluator") and report["eval"]["loss"] == 0.5
+    assert len(report["curve"]) == len(evaluator.results) - 1  # the last one, at close, is the learner's own
+    assert evaluator.results[-1]["versions"] == learners[0].load_global(tiny_model())
+
+
+def test_a_module_of_another_layout_is_refused_naming_both(syncer: Syncer) -> None:
+    other = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 3))
+    with pytest.raises(ValueError) as e:
+        join(syncer, other)
+    assert "this module 0.weight [32, 8], the run's model 0.weight [16, 8]" in str(e.value)
+
+
+def test_a_wrong_token_an_unknown_id_and_no_syncer_are_refused_with_the_reason(syncer: Syncer,
+                                                                              tmp_path: Path) -> None:
+    with pytest.raises(atoll.Refused, match="bad_token"):
+        atoll.Learner(tiny_model(), syncer.address, id=0, token="x" * 32, wait_seconds=10)
+    with pytest.raises(atoll.Refused, match="not in this topology of 2"):
+        join(syncer, tiny_model(), 7)
+    started = time.monotonic()
+    with pytest.raises(atoll.Unavailable, match="no syncer at 127.0.0.1:9"):
+        atoll.Learner(tiny_model(), "127.0.0.1:9", id=0, token=syncer.token, wait_seconds=1)
+    assert time.monotonic() - started < 15
+    os.environ.pop("ATOLL_TOKEN", None)
+    with pytest.raises(ValueError, match="ATOLL_TOKEN"):
+        atoll.Learner(tiny_model(), syncer.address, id=0, wait_seconds=1)
+    short = tmp_path / "short"
+    short.write_text("abc")
+    with pytest.raises(ValueError, match="at least 16"):
+        atoll.Learner(tiny_model(), syncer.address, id=0, token_file=short, wait_seconds=1)
+
+
+def test_over_tls_only_a_learner_with_the_clusters_certificate_joins(tmp_path: Path, model_file: Path) -> None:
+    pki = tmp_path / "pki"
+    subprocess.run([ATOLL, "certs", str(pki)], check=True, capture_output=True)
+    s = Syncer(tmp_path, tiny_topology(model_file), "--tls-cert", str(pki / "syncer.pem"), "--tls-key",
+               str(pki / "syncer.key"), "--tls-ca", str(pki / "ca.pem"))
+    try:
+        with join(s, tiny_model(), tls_cert=pki / "learner.pem", tls_key=pki / "learner.key",
+                  tls_ca=pki / "ca.pem") as learner:
+            assert learner.wait_welcome(10)
+        with pytest.raises(atoll.Unavailable):  # plain TCP to a TLS door: the handshake fails, retried until the wait ends
+            join(s, tiny_model(), 1, wait_seconds=2)
+        with pytest.raises(FileNotFoundError, match="ca.pem.missing"):  # checked before anything is sent
+            join(s, tiny_model(), 1, tls_cert=pki / "learner.pem", tls_key=pki / "learner.key",
+                 tls_ca=pki / "ca.pem.missing")
+    finally:
+        assert s.stop() == 0
+
+
+def test_step_before_the_first_welcome_trains_on_and_the_welcome_sets_the_global_model(
+        syncer: Syncer, model_file: Path) -> None:
+    model = tiny_model(seed=123)  # not the run's initial weights
+    learner = join(syncer, model)
+    started = time.monotonic()
+    assert all(learner.step(tokens=0) for _ in range(20))  # never waits, never raises
+    assert time.monotonic() - started < 1.0
+    assert learner.wait_welcome(10)
+    learner.step(tokens=0)  # the welcome's values are put in place at a step boundary
+    reference = tiny_model()
+    atoll.load_model(reference, model_file)
+    for (name, a), b in zip(model.named_parameters(), reference.parameters()):
+        assert torch.allclose(a, b), name
+    learner.close()
+
+
+def test_a_parameter_that_changes_shape_is_named_and_nothing_is_corrupted(syncer: Syncer) -> None:
+    model = tiny_model()
+    learner = join(syncer, model)
+    assert learner.wait_welcome(10)
+    model[2].bias.data = torch.zeros(5)
+    with pytest.raises(ValueError, match=r"parameter 2.bias changed its shape from \[3\] to \[5\]"):
+        for _ in range(50):  # it is touched when its fragment is next read
+            learner.step(tokens=1)
+    learner.close()
+
+
+def test_a_learner_trains_on_without_its_syncer_then_gives_up(tmp_path: Path, model_file: Path) -> None:
+    s = Syncer(tmp_path, tiny_topology(model_file))
+    model = tiny_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    learner = join(s, model, optimizer=opt, give_up_seconds=2, timeout_seconds=1)
+    assert learner.wait_welcome(10)
+    s.proc.kill()
+    s.proc.wait()
+    started = time.monotonic()
+    with pytest.raises(atoll.Unavailable, match="no syncer"):
+        while time.monotonic() - started < 30:
+            train(learner, model, opt, 1)
+            time.sleep(0.01)
+    assert 1.5 < time.monotonic() - started < 30
+    assert learner.close() is None  # it failed: no report
+
+
+BAD_CALLS = [
+    (lambda s: atoll.Learner(42, s.address, id=0, token=s.token), TypeError, "torch.nn.Module"),
+    (lambda s: atoll.Learner(tiny_model(), 7070, id=0, token=s.token), TypeError, "HOST:PORT"),
+    (lambda s: atoll.Learner(tiny_model(), s.address, id=-1, token=s.token), ValueError, "id must be"),
+    (lambda s: atoll.Learner(tiny_model(), s.address, id="0", token=s.token), ValueError, "id must be"),
+    (lambda s: atoll.Learner(tiny_model(), s.address, id=0, token=5), TypeError, "token must be a str"),
+    (lambda s: atoll.Learner(tiny_model(), s.address, id=0, token=s.token, wait_seconds=-1), ValueError,
+     "wait_seconds"),
+    (lambda s: atoll.Learner(tiny_model(), "nowhere", id=0, token=s.token), ValueError, "HOST:PORT"),
+    (lambda s: atoll.Learner(tiny_model().double(), s.address, id=0, token=s.token), TypeError,
+     "parameter 0.weight is torch.float64"),
+    (lambda s: atoll.Learner([("w", torch.zeros(4, 4).t())], s.address, id=0, token=s.token), ValueError,
+     "parameter w [4, 4] is not contiguous"),
+    (lambda s: atoll.Learner([("w", np.zeros(3))], s.address, id=0, token=s.token), TypeError,
+     "not a torch.Tensor"),
+    (lambda s: atoll.Learner([], s.address, id=0, token=s.token), ValueError, "no parameters"),
+    (lambda s: atoll.Learner(tiny_model(), s.address, id=0, token=s.token, optimizer="adam"), TypeError,
+     "torch.optim.Optimizer"),
+    (lambda s: atoll.Learner(tiny_model(), s.address, id=0, token=s.token, evaluator=print), TypeError,
+     "atoll.Evaluator"),
+    (lambda s: atoll.Evaluator(tiny_model(), 3), TypeError, "fn must be callable"),
+    (lambda s: atoll.Evaluator(tiny_model(), print, every_versions=0), ValueError, "every_versions"),
+    (lambda s: atoll.save_model(tiny_model(), s.workdir / "no" / "such" / "m.atoll"), OSError, "no/such"),
+    (lambda s: atoll.load_model(tiny_model(), s.workdir / "missing.atoll"), FileNotFoundError, "missing.atoll"),
+    (lambda s: atoll.load_model(torch.nn.Linear(2, 2), s.workdir / "tiny.atoll"), ValueError,
+     "does not fit this module"),
+    (lambda s: atoll.set_log_level("loud"), ValueError, "debug, info, warn or error"),
+]
+
+
+@pytest.mark.parametrize("call,error,text", BAD_CALLS, ids=[str(i) for i in range(len(BAD_CALLS))])
+def test_bad_input_to_a_public_function_is_an_exception_naming_it(syncer: Syncer, call, error, text) -> None:
+    with pytest.raises(error) as e:
+        call(syncer)
+    assert text in str(e.value), str(e.value)
+
+
+def test_bad_input_to_step_and_the_evaluator_is_named(syncer: Syncer) -> None:
+    model = tiny_model()
+    ev_module = tiny_model()
+    evaluator = atoll.Evaluator(ev_module, lambda m: float("nan"), every_versions=1)
+    with pytest.raises(ValueError, match="the evaluator's module is the one you train"):
+        join(syncer, model, evaluator=atoll.Evaluator(model, lambda m: 1.0))
+    learner = join(syncer, model, evaluator=evaluator)
+    for bad in (-1, "16", 2.5, True):
+        with pytest.raises(ValueError, match="tokens must be an int"):
+            learner.step(tokens=bad)
+    with pytest.raises(ValueError):
+        learner.step(tokens=1, loss="high")
+    assert learner.wait_welcome(10)
+    with pytest.raises(ValueError, match="fn returned the loss nan"):
+        learner.step(tokens=1)
+    learner.close()
+    with pytest.raises(ValueError, match="closed"):
+        learner.step(tokens=1)
+    assert learner.close() is None  # twice is fine
+
+
+def test_ctrl_c_in_a_python_learner_leaves_cleanly(syncer: Syncer, tmp_path: Path) -> None:
+    script = tmp_path / "loop.py"
+    script.write_text(f"""
+import sys, time
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+import atoll, torch
+from conftest import tiny_model, train
+model = tiny_model()
+opt = torch.optim.AdamW(model.parameters())
+try:
+    with atoll.Learner(model, {syncer.address!r}, id=1, token_file={str(syncer.token_file)!r}) as learner:
+        learner.wait_welcome(10)
+        print("training", flush=True)
+        while True:
+            train(learner, model, opt, 1)
+            time.sleep(0.01)
+except KeyboardInterrupt:
+    print("left", flush=True)
+    sys.exit(130)
+""")
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         env=dict(os.environ), text=True)
+    for line in p.stdout:  # atoll's own log lines come first
+        if line.strip() == "training":
+            break
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 130, out
+    assert "left" in out and "Traceback" not in out, out
+    assert syncer.proc.poll() is None  # the run goes on without it
