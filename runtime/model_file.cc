@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "atoll/file.h"
 #include "atoll/model_file.capnp.h"
@@ -83,6 +84,11 @@ Result<ModelFile> decode_model_file(std::span<const uint8_t> bytes) {
 
 Status save_model_file(const std::string& path, const ModelFile& model) {
   ATOLL_RETURN_IF_ERROR(check(model).with_context(path + ": not written"));
+  if (const auto folder = std::filesystem::path(path).parent_path(); !folder.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(folder, ec);
+    if (ec) return Status::io_error(path + ": cannot create its folder: " + ec.message());
+  }
   const auto bytes = encode_model_file(model);
   return write_file_atomic(path, bytes);
 }

@@ -116,7 +116,8 @@ def save_model(model: Any, path: PathLike, description: str = "") -> None:
     """Writes the parameters of ``model`` (a module, or its named_parameters()) as an atoll model file.
 
     The file holds each parameter's name, shape and float32 values, in a
-    checksummed frame, written atomically. A syncer whose topology says
+    checksummed frame, written atomically (its folder is made if missing).
+    A syncer whose topology says
     ``model.kind = "external"`` and ``model.path = <path>`` takes its layout
     and initial weights from it; so write it from the module your learners
     train. Raises TypeError or ValueError for a parameter atoll cannot

@@ -33,7 +33,8 @@ std::vector<uint8_t> encode_model_file(const ModelFile& model);
 // say what is wrong (Corruption).
 Result<ModelFile> decode_model_file(std::span<const uint8_t> bytes);
 
-// The same checks before writing; errors name the path.
+// The same checks before writing (making the file's folder if missing);
+// errors name the path.
 Status save_model_file(const std::string& path, const ModelFile& model);
 Result<ModelFile> load_model_file(const std::string& path);
 
