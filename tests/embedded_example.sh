@@ -16,4 +16,10 @@ grep -q '^health: ' "$out/output.txt"
 grep -q 'held-out accuracy' "$out/output.txt"
 grep -q '^metrics: atoll_tokens_total and its own in the service' "$out/output.txt"
 grep -q '"mode":"decoupled"' "$out/report.json"
+# The Python package, where the prefix's site folder is (when the build has it): it imports and runs there.
+for site in "$prefix"/lib/python3*/dist-packages; do
+  [[ -d "$site/atoll" ]] || continue
+  PYTHONPATH="$site" /usr/bin/python3 -c "import atoll, sys; sys.exit(0 if atoll.Topology()['mode'] == 'decoupled' else 1)"
+  echo "embedded example: the installed Python package imports from $site"
+done
 echo "embedded example: built against the installed package and ran"

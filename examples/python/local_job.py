@@ -25,14 +25,8 @@ from typing import Callable, List, Optional
 
 REPO = Path(__file__).resolve().parents[2]
 
-try:
-    import torch  # noqa: F401
-except ImportError:
-    if sys.executable != "/usr/bin/python3" and os.path.exists("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3"] + sys.argv)
-    print(f"{os.path.basename(sys.argv[0])}: PyTorch is missing: install python3-torch (scripts/setup does)",
-          file=sys.stderr)
-    sys.exit(77)
+sys.path.insert(0, str(REPO / "examples" / "torch"))  # gpt.py, and the torch finder the examples share
+import torchscript_export  # noqa: E402,F401  (re-runs this script under Debian's python3 when torch is missing)
 
 try:
     import atoll  # noqa: F401  (installed)

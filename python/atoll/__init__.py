@@ -341,6 +341,7 @@ class Learner:
             token = _atoll.load_token(os.fspath(token_file) if token_file is not None else "")
         tls = [os.fspath(x) if x is not None else "" for x in (tls_cert, tls_key, tls_ca)]
         self._evaluator = evaluator
+        self._evaluation: Optional[dict] = None  # evaluated, to go with the next step
         self._native = _atoll.Learner.join(
             syncer, id, token, [(n, list(p.shape)) for n, p in self._params], float(speed), batch_size,
             tls[0], tls[1], tls[2], tls_name, float(wait_seconds), float(give_up_seconds), float(timeout_seconds))
@@ -378,13 +379,16 @@ class Learner:
             self._load_moments(request["moments"])
         values = self._read(request["reads"]) if request["reads"] else None
         moments = self._read_moments() if request["read_moments"] else None
-        evaluation = None
-        state = native.state()
-        if self._evaluator is not None and state["welcomed"] and self._evaluator._due(state["versions"]):
-            evaluation = self._evaluator.evaluate(self)
+        evaluation, self._evaluation = self._evaluation, None
         native.hand(int(tokens), loss, request["reads"], values, moments, evaluation, request["freeze"])
+        state = native.state()
         if state["failed"]:
             self._raise(state)
+        # Evaluated after the step is handed, so that the user's function failing costs no step;
+        # the figure goes with the next one.
+        if (self._evaluator is not None and state["welcomed"] and not request["freeze"] and
+                self._evaluator._due(state["versions"])):
+            self._evaluation = self._evaluator.evaluate(self)
         return not (state["over"] or request["freeze"])
 
     def wait_welcome(self, seconds: float = 60.0) -> bool:

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "atoll/run_metrics.h"
+#include "atoll/run_view.h"
 #include "atoll/status_server.h"
 
 namespace atl {
@@ -132,6 +133,34 @@ BOOST_AUTO_TEST_CASE(counters_never_go_down_and_gauges_follow) {
   BOOST_CHECK(has_line(text, "atoll_tokens_total 4096"));
   BOOST_CHECK(has_line(text, "atoll_goodput_ratio 0.5"));
   BOOST_CHECK(has_line(text, "atoll_eval_loss 0.9"));
+}
+
+BOOST_AUTO_TEST_CASE(a_learners_evaluations_are_the_held_out_loss_of_the_view_metrics_and_report) {
+  // A model atoll does not run: its learners' evaluators (atoll.Evaluator) report to the syncer.
+  RunBoard board;
+  RunBoard::Final f;
+  f.valid = true;
+  f.versions = {4, 4};
+  f.learners.resize(2);
+  f.stats.evaluations = {{1.0, 1000, 0, 2, 4, 2.5, 3.6, std::nan(""), 512},
+                         {2.0, 2000, 1, 4, 8, 2.0, 2.9, 0.3, 512}};
+  board.publish_final(f);
+  Topology t;
+  t.learners = {{1.0, 8}, {1.0, 8}};
+  const RunView v = observe_run(board, t, nullptr);
+  BOOST_CHECK_EQUAL(v.eval_loss, 2.0);
+  BOOST_CHECK_EQUAL(v.eval_bits_per_byte, 2.9);
+  BOOST_CHECK_EQUAL(v.point().eval_loss, 2.0);  // the series, and so the loss plot's held-out line
+  prometheus::Registry registry;
+  RunMetrics(registry).update(v);
+  BOOST_CHECK(has_line("\n" + prometheus_text(registry), "atoll_eval_loss 2"));
+  const Report r = report_from_view(v, 3.0);
+  BOOST_CHECK_EQUAL(r.eval.loss, 2.0);
+  BOOST_CHECK_EQUAL(r.eval.accuracy, 0.3);
+  BOOST_CHECK_EQUAL(r.eval.by, "learner 1's evaluator, global versions from 4, at 2 s");
+  BOOST_REQUIRE_EQUAL(r.curve.size(), 2u);
+  BOOST_CHECK_EQUAL(r.curve[0].tokens, 1000u);
+  BOOST_CHECK(r.to_json().find("\"by\":\"learner 1's evaluator") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(the_server_serves_the_page_the_json_and_the_metrics) {
