@@ -91,7 +91,7 @@ class LocalJob:
         self._syncer = subprocess.Popen(
             [atoll_command(), "syncer", str(self.topology), "--listen", "127.0.0.1:0", "--port-file", str(port_file),
              "--token-file", str(self.token), "--report", str(self.report), "--save-model", str(self.final_model),
-             "-q"] + self.syncer_args, stdout=log, stderr=subprocess.STDOUT)
+             "-q", "-v"] + self.syncer_args, stdout=log, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 60
             while not port_file.exists() or not port_file.read_text().strip():

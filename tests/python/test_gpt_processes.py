@@ -19,7 +19,8 @@ import pytest
 from conftest import REPO
 
 EXAMPLE = REPO / "examples" / "python" / "train_gpt.py"
-BITS_PER_BYTE_BOUND = 3.8  # measured without the kill: 3.33 to 3.46 over seeds 1-3 (README, "Your own training loop")
+# Measured, seeds 1-3: 3.06 to 3.49 with the kill, 3.33 to 3.46 without (README, "Your own training loop").
+BITS_PER_BYTE_BOUND = 3.8
 
 
 def data_present() -> bool:
@@ -54,7 +55,9 @@ def test_three_learner_processes_train_the_gpt_and_a_killed_one_is_merged_again(
 
     report = json.loads((work / "report.json").read_text())
     assert report["recovery_seconds"], "no learner came back after a failure"
-    assert report["moments_handed"] >= 1, "the relaunched learner got no peer's moments"
+    registrations = re.findall(r"learner 1 registered \(incarnation \d+(, with a peer's moments)?\)",
+                               (work / "syncer.log").read_text())
+    assert len(registrations) == 2 and registrations[1], f"learner 1's registrations: {registrations}"
     assert all(l["merged"] > 0 for l in report["per_learner"])
     assert report["eval"]["by"].startswith("learner 0's evaluator")
     with open(work / "report.events.csv") as f:
