@@ -72,6 +72,7 @@ Result<Report> ExternalLearner::close(double seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   run_->stop();
   auto report = run_->wait();
+  exchange_->set_notify(nullptr);  // the actors are gone; their system goes next
   run_.reset();
   return report;
 }

@@ -255,14 +255,18 @@ void take_steps(LearnerActor* self) {
   auto& st = self->state;
   auto& core = *st.core;
   for (auto& step : st.external->steps()) {
-    // Not booked: before the welcome (which overwrites what it trained), and
-    // after the replica froze (its last progress is already pushed).
-    if (!core.welcomed() || st.stopping || st.frozen) continue;
+    // After the freeze only frozen reads count: fragments read again after a
+    // late adoption, for the last pulls.
+    if (!core.welcomed() || st.stopping || (st.frozen && !step.frozen)) continue;
     if (Status s = core.read(step.fragments, step.values, step.moments); !s.ok()) {
       log_warn(who(self) + ": a step's values were not taken: " + s.to_string());
       continue;
     }
-    const bool book = !step.frozen || step.tokens > 0;
+    if (step.moments_asked && !step.moments)  // its optimizer has none to give: the syncer goes without
+      std::erase_if(st.deferred, [](const Message& m) { return std::holds_alternative<MomentsPull>(m); });
+    // Booked once: a step trained on the global model (not one the welcome
+    // overwrote), and not after the replica froze with its last progress.
+    const bool book = step.counts && !st.frozen && (!step.frozen || step.tokens > 0);
     if (book) {
       const double loss = std::isfinite(step.loss) ? step.loss : core.loss_ema();
       core.finish_step({static_cast<float>(loss), step.tokens, step.seconds}, step.seconds);
@@ -326,7 +330,10 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
   state.core = std::move(*core);
   if (state.external) {
     state.external->begin_incarnation(state.args.incarnation);
-    state.external->set_notify([me = caf::actor_cast<caf::actor>(self)] { caf::anon_send(me, replica_step_atom_v); });
+    state.external->set_notify([me = caf::actor_cast<caf::actor>(self)] { caf::anon_send(me, replica_step_atom_v); },
+                               self->id());
+    // The exchange outlives the actor system: its handle of this actor must not.
+    self->attach_functor([external = state.external, id = self->id()] { external->clear_notify(id); });
   }
   state.args.directory->put(Directory::learner(state.args.id), caf::actor_cast<caf::actor>(self));
   self->attach_functor([dir = state.args.directory, name = Directory::learner(state.args.id), addr = self->address()] {

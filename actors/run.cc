@@ -523,6 +523,10 @@ Result<Report> Run::wait() {
   // A model atoll does not run is evaluated by its learners during the run (report_from_view took that).
   const bool external = s.topology.model.kind == ModelKind::kExternal;
   if (!theta.empty() && !external) {
+    // atoll measures a model it runs itself: on its own held-out data, after
+    // the run. What learners' evaluators said is in the metrics and series.
+    r.curve.clear();
+    r.eval.by.clear();
     const bool text = s.topology.data.kind == DataKind::kText;
     for (const auto& snap : s.board->snapshots()) {
       const EvalSums e = evaluate_global(s.topology, *s.job, snap.theta);

@@ -127,8 +127,9 @@ class Learner {
   }
 
   ~Learner() {
-    py::gil_scoped_release nogil;  // the run's threads are joined
-    learner_.reset();
+    auto learner = std::move(learner_);  // under the GIL: no Python thread can reach it any more
+    py::gil_scoped_release nogil;        // the run's threads are joined
+    learner.reset();
   }
 
   atl::ExternalLearner& get() {
@@ -234,11 +235,12 @@ class Learner {
 
   py::object close(double seconds) {
     if (!learner_) return py::none();
+    auto learner = std::move(learner_);  // under the GIL: another Python thread now finds it closed
     atl::Result<atl::Report> report = atl::Status::unavailable("not closed");
     {
       py::gil_scoped_release nogil;
-      report = learner_->close(seconds);
-      learner_.reset();
+      report = learner->close(seconds);
+      learner.reset();
     }
     if (!report.ok()) return py::none();  // the learner had failed: its state said why
     return json_object(report->to_json());
@@ -279,8 +281,9 @@ class PyRun {
   }
 
   ~PyRun() {
+    auto run = std::move(run_);
     py::gil_scoped_release nogil;
-    run_.reset();
+    run.reset();
   }
 
   atl::Run& get() {
@@ -298,8 +301,9 @@ class PyRun {
     parameters_ = run.parameters();
     view_ = atl::view_json(run.view());
     {
+      auto over = std::move(run_);
       py::gil_scoped_release nogil;
-      run_.reset();
+      over.reset();
     }
     return json_object(value_or_raise(std::move(report)).to_json());
   }

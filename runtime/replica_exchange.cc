@@ -7,7 +7,7 @@ namespace atl {
 ReplicaExchange::ReplicaExchange(ParamLayout layout, std::vector<Fragment> fragments, double speed_label,
                                  uint32_t batch_label)
     : layout_(std::move(layout)), fragments_(std::move(fragments)), speed_label_(speed_label),
-      batch_label_(batch_label) {
+      batch_label_(batch_label), last_posted_(fragments_.size(), 0) {
   state_.versions.assign(fragments_.size(), 0);
 }
 
@@ -25,6 +25,9 @@ ReplicaRequest ReplicaExchange::request() {
   else
     r.reads.assign(wanted_.begin(), wanted_.end());
   r.read_moments = want_moments_;
+  taken_before_ = taken_;
+  taken_ = posted_;
+  moments_asked_ = r.read_moments;
   return r;
 }
 
@@ -34,6 +37,9 @@ void ReplicaExchange::hand(ReplicaStep step) {
     std::lock_guard lock(mu_);
     const auto now = Clock::now();
     step.seconds = std::chrono::duration<double>(now - last_boundary_).count();
+    step.trained_after = taken_before_;
+    step.read_after = taken_;
+    step.moments_asked = moments_asked_;
     last_boundary_ = now;
     steps_.push_back(std::move(step));
     notify = notify_;
@@ -58,19 +64,39 @@ std::vector<float> ReplicaExchange::global(std::vector<uint64_t>* versions) cons
   return global_;
 }
 
-void ReplicaExchange::set_notify(std::function<void()> notify) {
+void ReplicaExchange::set_notify(std::function<void()> notify, uint64_t owner) {
+  std::function<void()> old;  // dropped outside the lock: it may hold a handle of its own
   std::lock_guard lock(mu_);
-  notify_ = std::move(notify);
+  old = std::exchange(notify_, std::move(notify));
+  notify_owner_ = owner;
+}
+
+void ReplicaExchange::clear_notify(uint64_t owner) {
+  std::function<void()> old;
+  std::lock_guard lock(mu_);
+  if (notify_owner_ != owner) return;  // a later actor's already
+  old = std::exchange(notify_, nullptr);
 }
 
 std::deque<ReplicaStep> ReplicaExchange::steps() {
   std::lock_guard lock(mu_);
+  for (auto& step : steps_) {
+    step.counts = welcome_posted_ != UINT64_MAX && step.trained_after >= welcome_posted_;
+    // Values read before the newest update of their fragment was applied are
+    // older than what the core adopted: not handed, so read again later.
+    for (size_t i = step.fragments.size(); i-- > 0;)
+      if (step.fragments[i] >= last_posted_.size() || last_posted_[step.fragments[i]] > step.read_after) {
+        step.fragments.erase(step.fragments.begin() + static_cast<ptrdiff_t>(i));
+        step.values.erase(step.values.begin() + static_cast<ptrdiff_t>(i));
+      }
+  }
   return std::exchange(steps_, {});
 }
 
 void ReplicaExchange::post(std::vector<FragmentUpdate> updates, std::optional<OptimizerMoments> moments) {
   std::lock_guard lock(mu_);
   for (auto& u : updates) {
+    if (u.fragment < last_posted_.size()) last_posted_[u.fragment] = ++posted_;
     auto it = updates_.find(u.fragment);
     if (it == updates_.end()) {
       update_order_.push_back(u.fragment);
@@ -108,6 +134,7 @@ void ReplicaExchange::begin_incarnation(uint64_t incarnation) {
   steps_.clear();  // the previous actor's steps were never booked: its progress is lost, as a failure's is
   state_.incarnation = incarnation;
   state_.welcomed = false;
+  welcome_posted_ = UINT64_MAX;
   state_.steps = state_.tokens = 0;
 }
 
@@ -123,6 +150,7 @@ void ReplicaExchange::set_welcomed() {
   {
     std::lock_guard lock(mu_);
     state_.welcomed = true;
+    welcome_posted_ = posted_;
   }
   cv_.notify_all();
 }

@@ -31,6 +31,13 @@ RunEvent event_of(const EventTape::Entry& e) {
 
 }  // namespace
 
+const EvaluationPoint* newest_evaluation(const SyncerStats& stats) {
+  const EvaluationPoint* newest = nullptr;
+  for (const auto& e : stats.evaluations)
+    if (!newest || e.versions_sum >= newest->versions_sum) newest = &e;
+  return newest;
+}
+
 uint64_t RunView::versions_min() const {
   return versions.empty() ? 0 : *std::min_element(versions.begin(), versions.end());
 }
@@ -83,9 +90,9 @@ RunView observe_run(const RunBoard& board, const Topology& topology, const Event
   v.regressions_refused = board.regressions_refused.load();
   v.version_decreases = board.version_decreases();
   v.gave_up = board.gave_up();
-  if (!fin.stats.evaluations.empty()) {  // a learner's evaluator (atoll.Evaluator): the newest word
-    v.eval_loss = fin.stats.evaluations.back().loss;
-    v.eval_bits_per_byte = fin.stats.evaluations.back().bits_per_byte;
+  if (const EvaluationPoint* e = newest_evaluation(fin.stats)) {  // a learner's evaluator (atoll.Evaluator)
+    v.eval_loss = e->loss;
+    v.eval_bits_per_byte = e->bits_per_byte;
   }
 
   std::vector<EventTape::Entry> entries;
@@ -166,8 +173,8 @@ Report report_from_view(const RunView& v, double wall) {
   // A learner's evaluator (models atoll does not run): the newest figure is
   // the run's, the others its curve. Models atoll runs are evaluated after the run.
   for (const auto& e : v.stats.evaluations) r.curve.push_back({e.seconds, e.tokens, e.loss, e.bits_per_byte, e.accuracy});
-  if (!v.stats.evaluations.empty()) {
-    const auto& e = v.stats.evaluations.back();
+  if (const EvaluationPoint* newest = newest_evaluation(v.stats)) {
+    const auto& e = *newest;
     r.eval.loss = e.loss;
     r.eval.bits_per_byte = e.bits_per_byte;
     r.eval.accuracy = e.accuracy;

@@ -145,8 +145,8 @@ def load_model(model: Any, path: PathLike) -> str:
 
     params = _named_parameters(model, "load_model")
     tensors, values, description = _atoll.load_model(os.fspath(path))
-    ours = [(n, tuple(p.shape)) for n, p in params]
-    theirs = [(n, tuple(d)) for n, d in tensors]
+    ours = [(n, _shape(p.shape)) for n, p in params]
+    theirs = [(n, _shape(d)) for n, d in tensors]
     if ours != theirs:
         raise ValueError(f"load_model: {path} does not fit this module: " + _difference(ours, theirs))
     at = 0
@@ -156,6 +156,11 @@ def load_model(model: Any, path: PathLike) -> str:
             p.copy_(torch.from_numpy(values[at:at + n]).view(p.shape))
             at += n
     return description
+
+
+def _shape(dims: Sequence[int]) -> tuple:
+    """A shape as atoll's layout has it: a scalar is one value, (1,)."""
+    return tuple(dims) or (1,)
 
 
 def _difference(ours: list, theirs: list) -> str:
@@ -257,6 +262,13 @@ class Evaluator:
                              f"{e}") from None
         if not math.isfinite(result["loss"]) or result["loss"] < 0:
             raise ValueError(f"Evaluator: fn returned the loss {result['loss']}: expected a finite loss >= 0")
+        bpb, accuracy = result["bits_per_byte"], result["accuracy"]
+        if not (math.isnan(bpb) or (math.isfinite(bpb) and bpb >= 0)):
+            raise ValueError(f"Evaluator: fn returned bits_per_byte {bpb}: expected a finite number >= 0")
+        if not (math.isnan(accuracy) or 0 <= accuracy <= 1):
+            raise ValueError(f"Evaluator: fn returned the accuracy {accuracy}: expected a share from 0 to 1")
+        if result["count"] < 1:
+            raise ValueError(f"Evaluator: fn returned count {result['count']}: expected the tokens evaluated, >= 1")
         self._last = min(versions)
         self.results.append(result)
         return result
@@ -311,6 +323,7 @@ class Learner:
         import torch
 
         self._native = None
+        self._closed = True  # until joined: __del__ has nothing to close
         if not isinstance(syncer, str):
             raise TypeError(f"Learner: syncer must be 'HOST:PORT', got {type(syncer).__name__}")
         if isinstance(id, bool) or not isinstance(id, int) or id < 0:
@@ -342,12 +355,14 @@ class Learner:
         tls = [os.fspath(x) if x is not None else "" for x in (tls_cert, tls_key, tls_ca)]
         self._evaluator = evaluator
         self._evaluation: Optional[dict] = None  # evaluated, to go with the next step
+        self._broken: Optional[str] = None  # a step failed between taking and handing: why
         self._native = _atoll.Learner.join(
             syncer, id, token, [(n, list(p.shape)) for n, p in self._params], float(speed), batch_size,
             tls[0], tls[1], tls[2], tls_name, float(wait_seconds), float(give_up_seconds), float(timeout_seconds))
         self._pieces = self._native.fragments()  # per fragment: (tensor, offset in the fragment, values)
         self._sizes = [sum(n for _, _, n in f) for f in self._pieces]
-        self._cuda = any(p.is_cuda for _, p in self._params)
+        self._cuda_devices = sorted({p.device.index or 0 for _, p in self._params if p.is_cuda})
+        self._cuda = bool(self._cuda_devices)
         self._staging: dict = {}  # pinned host buffers by size, for reads from a GPU
         self._closed = False
         # The global model as adopted when the learner closed, and its versions.
@@ -372,13 +387,20 @@ class Learner:
             raise ValueError(f"Learner.step: tokens must be an int >= 0, got {tokens!r}")
         loss = math.nan if loss is None else float(loss)
         native = self._live()
+        if self._broken is not None:
+            raise ValueError(f"Learner.step: an earlier step failed while it changed the parameters ({self._broken}); "
+                             "they may no longer be what atoll thinks: close this learner and start a new one")
         request = native.request()
-        if request["updates"]:
-            self._apply(request["updates"])
-        if request["moments"] is not None:
-            self._load_moments(request["moments"])
-        values = self._read(request["reads"]) if request["reads"] else None
-        moments = self._read_moments() if request["read_moments"] else None
+        try:
+            if request["updates"]:
+                self._apply(request["updates"])
+            if request["moments"] is not None:
+                self._load_moments(request["moments"])
+            values = self._read(request["reads"]) if request["reads"] else None
+            moments = self._read_moments() if request["read_moments"] else None
+        except BaseException as e:  # the adopted versions were taken and maybe half applied
+            self._broken = f"{type(e).__name__}: {e}"
+            raise
         evaluation, self._evaluation = self._evaluation, None
         native.hand(int(tokens), loss, request["reads"], values, moments, evaluation, request["freeze"])
         state = native.state()
@@ -443,15 +465,17 @@ class Learner:
         if self._closed or self._native is None:
             return None
         native = self._native
-        state = native.state()
-        if state["stopping"] and not state["over"]:
-            request = native.request()  # the frozen replica: every fragment, for the last pulls
-            if request["updates"]:
-                self._apply(request["updates"])
-            values = self._read(request["reads"]) if request["reads"] else None
-            native.hand(0, math.nan, request["reads"], values, None, None, True)
         deadline = time.monotonic() + float(seconds)
+        frozen = False
         while native.state()["stopping"] and not native.state()["over"] and time.monotonic() < deadline:
+            request = native.request()
+            # The frozen replica, for the last pulls: read again when a version was adopted since.
+            if (not frozen or request["updates"]) and self._broken is None:
+                if request["updates"]:
+                    self._apply(request["updates"])
+                values = self._read(request["reads"]) if request["reads"] else None
+                native.hand(0, math.nan, request["reads"], values, None, None, True)
+                frozen = True
             time.sleep(0.02)
         if self._evaluator is not None and native.state()["welcomed"]:
             try:
@@ -534,9 +558,14 @@ class Learner:
                     target_device[base + at:base + at + n].copy_(p.detach().reshape(-1), non_blocking=self._cuda)
                 base += self._sizes[f]
         if self._cuda:
-            torch.cuda.synchronize()
+            for device in self._cuda_devices:
+                torch.cuda.synchronize(device)
             target.copy_(staging)
         return out
+
+    def _optimized(self) -> dict:
+        """{id(parameter): its param_group} of the optimizer."""
+        return {id(p): g for g in self._optimizer.param_groups for p in g["params"]}
 
     def _read_moments(self) -> Optional[tuple]:
         import torch
@@ -544,11 +573,14 @@ class Learner:
         if not self._adam:
             return None
         total = self._offsets[-1]
-        m = np.empty(total, dtype=np.float32)
-        v = np.empty(total, dtype=np.float32)
+        m = np.zeros(total, dtype=np.float32)  # parameters the optimizer does not hold: no moments
+        v = np.zeros(total, dtype=np.float32)
         step = 0
+        groups = self._optimized()
         with torch.no_grad():
             for (_, p), a, b in zip(self._params, self._offsets, self._offsets[1:]):
+                if id(p) not in groups:
+                    continue
                 st = self._optimizer.state.get(p)
                 if not st or "exp_avg" not in st:
                     return None  # no step taken yet: nothing worth giving
@@ -564,16 +596,24 @@ class Learner:
         if not self._adam:
             return  # other optimizers keep their own state (see the class's docs)
         step, m, v = moments
+        groups = self._optimized()
         with torch.no_grad():
             for (_, p), a, b in zip(self._params, self._offsets, self._offsets[1:]):
+                group = groups.get(id(p))
+                if group is None:
+                    continue  # the optimizer does not train it: no state to give it
                 st = self._optimizer.state[p]
                 old = st.get("step")
                 st["exp_avg"] = torch.from_numpy(m[a:b]).view(p.shape).to(p.device, p.dtype).clone()
                 st["exp_avg_sq"] = torch.from_numpy(v[a:b]).view(p.shape).to(p.device, p.dtype).clone()
-                if "max_exp_avg_sq" in st or any(g.get("amsgrad") for g in self._optimizer.param_groups):
+                if group.get("amsgrad"):
                     st["max_exp_avg_sq"] = st["exp_avg_sq"].clone()
-                st["step"] = (torch.tensor(float(step), dtype=old.dtype, device=old.device)
-                              if torch.is_tensor(old) else torch.tensor(float(step)))
+                if torch.is_tensor(old):
+                    st["step"] = torch.tensor(float(step), dtype=old.dtype, device=old.device)
+                elif group.get("fused") or group.get("capturable"):  # their step lives on the device
+                    st["step"] = torch.tensor(float(step), dtype=torch.float32, device=p.device)
+                else:
+                    st["step"] = torch.tensor(float(step))
 
 
 # ---- topologies, runs and chaos suites

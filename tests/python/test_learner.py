@@ -119,7 +119,33 @@ def test_a_parameter_that_changes_shape_is_named_and_nothing_is_corrupted(syncer
     with pytest.raises(ValueError, match=r"parameter 2.bias changed its shape from \[3\] to \[5\]"):
         for _ in range(50):  # it is touched when its fragment is next read
             learner.step(tokens=1)
+    # What was taken may be half applied: the learner says so rather than train on.
+    with pytest.raises(ValueError, match="an earlier step failed"):
+        learner.step(tokens=1)
     learner.close()
+
+
+def test_a_scalar_parameter_round_trips_through_a_run_and_its_final_model(tmp_path: Path) -> None:
+    def scaled(seed: int) -> torch.nn.Module:
+        torch.manual_seed(seed)
+        m = torch.nn.Linear(4, 2)
+        m.scale = torch.nn.Parameter(torch.tensor(2.0))  # rank 0: one value in atoll's layout
+        return m
+
+    atoll.save_model(scaled(0), tmp_path / "scaled.atoll")
+    s = Syncer(tmp_path, tiny_topology(tmp_path / "scaled.atoll").replace("fragments = 2", "fragments = 1"),
+               "--save-model", str(tmp_path / "final.atoll"))
+    try:
+        model = scaled(1)
+        with join(s, model) as learner:
+            assert learner.wait_welcome(10)
+            learner.step(tokens=0)
+            assert float(model.scale) == 2.0  # the file's value, put in place by the welcome
+    finally:
+        assert s.stop() == 0
+    back = scaled(2)
+    atoll.load_model(back, tmp_path / "final.atoll")
+    assert float(back.scale) == 2.0
 
 
 def test_a_learner_trains_on_without_its_syncer_then_gives_up(tmp_path: Path, model_file: Path) -> None:
@@ -137,6 +163,16 @@ def test_a_learner_trains_on_without_its_syncer_then_gives_up(tmp_path: Path, mo
             time.sleep(0.01)
     assert 1.5 < time.monotonic() - started < 30
     assert learner.close() is None  # it failed: no report
+
+
+class FakeLearner:
+    """What Evaluator.evaluate() reads of a learner: its global model and parameter shapes."""
+    _shapes = [tuple(p.shape) for p in tiny_model().parameters()]
+
+    class _native:
+        @staticmethod
+        def global_parameters():
+            return np.concatenate([p.detach().reshape(-1).numpy() for p in tiny_model().parameters()]), [1, 1]
 
 
 BAD_CALLS = [
@@ -161,6 +197,12 @@ BAD_CALLS = [
      "atoll.Evaluator"),
     (lambda s: atoll.Evaluator(tiny_model(), 3), TypeError, "fn must be callable"),
     (lambda s: atoll.Evaluator(tiny_model(), print, every_versions=0), ValueError, "every_versions"),
+    (lambda s: atoll.Evaluator(tiny_model(), lambda m: {"loss": 1.0, "accuracy": 1.5}).evaluate(FakeLearner()),
+     ValueError, "accuracy 1.5"),
+    (lambda s: atoll.Evaluator(tiny_model(), lambda m: {"loss": 1.0, "count": 0}).evaluate(FakeLearner()),
+     ValueError, "count 0"),
+    (lambda s: atoll.Evaluator(tiny_model(), lambda m: {"loss": 1.0, "perplexity": 3}).evaluate(FakeLearner()),
+     ValueError, "unknown key 'perplexity'"),
     (lambda s: atoll.save_model(tiny_model(), s.workdir / "token" / "m.atoll"), OSError, "token/m.atoll"),
     (lambda s: atoll.load_model(tiny_model(), s.workdir / "missing.atoll"), FileNotFoundError, "missing.atoll"),
     (lambda s: atoll.load_model(torch.nn.Linear(2, 2), s.workdir / "tiny.atoll"), ValueError,

@@ -152,6 +152,47 @@ BOOST_AUTO_TEST_CASE(the_training_thread_reads_what_is_wanted_and_everything_onc
   BOOST_CHECK(ex.steps().empty());
 }
 
+BOOST_AUTO_TEST_CASE(values_read_before_an_adoption_the_core_made_are_not_handed_on) {
+  ParamLayout layout;
+  for (int i = 0; i < 2; ++i) layout.add("t" + std::to_string(i), {4}, TensorRole::kBody, false);
+  ReplicaExchange ex(layout, *plan_fragments(layout, 2));
+  ex.want({0, 1}, false);
+  const auto read_both = [&] {
+    ReplicaStep s;
+    s.fragments = {0, 1};
+    s.values = {std::vector<float>(4, 1.0f), std::vector<float>(4, 2.0f)};
+    return s;
+  };
+  BOOST_REQUIRE(ex.request().reads.size() == 2);
+  ex.post({{1, 1.0f, std::vector<float>(4, 0.5f)}}, std::nullopt);  // the actor adopted fragment 1 meanwhile
+  ex.hand(read_both());
+  auto steps = ex.steps();
+  BOOST_REQUIRE_EQUAL(steps.size(), 1u);
+  BOOST_CHECK(steps[0].fragments == std::vector<uint32_t>{0});  // fragment 1's values predate the adoption
+  BOOST_CHECK(steps[0].values[0] == std::vector<float>(4, 1.0f));
+  // The next request takes the update; what it reads is current.
+  BOOST_CHECK_EQUAL(ex.request().updates.size(), 1u);
+  ex.hand(read_both());
+  BOOST_CHECK_EQUAL(ex.steps()[0].fragments.size(), 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_step_counts_once_it_trained_on_the_welcomes_values) {
+  ReplicaExchange ex = one_fragment_exchange(4);
+  ex.begin_incarnation(7);
+  ex.request();
+  ex.hand(ReplicaStep{});                                  // before any welcome
+  ex.post({{0, 0.0f, std::vector<float>(4, 3.0f)}}, std::nullopt);  // the welcome: the global values
+  ex.set_welcomed();
+  ex.hand(ReplicaStep{});                                  // trained before the welcome was applied
+  ex.request();                                            // takes (and applies) the welcome
+  ex.hand(ReplicaStep{});                                  // still trained before it: overwritten
+  ex.request();
+  ex.hand(ReplicaStep{});                                  // trained on the global values
+  std::vector<bool> counts;
+  for (const auto& s : ex.steps()) counts.push_back(s.counts);
+  BOOST_CHECK(counts == (std::vector<bool>{false, false, false, true}));
+}
+
 BOOST_AUTO_TEST_CASE(pushes_outside_atoll_match_an_atoll_learners_step_for_step) {
   Twins twins;
   const std::vector<uint32_t> all = {0, 1};

@@ -27,6 +27,14 @@
 // progress onto a new version is `+ (global - reference)`, adopting it
 // outright is `<- global`.
 //
+// The two threads race, and the exchange settles it. Every posted update is
+// numbered; a request takes every update posted so far. So steps() hands the
+// actor a fragment's values only if no update of that fragment was posted
+// after the request that read them (else they predate an adoption the core
+// has made, and the fragment is read again at a later boundary), and books a
+// step only if it trained on values that include the incarnation's first
+// welcome (else the welcome overwrote what it trained).
+//
 // Thread-safety: every method may be called from any thread; request() and
 // hand() from one training thread at a time.
 #pragma once
@@ -88,6 +96,14 @@ struct ReplicaStep {
   // was read stays readable, so that late pulls are answered from it. A
   // frozen step with 0 tokens books no step.
   bool frozen = false;
+  // Set by steps(): its tokens trained on the global model (after the
+  // welcome); and the request asked for moments, whether or not it has them.
+  bool counts = false;
+  bool moments_asked = false;
+
+  // Set by hand(): the updates the training thread had applied before this
+  // step trained (the previous request), and before it read (this one).
+  uint64_t trained_after = 0, read_after = 0;
 };
 
 // The learner as the training thread sees it.
@@ -131,7 +147,10 @@ class ReplicaExchange {
 
   // ---- the learner actor
 
-  void set_notify(std::function<void()> notify);  // called, without the lock, after each hand()
+  // Called, without the lock, after each hand(); `owner` (an actor's id) may
+  // clear it when it ends, so that nothing outlives what it points to.
+  void set_notify(std::function<void()> notify, uint64_t owner = 0);
+  void clear_notify(uint64_t owner);
   std::deque<ReplicaStep> steps();
   // Adds updates (composed with those not yet taken) and moments to load.
   void post(std::vector<FragmentUpdate> updates, std::optional<OptimizerMoments> moments);
@@ -144,6 +163,8 @@ class ReplicaExchange {
   void begin_incarnation(uint64_t incarnation);
   // The learner adopted `version` of a fragment, whose global values are `values`.
   void set_adopted(uint32_t fragment, uint64_t version, std::span<const float> values);
+  // The first welcome of this incarnation was posted: steps trained before
+  // its values were applied do not count.
   void set_welcomed();
   void set_booked(uint64_t steps, uint64_t tokens);
   // The run is over for this learner; the first reason is kept.
@@ -159,8 +180,14 @@ class ReplicaExchange {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::function<void()> notify_;
+  uint64_t notify_owner_ = 0;
   std::map<uint32_t, FragmentUpdate> updates_;  // composed, by fragment
   std::vector<uint32_t> update_order_;          // fragments in the order first posted
+  uint64_t posted_ = 0;                         // updates posted so far (their numbers)
+  std::vector<uint64_t> last_posted_;           // by fragment: the number of its newest update
+  uint64_t welcome_posted_ = UINT64_MAX;        // the number of the incarnation's first welcome's updates
+  uint64_t taken_ = 0, taken_before_ = 0;       // posted_ at the last request, and at the one before it
+  bool moments_asked_ = false;                  // the last request asked for moments
   std::optional<OptimizerMoments> moments_in_;
   std::set<uint32_t> wanted_;
   bool want_moments_ = false;

@@ -84,6 +84,10 @@ struct RunView {
   SeriesPoint point() const;        // this view as one sample of the series
 };
 
+// The evaluation of the newest global model among those learners reported
+// (the latest of equals); null when none.
+const EvaluationPoint* newest_evaluation(const SyncerStats& stats);
+
 // The view of a run now. `tape` may be null; `max_events` newest tape lines are kept.
 RunView observe_run(const RunBoard& board, const Topology& topology, const EventTape* tape,
                     size_t max_events = 50);
