@@ -31,9 +31,9 @@
 // numbered; a request takes every update posted so far. So steps() hands the
 // actor a fragment's values only if no update of that fragment was posted
 // after the request that read them (else they predate an adoption the core
-// has made, and the fragment is read again at a later boundary), and books a
-// step only if it trained on values that include the incarnation's first
-// welcome (else the welcome overwrote what it trained).
+// has made, and the fragment is read again at a later boundary), and lets
+// the actor book a step only if it trained on values that include the
+// incarnation's first welcome (else the welcome overwrote what it trained).
 //
 // Thread-safety: every method may be called from any thread; request() and
 // hand() from one training thread at a time.
