@@ -22,6 +22,15 @@ ATOLL = os.environ.get("ATOLL", str(REPO / "build" / "atoll"))
 os.environ.setdefault("ATOLL_DATA_DIR", str(REPO / "data"))  # for every process a test starts
 
 
+def speeches_present() -> bool:
+    """The State of the Union speeches are there (scripts/setup fetches them)."""
+    return any((Path(os.environ["ATOLL_DATA_DIR"]) / "sotu").glob("*.txt"))
+
+
+needs_speeches = pytest.mark.skipif(not speeches_present(),
+                                    reason="the State of the Union speeches are missing (scripts/setup)")
+
+
 def tiny_model(seed: int = 0) -> "torch.nn.Module":
     """An MLP 8-16-3: two fragments' worth of tensors, trained in milliseconds."""
     torch.manual_seed(seed)

