@@ -23,12 +23,11 @@
 #include "atoll/cluster.h"
 #include "atoll/compute_pool.h"
 #include "atoll/door.h"
-#include "atoll/event_tape.h"
 #include "atoll/message_faults.h"
 #include "atoll/replica_exchange.h"
 #include "atoll/job.h"
 #include "atoll/run.h"
-#include "atoll/run_board.h"
+#include "atoll/run_records.h"
 #include "atoll/topology.h"
 #include "directory.h"
 
@@ -37,7 +36,7 @@ namespace atl {
 struct SyncerArgs {
   Topology topology;
   std::shared_ptr<Directory> directory;
-  std::shared_ptr<RunBoard> board;
+  std::shared_ptr<RunRecords> records;  // its samples, counted bytes, recoveries, the seal
   // Restore from the directory's checkpointer at start, and send it checkpoints.
   bool use_checkpointer = true;
   // Housekeeping period (live metrics, time-based checkpoints); 0: none, for
@@ -46,7 +45,6 @@ struct SyncerArgs {
   // When the run started: statistics keep this time base across restarts.
   std::optional<std::chrono::steady_clock::time_point> run_started;
   std::shared_ptr<MessageFaults> faults;  // the send path's interposition point (null: none)
-  std::shared_ptr<EventTape> tape;        // recoveries observed (null: none)
   std::string cluster_token;              // required of every Register (empty: none)
 };
 caf::actor spawn_syncer(caf::actor_system& sys, SyncerArgs args);
@@ -57,7 +55,7 @@ struct LearnerArgs {
   std::shared_ptr<const Job> job;
   std::shared_ptr<Directory> directory;
   ComputePool* pool = nullptr;  // outlives every learner
-  std::shared_ptr<RunBoard> board;  // re-integration times, adopted versions
+  std::shared_ptr<RunRecords> records;  // re-integrations, adopted versions, regressions refused
   std::shared_ptr<MessageFaults> faults;  // the send path's interposition point (null: none)
   std::string cluster_token;  // proven in every Register (empty: one process, none needed)
   // Trained outside atoll, through this exchange (null: atoll's own replica on `job`'s data).
@@ -67,10 +65,10 @@ caf::actor spawn_learner(caf::actor_system& sys, LearnerArgs args);
 
 // Runs on its own thread: fsync must not stall the scheduler.
 caf::actor spawn_checkpointer(caf::actor_system& sys, std::shared_ptr<CheckpointStore> store,
-                              std::shared_ptr<Directory> directory, std::shared_ptr<RunBoard> board);
+                              std::shared_ptr<Directory> directory, std::shared_ptr<RunRecords> records);
 
 struct ChildSpec {
-  std::string name;  // "learner 3", "syncer": also the key of its restart count
+  Child child;  // its name() is its key in the directory and in logs
   std::function<caf::actor(caf::actor_system&, uint64_t incarnation)> start;
 };
 
@@ -91,11 +89,10 @@ struct SupervisorSpec {
   double backoff_initial = 0.05;  // seconds; doubles with each restart inside the window
   double backoff_max = 2.0;
   std::vector<ChildSpec> children;
-  std::shared_ptr<RunBoard> board;
-  std::shared_ptr<EventTape> tape;  // restarts are recorded here (null: none)
+  std::shared_ptr<RunRecords> records;   // restarts and give-ups are logged here (null: none)
   std::shared_ptr<Directory> directory;  // the supervisor enters itself under `name` (null: not)
   // Extra seconds to wait before restarting a child (a fault's recovery time).
-  std::function<double(const std::string& child)> restart_hold;
+  std::function<double(const Child& child)> restart_hold;
 };
 caf::actor spawn_supervisor(caf::actor_system& sys, SupervisorSpec spec);
 
@@ -116,7 +113,7 @@ struct GatewayArgs {
   Topology topology;
   std::vector<NamedShape> layout;        // the model's, for learners that ask for the topology
   std::shared_ptr<Directory> directory;  // where the current syncer is found
-  std::shared_ptr<RunBoard> board;       // refusals are counted here
+  std::shared_ptr<RunRecords> records;   // refusals are counted here
   size_t max_message_bytes = 0;          // the largest frame a learner may send
   std::shared_ptr<Door> door;            // set by serve_learners()
 };
@@ -130,7 +127,7 @@ struct SyncerLinkArgs {
   uint16_t port = 0;
   std::vector<uint32_t> learners;        // of this process: one connection each
   std::shared_ptr<Directory> directory;  // each stand-in enters itself as its learner's syncer
-  std::shared_ptr<RunBoard> board;       // fail()ed after give_up_seconds without a connection
+  std::shared_ptr<RunRecords> records;   // fail()ed after give_up_seconds without a connection
   double give_up_seconds = 60.0;
   size_t max_message_bytes = 0;          // the largest frame the syncer may send
   std::shared_ptr<Door> door;            // set by join_syncer()

@@ -82,8 +82,8 @@ using GatewayActor = caf::stateful_actor<GatewayState>;
 caf::behavior gateway(GatewayActor* self, GatewayArgs args) {
   self->state.args = std::move(args);
   // Without the gateway no learner can reach the syncer: end the run, do not hang.
-  self->attach_functor([board = self->state.args.board] {
-    if (!board->finished()) board->fail("the gateway stopped: learners can no longer reach the syncer");
+  self->attach_functor([records = self->state.args.records] {
+    if (!records->latch.finished()) records->fail("the gateway stopped: learners can no longer reach the syncer");
   });
   return {
       [self](door_opened_atom, uint64_t conn, uint32_t learner, uint32_t purpose, uint64_t process,
@@ -111,10 +111,10 @@ caf::behavior gateway(GatewayActor* self, GatewayArgs args) {
         auto& st = self->state;
         const auto it = st.peers.find(conn);
         if (it == st.peers.end()) {
-          if (why.starts_with("refused")) ++st.args.board->gateway_refusals;
+          if (why.starts_with("refused")) ++st.args.records->counters.gateway_refusals;
           return;
         }
-        if (!st.args.board->finished())
+        if (!st.args.records->latch.finished())
           log_warn("learner " + std::to_string(it->second.learner) + " at " + it->second.address + ": " + why);
         // The syncer monitors the stand-in: it now counts the learner as failed.
         self->send(it->second.stand_in, door_closed_atom_v);
@@ -204,7 +204,7 @@ caf::behavior syncer_link(LinkActor* self, SyncerLinkArgs args) {
           l.stand_in = nullptr;
           l.lost_since = Clock::now();
         }
-        if (st.args.board->finished()) return;  // the run is over: the syncer went away in order
+        if (st.args.records->latch.finished()) return;  // the run is over: the syncer went away in order
         // Decided after the backoff: a syncer that ends the run sends Done and
         // closes, and the Done reaches the learner after this event.
         l.why = why;
@@ -215,7 +215,7 @@ caf::behavior syncer_link(LinkActor* self, SyncerLinkArgs args) {
       [self](relink_atom, uint32_t id) {
         auto& st = self->state;
         auto& l = st.learners[id];
-        if (st.args.board->finished() || l.conn != 0) return;
+        if (st.args.records->latch.finished() || l.conn != 0) return;
         const std::string where = st.args.host + ":" + std::to_string(st.args.port);
         if (l.was_open)
           log_warn("learner " + std::to_string(id) + ": lost the syncer at " + where + " (" + l.why + "); reconnecting");
@@ -225,7 +225,7 @@ caf::behavior syncer_link(LinkActor* self, SyncerLinkArgs args) {
         l.was_open = false;
         const double waited = std::chrono::duration<double>(Clock::now() - l.lost_since).count();
         if (waited > st.args.give_up_seconds) {
-          st.args.board->fail("no syncer at " + where + " for " + std::to_string(static_cast<int>(waited)) + " s (" +
+          st.args.records->fail("no syncer at " + where + " for " + std::to_string(static_cast<int>(waited)) + " s (" +
                               l.why + ")");
           return;
         }

@@ -132,13 +132,13 @@ void handle(LearnerActor* self, Message m) {
     }
     st.registered = true;
     st.last_refusal = RejectReason::kMalformed;
-    for (uint32_t f = 0; f < st.core->fragments().size(); ++f) st.args.board->note_adopted(f, st.core->version(f));
-    st.args.board->regressions_refused += st.core->regressions_refused() - refused_before;
+    for (uint32_t f = 0; f < st.core->fragments().size(); ++f) st.args.records->adopted.note(f, st.core->version(f));
+    st.args.records->counters.regressions_refused += st.core->regressions_refused() - refused_before;
     if (!st.reintegrated) {
       st.reintegrated = true;
       if (st.args.incarnation > 1)
-        st.args.board->note_reintegration(
-            std::chrono::duration<double>(self->clock().now() - st.started).count());
+        st.args.records->log->append(event::Reintegrated{
+            st.args.id, st.args.incarnation, std::chrono::duration<double>(self->clock().now() - st.started).count()});
     }
   } else if (auto* mp = std::get_if<MomentsPull>(&m)) {
     if (auto moments = st.core->moments_for(*mp); moments.ok()) send_to_syncer(self, *moments);
@@ -153,12 +153,12 @@ void handle(LearnerActor* self, Message m) {
     } else if (!s.ok()) {
       log_warn(who(self) + ": broadcast dropped: " + s.to_string());
     } else if (b->fragment < st.core->fragments().size()) {
-      st.args.board->note_adopted(b->fragment, st.core->version(b->fragment));
+      st.args.records->adopted.note(b->fragment, st.core->version(b->fragment));
     }
   } else if (auto* d = std::get_if<Done>(&m)) {
     log_info(who(self) + ": the run is over (" + d->reason + ")");
     if (st.external) st.external->set_over("the run is over (" + d->reason + ")", false);
-    st.args.board->finish();
+    st.args.records->latch.finish();
     st.stopping = true;
     self->quit(caf::exit_reason::normal);  // a normal stop: not restarted
   } else if (auto* r = std::get_if<Reject>(&m)) {
@@ -167,7 +167,7 @@ void handle(LearnerActor* self, Message m) {
       const std::string why = who(self) + " refused by the syncer (" + reject_reason_name(r->reason) + "): " + r->detail;
       log_error(why);
       if (st.external) st.external->set_over(why, true, true);
-      st.args.board->fail(why);
+      st.args.records->fail(why);
       st.stopping = true;
       self->quit(caf::exit_reason::normal);
       return;

@@ -105,15 +105,78 @@ std::string describe_model(const Result<std::unique_ptr<Model>>& model) {
   return model.ok() ? (*model)->describe() : "(model not rebuilt: " + model.status().to_string() + ")";
 }
 
+// What this process of the run is: where it listens or joins, which
+// learners it holds, and what the model says about messages.
+struct ProcessPlan {
+  std::optional<Endpoint> listen_at, join_at;
+  std::vector<uint32_t> local_ids;
+  size_t max_message_bytes = 0;
+  std::vector<NamedShape> layout;  // told to learners that ask for the topology
+  size_t fragments = 0;
+};
+
+Result<ProcessPlan> plan_process(const Topology& topology, const RunOptions& options) {
+  ATOLL_RETURN_IF_ERROR(validate(topology));
+  ProcessPlan plan;
+  // Build the syncer's core once here, so that a topology the model cannot
+  // satisfy fails now, with its reason, rather than in a restart loop. A
+  // learner trained outside atoll brings its layout: this process may not be
+  // able to build the model (a TorchScript run, and no libtorch here).
+  if (options.external) {
+    plan.max_message_bytes = SyncerCore::max_message_bytes(options.external->layout().size());
+    plan.fragments = options.external->fragments().size();
+  } else {
+    auto probe = SyncerCore::create(topology, Clock::now());
+    if (!probe.ok()) return probe.status();
+    plan.max_message_bytes = (*probe)->max_message_bytes();
+    plan.layout = shapes_of((*probe)->layout());
+    plan.fragments = (*probe)->fragments().size();
+  }
+  const auto& cluster = options.cluster;
+  if (!cluster.listen.empty() && !cluster.join.empty())
+    return Status::invalid_argument("a process either listens (it holds the syncer) or joins (it holds learners), not both");
+  if (!cluster.listen.empty() || !cluster.join.empty()) {
+    if (cluster.token.size() < kMinTokenBytes)
+      return Status::invalid_argument("a run across processes needs a cluster token of at least " +
+                                      std::to_string(kMinTokenBytes) + " bytes");
+    auto endpoint = parse_endpoint(cluster.listen.empty() ? cluster.join : cluster.listen);
+    if (!endpoint.ok()) return endpoint.status();
+    (cluster.listen.empty() ? plan.join_at : plan.listen_at) = *endpoint;
+  }
+  auto local_ids = local_learners(topology, cluster);
+  if (!local_ids.ok()) return local_ids.status();
+  plan.local_ids = std::move(*local_ids);
+  if (options.external && (!plan.join_at || plan.local_ids.size() != 1))
+    return Status::invalid_argument("a learner trained outside atoll joins a syncer in another process, alone");
+  if (!options.external && !plan.local_ids.empty() && topology.model.kind == ModelKind::kExternal)
+    return Status::invalid_argument("model.kind = \"external\": atoll runs no learner of this model; run `atoll "
+                                    "syncer` and start Python learners (atoll.Learner) that join it");
+  return plan;
+}
+
+// Which children the run cannot go on without have been given up on: the
+// syncer's side, or every learner of a process that holds some.
+std::string lost_beyond_repair(const std::vector<TimedEvent>& events, size_t local_learners) {
+  size_t learners_lost = 0;
+  for (const auto& e : events) {
+    const auto* g = std::get_if<event::GaveUp>(&e.event);
+    if (!g) continue;
+    if (g->child.holds_syncer()) return "the syncer";
+    learners_lost += g->child.role == Child::Role::kLearner ? 1 : 0;
+  }
+  return local_learners > 0 && learners_lost >= local_learners ? "every learner" : "";
+}
+
 }  // namespace
 
 struct Run::Impl {
   Topology topology;
   RunOptions options;
+  ProcessPlan plan;
   std::string checkpoint_dir;
   std::shared_ptr<const Job> job;
   std::shared_ptr<Directory> directory = std::make_shared<Directory>();
-  std::shared_ptr<RunBoard> board = std::make_shared<RunBoard>();
+  std::shared_ptr<RunRecords> records;
   std::unique_ptr<Config> config;
   std::unique_ptr<caf::actor_system> system;
   // Declared after the system, so destroyed before it: no task may outlive it.
@@ -121,22 +184,19 @@ struct Run::Impl {
   caf::actor root;
   Clock::time_point started;
   bool waited = false;
-  std::vector<uint32_t> local_ids;  // learners in this process
-  bool joined = false;              // the syncer is in another process
-  DoorService door;                 // across processes: the gateway or the link, and their door
-  uint16_t port = 0;
+  bool joined() const { return plan.join_at.has_value(); }  // the syncer is in another process
+  DoorService door;          // across processes: the gateway or the link, and their door
+  uint16_t port = 0;         // the port learners are served on
   std::vector<float> theta;  // the global model at the end
-  // Supervisors and the syncer record restarts and recoveries here: the
-  // hooks' tape (a chaos run), else one in memory.
-  std::shared_ptr<EventTape> tape;
   RunWatch watch;
   // Samples the run into `watch` until the run is waited for.
   std::thread sampler;
   std::mutex sampler_mu;
   std::condition_variable sampler_cv;
   bool sampling = false;
+  bool over = false;  // the sampler stopped: the watch holds the final view
 
-  RunView observe() const { return observe_run(*board, topology, tape.get()); }
+  RunView observe(size_t max_events = 50) const { return observe_run(*records, topology, max_events); }
 
   void start_sampler() {
     sampling = true;
@@ -150,7 +210,6 @@ struct Run::Impl {
       }
     });
   }
-  bool over = false;  // the sampler stopped: the watch holds the final view
   void stop_sampler() {
     if (over) return;
     {
@@ -175,7 +234,18 @@ struct Run::Impl {
     door = {};
   }
 
+  Status open_checkpoints(std::shared_ptr<CheckpointStore>& store);
+  SupervisorSpec supervisor_spec(const char* name, SupervisorSpec::Strategy strategy, const RunHooks& h) const;
+  caf::actor spawn_tree(const RunHooks& h, std::shared_ptr<CheckpointStore> store);
+  Status open_door();
+  void wait_until_over();
+  void seal_syncer();
+  void stop_learners();
+  void read_final_model();
+  void save_final_model(const Report& r, const Result<std::unique_ptr<Model>>& model) const;
+  void evaluate(Report& r, const Result<std::unique_ptr<Model>>& model);
   Result<Report> learner_side_report(double wall);
+  Result<Report> syncer_side_report(double wall);
 };
 
 Run::Run(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -184,171 +254,144 @@ Run::~Run() {
   if (impl_ && !impl_->waited) impl_->shut_down();
 }
 
-Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions options, const RunHooks* hooks) {
-  const RunHooks none;
-  const RunHooks& h = hooks ? *hooks : none;
-  ATOLL_RETURN_IF_ERROR(validate(topology));
-  // Build the syncer's core once here, so that a topology the model cannot
-  // satisfy fails now, with its reason, rather than in a restart loop. A
-  // learner trained outside atoll brings its layout: this process may not be
-  // able to build the model (a TorchScript run, and no libtorch here).
-  size_t max_message_bytes = 0;
-  std::vector<NamedShape> layout;  // told to learners that ask for the topology
-  if (options.external) {
-    max_message_bytes = SyncerCore::max_message_bytes(options.external->layout().size());
-  } else {
-    auto probe = SyncerCore::create(topology, Clock::now());
-    if (!probe.ok()) return probe.status();
-    max_message_bytes = (*probe)->max_message_bytes();
-    layout = shapes_of((*probe)->layout());
-  }
-  const auto& cluster = options.cluster;
-  if (!cluster.listen.empty() && !cluster.join.empty())
-    return Status::invalid_argument("a process either listens (it holds the syncer) or joins (it holds learners), not both");
-  std::optional<Endpoint> listen_at, join_at;
-  if (!cluster.listen.empty() || !cluster.join.empty()) {
-    if (cluster.token.size() < kMinTokenBytes)
-      return Status::invalid_argument("a run across processes needs a cluster token of at least " +
-                                      std::to_string(kMinTokenBytes) + " bytes");
-    auto endpoint = parse_endpoint(cluster.listen.empty() ? cluster.join : cluster.listen);
-    if (!endpoint.ok()) return endpoint.status();
-    (cluster.listen.empty() ? join_at : listen_at) = *endpoint;
-  }
-  auto local_ids = local_learners(topology, cluster);
-  if (!local_ids.ok()) return local_ids.status();
-  if (options.external && (!join_at || local_ids->size() != 1))
-    return Status::invalid_argument("a learner trained outside atoll joins a syncer in another process, alone");
-  if (!options.external && !local_ids->empty() && topology.model.kind == ModelKind::kExternal)
-    return Status::invalid_argument("model.kind = \"external\": atoll runs no learner of this model; run `atoll "
-                                    "syncer` and start Python learners (atoll.Learner) that join it");
-  auto impl = std::make_unique<Impl>();
-  impl->local_ids = *local_ids;
-  impl->joined = join_at.has_value();
-  impl->topology = topology;
-  impl->options = options;
-  if (impl->options.data_root.empty()) impl->options.data_root = default_data_root();
-  if (options.external) {
-    impl->job = Job::without_data(topology, "the learner's own (trained outside atoll)");
-  } else {
-    auto job = Job::load(topology, impl->options.data_root);
-    if (!job.ok()) return job.status();
-    impl->job = std::move(*job);
-  }
-  const int m = static_cast<int>(topology.learners.size());
-  impl->pool = std::make_unique<ComputePool>(options.compute_threads);
-  impl->config = std::make_unique<Config>(std::max(1, options.control_threads));
-  impl->system = std::make_unique<caf::actor_system>(*impl->config);
-  auto& sys = *impl->system;
+Status Run::Impl::open_checkpoints(std::shared_ptr<CheckpointStore>& store) {
+  if (topology.checkpoint.dir.empty() || joined()) return Status();
+  checkpoint_dir = topology.checkpoint.dir + "/" + (options.run_name.empty() ? default_run_name() : options.run_name);
+  auto opened = CheckpointStore::open(checkpoint_dir, topology.checkpoint.keep);
+  if (!opened.ok()) return opened.status();
+  store = std::move(*opened);
+  return Status();
+}
 
-  std::shared_ptr<CheckpointStore> store;
-  if (!topology.checkpoint.dir.empty() && !impl->joined) {
-    impl->checkpoint_dir =
-        topology.checkpoint.dir + "/" + (options.run_name.empty() ? default_run_name() : options.run_name);
-    auto opened = CheckpointStore::open(impl->checkpoint_dir, topology.checkpoint.keep);
-    if (!opened.ok()) return opened.status();
-    store = std::move(*opened);
-  }
+SupervisorSpec Run::Impl::supervisor_spec(const char* name, SupervisorSpec::Strategy strategy,
+                                          const RunHooks& h) const {
+  SupervisorSpec spec;
+  spec.name = name;
+  spec.strategy = strategy;
+  spec.max_restarts = options.max_restarts;
+  spec.window_seconds = options.restart_window_seconds;
+  spec.records = records;
+  spec.restart_hold = h.restart_hold;
+  spec.directory = directory;
+  return spec;
+}
 
-  const auto supervisor_spec = [&](const char* name, SupervisorSpec::Strategy strategy) {
-    SupervisorSpec spec;
-    spec.name = name;
-    spec.strategy = strategy;
-    spec.max_restarts = options.max_restarts;
-    spec.window_seconds = options.restart_window_seconds;
-    spec.board = impl->board;
-    spec.tape = impl->tape;
-    spec.restart_hold = h.restart_hold;
-    spec.directory = impl->directory;
-    return spec;
-  };
-  impl->board->plan_snapshots(options.curve_points, topology.tokens,
-                              options.seconds > 0 ? options.seconds : topology.seconds);
-  impl->started = Clock::now();
-  const auto started = impl->started;
-  if (h.tape) {
-    impl->tape = h.tape;
-  } else {
-    auto tape = EventTape::open("", started);
-    if (!tape.ok()) return tape.status();
-    impl->tape = std::move(*tape);
-  }
-  SupervisorSpec syncers = supervisor_spec("syncer supervisor", SupervisorSpec::Strategy::kRestForOne);
+// root (one_for_one): the syncer's supervisor (rest_for_one: checkpointer,
+// syncer) where the syncer runs, the learners' where learners run, and the
+// hooks' extra children.
+caf::actor Run::Impl::spawn_tree(const RunHooks& h, std::shared_ptr<CheckpointStore> store) {
+  using Strategy = SupervisorSpec::Strategy;
+  SupervisorSpec syncers = supervisor_spec("syncer supervisor", Strategy::kRestForOne, h);
   if (store)
-    syncers.children.push_back({"checkpointer", [store, dir = impl->directory, board = impl->board](
-                                                    caf::actor_system& s, uint64_t) {
-                                  return spawn_checkpointer(s, store, dir, board);
+    syncers.children.push_back({{Child::Role::kCheckpointer, 0, {}}, [store, dir = directory, records = records](
+                                                                          caf::actor_system& s, uint64_t) {
+                                  return spawn_checkpointer(s, store, dir, records);
                                 }});
-  syncers.children.push_back({"syncer", [t = topology, dir = impl->directory, board = impl->board, started,
-                                         faults = h.message_faults, tape = impl->tape,
-                                         token = cluster.token](caf::actor_system& s, uint64_t) {
-                                return spawn_syncer(s, SyncerArgs{t, dir, board, true, 0.1, started, faults, tape, token});
-                              }});
-
-  SupervisorSpec learners = supervisor_spec("learner supervisor", SupervisorSpec::Strategy::kOneForOne);
+  syncers.children.push_back(
+      {{Child::Role::kSyncer, 0, {}}, [args = SyncerArgs{topology, directory, records, true, 0.1, started,
+                                                         h.message_faults, options.cluster.token}](
+                                          caf::actor_system& s, uint64_t) { return spawn_syncer(s, args); }});
+  SupervisorSpec learners = supervisor_spec("learner supervisor", Strategy::kOneForOne, h);
   // Incarnations count for the whole run, even if the learner supervisor
   // itself is restarted: the syncer tells incarnations apart by number. A
   // learner process starts above any process before it (atoll/incarnation.h).
-  const uint64_t first_incarnation = impl->joined ? incarnation_base() : 0;
-  for (uint32_t id : impl->local_ids) {
+  const uint64_t first_incarnation = joined() ? incarnation_base() : 0;
+  for (uint32_t id : plan.local_ids) {
     auto incarnations = std::make_shared<std::atomic<uint64_t>>(first_incarnation);
-    learners.children.push_back({Directory::learner(id), [id, job = impl->job, dir = impl->directory,
-                                                          pool = impl->pool.get(), incarnations, board = impl->board,
-                                                          faults = h.message_faults, token = cluster.token,
-                                                          external = options.external](caf::actor_system& s, uint64_t) {
-                                   return spawn_learner(s, LearnerArgs{id, ++*incarnations, job, dir, pool, board,
-                                                                       faults, token, external});
+    LearnerArgs args{id, 0, job, directory, pool.get(), records, h.message_faults, options.cluster.token, options.external};
+    learners.children.push_back({Child::of_learner(id), [args, incarnations](caf::actor_system& s, uint64_t) mutable {
+                                   args.incarnation = ++*incarnations;
+                                   return spawn_learner(s, args);
                                  }});
   }
-
-  SupervisorSpec root = supervisor_spec("root supervisor", SupervisorSpec::Strategy::kOneForOne);
-  if (!impl->joined)
-    root.children.push_back({"syncer supervisor", [syncers](caf::actor_system& s, uint64_t) {
+  SupervisorSpec root = supervisor_spec("root supervisor", Strategy::kOneForOne, h);
+  if (!joined())
+    root.children.push_back({{Child::Role::kSyncerSupervisor, 0, {}}, [syncers](caf::actor_system& s, uint64_t) {
                                return spawn_supervisor(s, syncers);
                              }});
-  if (!impl->local_ids.empty())
-    root.children.push_back({"learner supervisor", [learners](caf::actor_system& s, uint64_t) {
+  if (!plan.local_ids.empty())
+    root.children.push_back({{Child::Role::kLearnerSupervisor, 0, {}}, [learners](caf::actor_system& s, uint64_t) {
                                return spawn_supervisor(s, learners);
                              }});
-  const RunContext context{topology, impl->directory, impl->board, started};
+  const RunContext context{topology, directory, records, started};
   for (const auto& [name, spawn] : h.children)
-    root.children.push_back({name, [spawn, context](caf::actor_system& s, uint64_t) { return spawn(s, context); }});
-  impl->root = spawn_supervisor(sys, std::move(root));
-  if (listen_at) {
+    root.children.push_back({Child::named(name), [spawn, context](caf::actor_system& s, uint64_t) {
+                               return spawn(s, context);
+                             }});
+  return spawn_supervisor(*system, std::move(root));
+}
+
+// Across processes: the syncer's process serves learners, a learner process joins the syncer.
+Status Run::Impl::open_door() {
+  const auto& cluster = options.cluster;
+  const uint32_t m = static_cast<uint32_t>(topology.learners.size());
+  if (plan.listen_at) {
     if (!cluster.tls())
       log_warn("serving learners over plain TCP: anyone on the path can read and alter the traffic "
                "(the cluster token still decides who joins); give --tls-cert, --tls-key and --tls-ca, or run inside a VPN");
-    auto served = serve_learners(sys, GatewayArgs{topology, layout, impl->directory, impl->board, max_message_bytes, nullptr},
-                                 *listen_at, cluster);
-    if (!served.ok()) {
-      impl->shut_down();
-      return served.status();
-    }
-    impl->door = std::move(*served);
-    impl->port = impl->door.port;
-    log_info("serving learners on " + listen_at->host + ":" + std::to_string(impl->port) +
+    auto served = serve_learners(
+        *system, GatewayArgs{topology, plan.layout, directory, records, plan.max_message_bytes, nullptr},
+        *plan.listen_at, cluster);
+    if (!served.ok()) return served.status();
+    door = std::move(*served);
+    port = door.port;
+    log_info("serving learners on " + plan.listen_at->host + ":" + std::to_string(port) +
              (cluster.tls() ? " (TLS 1.3, learner certificates required)" : " (plain TCP)") +
              (cluster.link.active() ? "; emulated link " + cluster.link.to_string() : ""));
   }
-  if (join_at) {
-    auto joined = join_syncer(sys,
-                              SyncerLinkArgs{join_at->host, join_at->port, impl->local_ids, impl->directory,
-                                             impl->board, cluster.give_up_seconds, max_message_bytes, nullptr},
-                              cluster, static_cast<uint32_t>(m));
-    if (!joined.ok()) {
-      impl->shut_down();
-      return joined.status();
-    }
-    impl->door = std::move(*joined);
+  if (plan.join_at) {
+    auto joined_syncer = join_syncer(*system,
+                                     SyncerLinkArgs{plan.join_at->host, plan.join_at->port, plan.local_ids, directory,
+                                                    records, cluster.give_up_seconds, plan.max_message_bytes, nullptr},
+                                     cluster, m);
+    if (!joined_syncer.ok()) return joined_syncer.status();
+    door = std::move(*joined_syncer);
     if (!cluster.tls()) log_warn("joining over plain TCP: the traffic is not encrypted");
   }
+  return Status();
+}
+
+Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions options, const RunHooks* hooks) {
+  const RunHooks none;
+  const RunHooks& h = hooks ? *hooks : none;
+  auto plan = plan_process(topology, options);
+  if (!plan.ok()) return plan.status();
+  auto impl = std::make_unique<Impl>();
+  impl->topology = topology;
+  impl->options = std::move(options);
+  impl->plan = std::move(*plan);
+  RunOptions& o = impl->options;
+  if (o.data_root.empty()) o.data_root = default_data_root();
+  if (o.external) {
+    impl->job = Job::without_data(topology, "the learner's own (trained outside atoll)");
+  } else {
+    auto job = Job::load(topology, o.data_root);
+    if (!job.ok()) return job.status();
+    impl->job = std::move(*job);
+  }
+  std::shared_ptr<CheckpointStore> store;
+  ATOLL_RETURN_IF_ERROR(impl->open_checkpoints(store));
+  impl->started = Clock::now();
+  impl->records = std::make_shared<RunRecords>(h.log ? h.log : std::move(*RunLog::open("", impl->started)),
+                                               impl->plan.fragments);
+  impl->records->snapshots.plan(o.curve_points, topology.tokens, o.seconds > 0 ? o.seconds : topology.seconds);
+  impl->pool = std::make_unique<ComputePool>(o.compute_threads);
+  impl->config = std::make_unique<Config>(std::max(1, o.control_threads));
+  impl->system = std::make_unique<caf::actor_system>(*impl->config);
+  impl->root = impl->spawn_tree(h, std::move(store));
+  if (Status s = impl->open_door(); !s.ok()) {
+    impl->shut_down();
+    return s;
+  }
   impl->start_sampler();
-  log_info("run started: " + std::to_string(impl->local_ids.size()) + " of " + std::to_string(m) + " learners here, " + mode_name(topology.mode) + ", " +
-           impl->job->description() + (store ? ", checkpoints in " + impl->checkpoint_dir : ""));
+  log_info("run started: " + std::to_string(impl->plan.local_ids.size()) + " of " +
+           std::to_string(topology.learners.size()) + " learners here, " + mode_name(topology.mode) + ", " +
+           impl->job->description() + (impl->checkpoint_dir.empty() ? "" : ", checkpoints in " + impl->checkpoint_dir));
   return std::unique_ptr<Run>(new Run(std::move(impl)));
 }
 
 const Topology& Run::topology() const { return impl_->topology; }
-std::string Run::failure() const { return impl_->board->failure(); }
+std::string Run::failure() const { return impl_->records->latch.failure(); }
 uint16_t Run::port() const { return impl_->port; }
 const std::string& Run::checkpoint_dir() const { return impl_->checkpoint_dir; }
 RunView Run::view() const {
@@ -357,22 +400,26 @@ RunView Run::view() const {
   v.series = impl_->watch.series();
   return v;
 }
-bool Run::finished() const { return impl_->board->finished(); }
+bool Run::finished() const { return impl_->records->latch.finished(); }
 void Run::stop() {
-  impl_->board->finish();
+  impl_->records->latch.finish();
   if (caf::actor syncer = impl_->directory->get(Directory::kSyncer))
     caf::anon_send(syncer, end_atom_v, std::string("the run was stopped"));
 }
 
 const std::vector<float>& Run::parameters() const { return impl_->theta; }
 
-// A kill or stall from outside the run is a fault like a planned one: on the
-// tape, so that a chaos run's verdict and the plots account for it.
+// A kill or stall from outside the run is a fault like a planned one: in the
+// event log, so that a chaos run's verdict and the plots account for it.
 bool Run::kill_learner(uint32_t id) {
   caf::actor learner = impl_->directory->get(Directory::learner(id));
   if (!learner) return false;
-  impl_->tape->record("inject", {{"kind", std::string("kill")}, {"hit", int64_t{1}}, {"learner", int64_t{id}},
-                                 {"by", std::string("Run::kill_learner")}});
+  event::Injected e;
+  e.kind = FaultKind::kKill;
+  e.hit = true;
+  e.learner = id;
+  e.by = "Run::kill_learner";
+  impl_->records->log->append(std::move(e));
   caf::anon_send_exit(learner, caf::exit_reason::kill);
   return true;
 }
@@ -380,181 +427,185 @@ bool Run::kill_learner(uint32_t id) {
 bool Run::stall_learner(uint32_t id, double seconds) {
   caf::actor learner = impl_->directory->get(Directory::learner(id));
   if (!learner) return false;
-  impl_->tape->record("inject", {{"kind", std::string("stall")}, {"hit", int64_t{1}}, {"learner", int64_t{id}},
-                                 {"duration", seconds}, {"by", std::string("Run::stall_learner")}});
+  event::Injected e;
+  e.kind = FaultKind::kStall;
+  e.hit = true;
+  e.learner = id;
+  e.duration = seconds;
+  e.by = "Run::stall_learner";
+  impl_->records->log->append(std::move(e));
   caf::anon_send(learner, stall_atom_v, seconds);
   return true;
 }
 
-// A learner process knows what its learners adopted and how often they
-// restarted; training totals and quality are the syncer's to report.
-Result<Report> Run::Impl::learner_side_report(double wall) {
-  Impl& s = *this;
-  s.shut_down();
-  if (const std::string failure = s.board->failure(); !failure.empty()) return Status::unavailable(failure);
-  Report r;
-  r.mode = mode_name(s.topology.mode);
-  r.data = s.job->description();
-  r.learners = static_cast<int>(s.local_ids.size());
-  r.wall_seconds = wall;
-  r.restarts = s.board->restarts();
-  r.regressions_refused = s.board->regressions_refused.load();
-  r.max_adopted_versions = s.board->max_adopted();
-  r.gave_up = s.board->gave_up();
-  for (uint32_t id : s.local_ids) {
-    LearnerReport l;
-    l.id = id;
-    l.speed = s.topology.learners[id].speed;
-    l.batch_size = s.topology.learners[id].batch_size;
-    l.restarts = s.board->restarts_of(Directory::learner(id));
-    l.gave_up = std::find(r.gave_up.begin(), r.gave_up.end(), Directory::learner(id)) != r.gave_up.end();
-    r.per_learner.push_back(l);
+// Until finished, the time limit, or the run cannot go on (the syncer, or
+// every learner here, given up).
+void Run::Impl::wait_until_over() {
+  const double limit = options.seconds > 0 ? options.seconds : topology.seconds;
+  const auto deadline = limit > 0 ? started + std::chrono::duration_cast<Clock::duration>(
+                                                  std::chrono::duration<double>(limit))
+                                  : Clock::time_point::max();
+  for (;;) {
+    const auto step = std::min(deadline, Clock::now() + std::chrono::milliseconds(100));
+    if (records->latch.wait_finished_until(step) || Clock::now() >= deadline) break;
+    if (const std::string lost = lost_beyond_repair(records->log->events(), plan.local_ids.size()); !lost.empty()) {
+      log_error("the run cannot go on: gave up on " + lost);
+      break;
+    }
   }
-  r.model = describe_model(make_model(s.topology));
-  r.eval.loss = r.eval.accuracy = std::numeric_limits<double>::quiet_NaN();
-  return r;
+  records->latch.finish();  // also when the time limit ended the run
+}
+
+// The syncer's last rounds merge what the learners did since their last
+// push; then the model is final (sealed). Told by message; a syncer
+// restarted since is told again.
+void Run::Impl::seal_syncer() {
+  const auto give_up = Clock::now() + kSealTimeout;
+  auto syncer_seen = Clock::now();
+  caf::actor told;
+  do {
+    if (caf::actor syncer = directory->get(Directory::kSyncer)) {
+      syncer_seen = Clock::now();
+      if (syncer != told) caf::anon_send(syncer, end_atom_v, std::string("the run was stopped"));
+      told = syncer;
+    } else if (Clock::now() - syncer_seen > kNoSyncerTimeout) {
+      break;
+    }
+  } while (!records->latch.wait_sealed_until(std::min(give_up, Clock::now() + std::chrono::milliseconds(50))) &&
+           Clock::now() < give_up);
+}
+
+// Learners stop first, so that no round closes after the global model is read.
+void Run::Impl::stop_learners() {
+  caf::actor learners = directory->get("learner supervisor");
+  if (!learners) return;
+  caf::anon_send_exit(learners, caf::exit_reason::user_shutdown);
+  const auto give_up = Clock::now() + std::chrono::seconds(10);
+  const auto any_learner = [&] {
+    for (uint32_t id = 0; id < topology.learners.size(); ++id)
+      if (directory->get(Directory::learner(id))) return true;
+    return false;
+  };
+  while ((directory->get("learner supervisor") || any_learner()) && Clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+}
+
+// The global model, straight from the syncer.
+void Run::Impl::read_final_model() {
+  caf::actor syncer = directory->get(Directory::kSyncer);
+  if (!syncer) {
+    log_error("the syncer is not running at the end of the run");
+    return;
+  }
+  caf::scoped_actor self{*system};
+  self->send(syncer, seal_atom_v);  // before the snapshot: one sender, in order
+  self->request(syncer, kSnapshotTimeout, snapshot_atom_v)
+      .receive([&](FinalModel& model) { theta = std::move(model.theta); },
+               [&](caf::error& e) { log_error("no final model from the syncer: " + to_string(e)); });
 }
 
 Result<Report> Run::wait() {
   Impl& s = *impl_;
   if (s.waited) return Status::invalid_argument("Run::wait() was already called");
   s.waited = true;
-  const double limit = s.options.seconds > 0 ? s.options.seconds : s.topology.seconds;
-  const auto deadline = limit > 0 ? s.started + std::chrono::duration_cast<Clock::duration>(
-                                                    std::chrono::duration<double>(limit))
-                                  : Clock::time_point::max();
-  // Also end when the run cannot go on: the syncer, or every learner, given up.
-  for (;;) {
-    const auto step = std::min(deadline, Clock::now() + std::chrono::milliseconds(100));
-    if (s.board->wait_finished_until(step) || Clock::now() >= deadline) break;
-    const auto gave_up = s.board->gave_up();
-    size_t learners_lost = 0;
-    bool syncer_lost = false;
-    for (const auto& g : gave_up) {
-      learners_lost += g.starts_with("learner ") ? 1 : 0;
-      syncer_lost |= g == "syncer" || g == "checkpointer" || g.ends_with("supervisor");
-    }
-    if (syncer_lost || (!s.local_ids.empty() && learners_lost == s.local_ids.size())) {
-      log_error("the run cannot go on: gave up on " + std::string(syncer_lost ? "the syncer" : "every learner"));
-      break;
-    }
-  }
-  s.board->finish();  // also when the time limit ended the run
-  // The syncer's last rounds merge what the learners did since their last
-  // push; then the model is final (sealed).
-  if (!s.joined) {
-    // Told by message; a syncer restarted since is told again.
-    const auto give_up = Clock::now() + kSealTimeout;
-    auto syncer_seen = Clock::now();
-    caf::actor told;
-    do {
-      if (caf::actor syncer = s.directory->get(Directory::kSyncer)) {
-        syncer_seen = Clock::now();
-        if (syncer != told) caf::anon_send(syncer, end_atom_v, std::string("the run was stopped"));
-        told = syncer;
-      } else if (Clock::now() - syncer_seen > kNoSyncerTimeout) {
-        break;
-      }
-    } while (!s.board->wait_sealed_until(std::min(give_up, Clock::now() + std::chrono::milliseconds(50))) &&
-             Clock::now() < give_up);
-  }
+  s.wait_until_over();
+  if (!s.joined()) s.seal_syncer();
   const double wall = std::chrono::duration<double>(Clock::now() - s.started).count();
-
-  // Learners stop first, so that no round closes after the global model is read.
-  if (caf::actor learners = s.directory->get("learner supervisor")) {
-    caf::anon_send_exit(learners, caf::exit_reason::user_shutdown);
-    const auto give_up = Clock::now() + std::chrono::seconds(10);
-    const auto any_learner = [&] {
-      for (uint32_t id = 0; id < s.topology.learners.size(); ++id)
-        if (s.directory->get(Directory::learner(id))) return true;
-      return false;
-    };
-    while ((s.directory->get("learner supervisor") || any_learner()) && Clock::now() < give_up)
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-
-  if (s.joined) return s.learner_side_report(wall);
-
-  // The global model, straight from the syncer.
-  std::vector<float>& theta = s.theta;
-  std::vector<uint64_t> versions;
-  if (caf::actor syncer = s.directory->get(Directory::kSyncer)) {
-    caf::scoped_actor self{*s.system};
-    self->send(syncer, seal_atom_v);  // before the snapshot: one sender, in order
-    self->request(syncer, kSnapshotTimeout, snapshot_atom_v)
-        .receive(
-            [&](Packet& p) {
-              auto msg = decode_message(p.bytes);
-              if (!msg.ok() || !std::holds_alternative<Welcome>(*msg)) return;
-              auto model = make_model(s.topology);
-              if (!model.ok()) return;  // its file went away: no snapshot
-              auto fragments = plan_fragments((*model)->layout(), static_cast<int>(std::get<Welcome>(*msg).fragments.size()));
-              if (!fragments.ok()) return;
-              theta.assign((*model)->layout().size(), 0.0f);
-              for (const auto& fv : std::get<Welcome>(*msg).fragments) {
-                if (fv.fragment >= fragments->size()) continue;
-                std::vector<float> values((*fragments)[fv.fragment].size);
-                if (decode_payload(fv.values, values).ok()) scatter((*fragments)[fv.fragment], values, theta);
-              }
-            },
-            [&](caf::error& e) { log_error("no snapshot from the syncer: " + to_string(e)); });
-  } else {
-    log_error("the syncer is not running at the end of the run");
-  }
+  s.stop_learners();
+  if (s.joined()) return s.learner_side_report(wall);
+  s.read_final_model();
   s.shut_down();
+  return s.syncer_side_report(wall);
+}
 
-  // The run's last view (shut_down() took it): the report's figures come from it.
-  const RunView view = s.watch.view();
-  Report r = report_from_view(view, wall);
-  r.data = s.job->description();
-  auto model = make_model(s.topology);
-  r.model = describe_model(model);
-  if (!s.options.save_model.empty()) {
-    if (theta.empty() || !model.ok()) {
-      log_error("the final model is not saved to " + s.options.save_model + ": the syncer's model was not read");
-    } else {
-      ModelFile file{shapes_of((*model)->layout()), theta, r.model + " after " + std::to_string(r.tokens) + " tokens"};
-      if (Status saved = save_model_file(s.options.save_model, file); !saved.ok())
-        log_error("the final model is not saved: " + saved.to_string());
-      else
-        log_info("the final model is saved in " + s.options.save_model);
-    }
+// A learner process knows what its learners adopted and how often they
+// restarted; training totals and quality are the syncer's to report.
+Result<Report> Run::Impl::learner_side_report(double wall) {
+  shut_down();
+  if (const std::string failure = records->latch.failure(); !failure.empty()) return Status::unavailable(failure);
+  const RunView v = observe(SIZE_MAX);
+  Report r;
+  r.mode = mode_name(topology.mode);
+  r.data = job->description();
+  r.learners = static_cast<int>(plan.local_ids.size());
+  r.wall_seconds = wall;
+  r.restarts = v.restarts;
+  r.regressions_refused = v.regressions_refused;
+  r.max_adopted_versions = v.max_adopted_versions;
+  r.gave_up = v.gave_up;
+  for (uint32_t id : plan.local_ids) {
+    LearnerReport l;
+    l.id = id;
+    l.speed = topology.learners[id].speed;
+    l.batch_size = topology.learners[id].batch_size;
+    l.restarts = v.per_learner[id].restarts;
+    l.gave_up = v.per_learner[id].state == LearnerState::kGaveUp;
+    r.per_learner.push_back(l);
   }
-  // A model atoll does not run is evaluated by its learners during the run (report_from_view took that).
-  const bool external = s.topology.model.kind == ModelKind::kExternal;
-  if (!theta.empty() && !external) {
-    // atoll measures a model it runs itself: on its own held-out data, after
-    // the run. What learners' evaluators said is in the metrics and series.
-    r.curve.clear();
-    r.eval.by.clear();
-    const bool text = s.topology.data.kind == DataKind::kText;
-    for (const auto& snap : s.board->snapshots()) {
-      const EvalSums e = evaluate_global(s.topology, *s.job, snap.theta);
-      r.curve.push_back({snap.seconds, snap.tokens, e.loss(), text ? e.bits_per_byte() : 0.0, e.accuracy()});
-    }
-    const EvalSums e = evaluate_global(s.topology, *s.job, theta);
-    r.eval.loss = e.loss();
-    r.eval.accuracy = e.accuracy();
-    r.eval.count = e.count;
-    r.eval.batches = e.batches;
-    r.eval.loss_stderr = e.loss_stderr();
-    if (text) {
-      r.eval.bits_per_byte = e.bits_per_byte();
-      r.eval.bits_per_byte_stderr = e.loss_stderr() / std::numbers::ln2;
-      for (const auto& b : s.job->eval_batches()) r.eval.windows += b.rows;
-    }
-    if (s.options.curve_points > 1)
-      r.curve.push_back({wall, r.tokens, r.eval.loss, r.eval.bits_per_byte, r.eval.accuracy});
-    s.watch.set_eval(r.eval.loss, text ? r.eval.bits_per_byte : std::numeric_limits<double>::quiet_NaN());
-    if (auto* lm = model.ok() ? dynamic_cast<Transformer*>(model->get()) : nullptr)
-      r.sample = lm->sample(theta, "Fellow-Citizens of the Senate and House of Representatives: ", 160, 0.8,
-                            s.topology.seed);
-  } else if (!external || view.stats.evaluations.empty()) {
-    r.eval.loss = r.eval.accuracy = std::numeric_limits<double>::quiet_NaN();
-  }
-  r.series = s.watch.series();
-  r.events = observe_run(*s.board, s.topology, s.tape.get(), SIZE_MAX).events;  // all of them, for the plots
+  r.model = describe_model(make_model(topology));
+  r.eval.loss = r.eval.accuracy = std::numeric_limits<double>::quiet_NaN();
   return r;
+}
+
+Result<Report> Run::Impl::syncer_side_report(double wall) {
+  // The run's last view (shut_down() took it): the report's figures come from it.
+  Report r = report_from_view(watch.view(), wall);
+  r.data = job->description();
+  auto model = make_model(topology);
+  r.model = describe_model(model);
+  save_final_model(r, model);
+  evaluate(r, model);
+  r.series = watch.series();
+  r.events = observe(SIZE_MAX).events;  // all of them, for the plots
+  return r;
+}
+
+void Run::Impl::save_final_model(const Report& r, const Result<std::unique_ptr<Model>>& model) const {
+  if (options.save_model.empty()) return;
+  if (theta.empty() || !model.ok()) {
+    log_error("the final model is not saved to " + options.save_model + ": the syncer's model was not read");
+    return;
+  }
+  ModelFile file{shapes_of((*model)->layout()), theta, r.model + " after " + std::to_string(r.tokens) + " tokens"};
+  if (Status saved = save_model_file(options.save_model, file); !saved.ok())
+    log_error("the final model is not saved: " + saved.to_string());
+  else
+    log_info("the final model is saved in " + options.save_model);
+}
+
+// A model atoll runs is measured on its own held-out data, after the run. A
+// model atoll does not run was evaluated by its learners during the run
+// (report_from_view took that).
+void Run::Impl::evaluate(Report& r, const Result<std::unique_ptr<Model>>& model) {
+  const bool external = topology.model.kind == ModelKind::kExternal;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  if (theta.empty() || external) {
+    if (!external || watch.view().stats.evaluations.empty()) r.eval.loss = r.eval.accuracy = nan;
+    return;
+  }
+  r.curve.clear();
+  r.eval.by.clear();
+  const bool text = topology.data.kind == DataKind::kText;
+  for (const auto& snap : records->snapshots.taken()) {
+    const EvalSums e = evaluate_global(topology, *job, snap.theta);
+    r.curve.push_back({snap.seconds, snap.tokens, e.loss(), text ? e.bits_per_byte() : 0.0, e.accuracy()});
+  }
+  const EvalSums e = evaluate_global(topology, *job, theta);
+  r.eval.loss = e.loss();
+  r.eval.accuracy = e.accuracy();
+  r.eval.count = e.count;
+  r.eval.batches = e.batches;
+  r.eval.loss_stderr = e.loss_stderr();
+  if (text) {
+    r.eval.bits_per_byte = e.bits_per_byte();
+    r.eval.bits_per_byte_stderr = e.loss_stderr() / std::numbers::ln2;
+    for (const auto& b : job->eval_batches()) r.eval.windows += b.rows;
+  }
+  if (options.curve_points > 1) r.curve.push_back({r.wall_seconds, r.tokens, r.eval.loss, r.eval.bits_per_byte, r.eval.accuracy});
+  watch.set_eval(r.eval.loss, text ? r.eval.bits_per_byte : nan);
+  if (auto* lm = model.ok() ? dynamic_cast<Transformer*>(model->get()) : nullptr)
+    r.sample = lm->sample(theta, "Fellow-Citizens of the Senate and House of Representatives: ", 160, 0.8,
+                          topology.seed);
 }
 
 }  // namespace atl

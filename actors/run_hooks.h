@@ -12,9 +12,8 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
-#include "atoll/event_tape.h"
 #include "atoll/message_faults.h"
-#include "atoll/run_board.h"
+#include "atoll/run_records.h"
 #include "atoll/topology.h"
 #include "directory.h"
 
@@ -24,18 +23,18 @@ namespace atl {
 struct RunContext {
   Topology topology;
   std::shared_ptr<Directory> directory;
-  std::shared_ptr<RunBoard> board;
+  std::shared_ptr<RunRecords> records;
   std::chrono::steady_clock::time_point started;
 };
 
 struct RunHooks {
   // Every packet between learners and the syncer passes here (null: none).
   std::shared_ptr<MessageFaults> message_faults;
-  // Supervisors and the syncer record restarts and recoveries here (null: none).
-  std::shared_ptr<EventTape> tape;
+  // The run's event log, e.g. one that writes a tape (null: the run keeps one in memory).
+  std::shared_ptr<RunLog> log;
   // Extra seconds a supervisor waits before restarting `child` (a fault's
   // recovery time); null: none.
-  std::function<double(const std::string& child)> restart_hold;
+  std::function<double(const Child& child)> restart_hold;
   // Extra children of the root supervisor, e.g. the chaos injector.
   std::vector<std::pair<std::string, std::function<caf::actor(caf::actor_system&, const RunContext&)>>> children;
 };

@@ -4,7 +4,7 @@
 // cannot be trapped), restarts a failed child after a backoff that doubles
 // with each restart inside the intensity window, and gives up on a child that
 // failed more than max_restarts times within window_seconds: it is reported
-// (log, RunBoard) and left stopped; the process goes on. If the supervisor
+// (log, the run's event log) and left stopped; the process goes on. If the supervisor
 // itself stops, so do its children, even when it is killed.
 #include <caf/all.hpp>
 
@@ -81,7 +81,7 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
     if (i == st.children.size()) return;
     st.children[i] = nullptr;
     if (dm.reason == caf::exit_reason::user_shutdown || dm.reason == caf::exit_reason::normal) {
-      log_info(st.spec.name + ": " + st.spec.children[i].name + " stopped");
+      log_info(st.spec.name + ": " + st.spec.children[i].child.name() + " stopped");
       return;  // an orderly stop, not a failure
     }
     if (st.stopped_on_purpose.erase(dm.source) > 0) {
@@ -93,7 +93,8 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
       if (!earlier_pending && earlier_running && !st.gave_up[i]) start_from(self, i);
       return;
     }
-    const std::string& name = st.spec.children[i].name;
+    const Child& child = st.spec.children[i].child;
+    const std::string name = child.name();
     log_warn(st.spec.name + ": " + name + " failed: " + to_string(dm.reason));
     const auto now = self->clock().now();
     auto& recent = st.failures[i];
@@ -104,7 +105,7 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
       st.gave_up[i] = true;
       log_error(st.spec.name + ": gave up on " + name + " after " + std::to_string(recent.size()) +
                 " failures within " + std::to_string(st.spec.window_seconds) + " s");
-      if (st.spec.board) st.spec.board->note_gave_up(name);
+      if (st.spec.records) st.spec.records->log->append(event::GaveUp{child});
       return;
     }
     if (st.spec.strategy == SupervisorSpec::Strategy::kRestForOne)
@@ -115,7 +116,7 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
         }
     double backoff = std::min(st.spec.backoff_max,
                               st.spec.backoff_initial * std::pow(2.0, static_cast<double>(recent.size() - 1)));
-    if (st.spec.restart_hold) backoff = std::max(backoff, st.spec.restart_hold(name));  // a fault's recovery time
+    if (st.spec.restart_hold) backoff = std::max(backoff, st.spec.restart_hold(child));  // a fault's recovery time
     st.pending.insert(i);
     self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(backoff)),
                        restart_atom_v, static_cast<uint64_t>(i));
@@ -134,28 +135,25 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
         st.pending.erase(i);
         if (i >= st.children.size() || st.gave_up[i] || st.children[i]) return;
         start_from(self, i);
-        if (st.spec.board) st.spec.board->note_restart(st.spec.children[i].name);
-        if (st.spec.tape)
-          st.spec.tape->record("recovered", {{"what", std::string("restart")},
-                                             {"child", st.spec.children[i].name},
-                                             {"incarnation", static_cast<int64_t>(st.incarnations[i])}});
-        log_info(st.spec.name + ": restarted " + st.spec.children[i].name + " (incarnation " +
+        if (st.spec.records)
+          st.spec.records->log->append(event::Restarted{st.spec.children[i].child, st.incarnations[i]});
+        log_info(st.spec.name + ": restarted " + st.spec.children[i].child.name() + " (incarnation " +
                  std::to_string(st.incarnations[i]) + ")");
       },
   };
 }
 
 caf::behavior checkpointer(caf::event_based_actor* self, std::shared_ptr<CheckpointStore> store,
-                           std::shared_ptr<Directory> directory, std::shared_ptr<RunBoard> board) {
+                           std::shared_ptr<Directory> directory, std::shared_ptr<RunRecords> records) {
   self->attach_functor([directory, addr = self->address()] { directory->erase(Directory::kCheckpointer, addr); });
   return {
-      [store, board](save_atom, Packet& file) {
+      [store, records](save_atom, Packet& file) {
         auto written = store->write_encoded(file.bytes);
         if (!written.ok()) {
           log_error("checkpointer: " + written.status().to_string());
           return;
         }
-        ++board->checkpoints;
+        ++records->counters.checkpoints;
         log_info("checkpointer: wrote " + *written);
       },
       [store](load_atom, uint64_t fingerprint) -> Packet {
@@ -176,10 +174,10 @@ caf::actor spawn_supervisor(caf::actor_system& sys, SupervisorSpec spec) {
 }
 
 caf::actor spawn_checkpointer(caf::actor_system& sys, std::shared_ptr<CheckpointStore> store,
-                              std::shared_ptr<Directory> directory, std::shared_ptr<RunBoard> board) {
+                              std::shared_ptr<Directory> directory, std::shared_ptr<RunRecords> records) {
   // Entered here, not when its thread first runs: the syncer started right
   // after it must find it, or a fresh process would not restore.
-  auto handle = sys.spawn<caf::detached>(checkpointer, std::move(store), directory, std::move(board));
+  auto handle = sys.spawn<caf::detached>(checkpointer, std::move(store), directory, std::move(records));
   directory->put(Directory::kCheckpointer, handle);
   return handle;
 }

@@ -70,7 +70,7 @@ caf::timespan seconds(double s) {
 void send_packet(SyncerActor* self, uint32_t learner, const caf::actor& to, const Packet& p) {
   if (!to) return;
   auto& st = self->state;
-  st.args.board->bytes_down += p.bytes.size();
+  st.args.records->counters.bytes_down += p.bytes.size();
   if (!st.args.faults || !st.args.faults->active()) {
     self->send(to, p);
     return;
@@ -99,74 +99,34 @@ void carry_out(SyncerActor* self, SyncerEffects& fx, const caf::actor* sender = 
     for (uint32_t id = 0; id < st.learners.size(); ++id)
       if (st.core->learners()[id].connected) send_packet(self, id, st.learners[id], p);
   }
-  for (const auto& t : fx.timers) {
-    switch (t.kind) {
-      case SyncerEffects::TimerKind::kGrace:
-        self->delayed_send(self, seconds(t.seconds), grace_atom_v, t.id, t.round);
-        break;
-      case SyncerEffects::TimerKind::kQuorum:
-        self->delayed_send(self, seconds(t.seconds), quorum_atom_v, t.id, t.round);
-        break;
-      case SyncerEffects::TimerKind::kReconfigure:
-        self->delayed_send(self, seconds(t.seconds), reconfig_atom_v, t.id, t.round);
-        break;
-      case SyncerEffects::TimerKind::kMoments:
-        self->delayed_send(self, seconds(t.seconds), moments_atom_v, t.id, t.round);
-        break;
-      case SyncerEffects::TimerKind::kFlush:
-        self->delayed_send(self, seconds(t.seconds), flush_atom_v);
-        break;
-    }
-  }
+  for (const auto& t : fx.timers)
+    self->delayed_send(self, seconds(t.seconds), timer_atom_v, static_cast<uint32_t>(t.kind), t.id, t.round);
   for (const auto& n : fx.notes) log_info("syncer: " + n);
-  for (const auto& e : fx.events)
-    if (e.what == "first_merge")
-      log_info("syncer: learner " + std::to_string(e.learner) + " is merged again, " + std::to_string(e.seconds) +
-               " s after it came back");
-  if (st.args.tape)
-    for (const auto& e : fx.events)
-      st.args.tape->record("recovered", {{"what", e.what},
-                                         {"learner", int64_t{e.learner}},
-                                         {"incarnation", static_cast<int64_t>(e.incarnation)},
-                                         {"seconds", e.seconds}});
+  for (auto& e : fx.events) {
+    if (const auto* merged = std::get_if<event::FirstMerge>(&e))
+      log_info("syncer: learner " + std::to_string(merged->learner) + " is merged again, " +
+               std::to_string(merged->seconds) + " s after it came back");
+    st.args.records->log->append(std::move(e));
+  }
   fx = {};
   if (!st.finished && st.core->flushed()) finish(self, st.ending);
 }
 
+// The syncer's sample, every tick and at the end: what the view shows, and
+// where a restarted syncer continues from.
 void publish(SyncerActor* self) {
   auto& st = self->state;
   const auto& core = *st.core;
-  LiveMetrics m;
-  m.seconds = core.elapsed(self->clock().now());
-  m.tokens = core.total_tokens();
-  m.rounds = core.stats().rounds;
-  m.versions_min = UINT64_MAX;
-  for (uint32_t p = 0; p < core.fragments().size(); ++p) {
-    m.versions_min = std::min(m.versions_min, core.version(p));
-    m.versions_max = std::max(m.versions_max, core.version(p));
-  }
-  double loss = 0.0;
-  for (const auto& l : core.learners()) {
-    m.learner_steps.push_back(l.steps);
-    m.learner_incarnations.push_back(l.incarnation);
-    if (!l.connected) continue;
-    ++m.connected;
-    loss += l.loss;
-  }
-  m.loss = m.connected ? loss / m.connected : 0.0;
-  const double allocated = m.seconds * static_cast<double>(core.learners().size());
-  m.goodput = allocated > 0 ? core.stats().good_seconds / allocated : 0.0;
-  st.args.board->publish(m);
-}
-
-void publish_final(SyncerActor* self) {
-  auto& core = *self->state.core;
-  RunBoard::Final f{true, core.stats(), core.learners(), {}, core.elapsed(self->clock().now()),
-                    self->state.cpu_seconds};
-  for (uint32_t p = 0; p < core.fragments().size(); ++p) f.versions.push_back(core.version(p));
-  if (!core.recovering(self->clock().now())) self->state.args.board->note_versions(f.versions);
-  self->state.args.board->publish_final(std::move(f));
-  publish(self);
+  const auto now = self->clock().now();
+  SyncerSample sample;
+  sample.seconds = core.elapsed(now);
+  sample.cpu_seconds = st.cpu_seconds;
+  sample.recovering = core.recovering(now);
+  sample.tokens = core.total_tokens();
+  sample.stats = core.stats();
+  sample.learners = core.learners();
+  for (uint32_t p = 0; p < core.fragments().size(); ++p) sample.versions.push_back(core.version(p));
+  st.args.records->publish(std::move(sample));
 }
 
 void maybe_checkpoint(SyncerActor* self) {
@@ -198,8 +158,8 @@ void finish(SyncerActor* self, const std::string& why) {
   const Packet done{encode_message(Done{why})};
   for (uint32_t id = 0; id < st.learners.size(); ++id)
     if (st.learners[id]) send_packet(self, id, st.learners[id], done);
-  publish_final(self);
-  st.args.board->seal();
+  publish(self);
+  st.args.records->latch.seal();
 }
 
 // The run ends: first every fragment's last round (outer.final_flush), then
@@ -216,11 +176,10 @@ void end_run(SyncerActor* self, const std::string& why) {
 // Keeps the curve's snapshots (RunOptions::curve_points) and ends the run at its token budget.
 void check_budget(SyncerActor* self) {
   auto& st = self->state;
-  auto& board = *st.args.board;
+  auto& snapshots = st.args.records->snapshots;
   const uint64_t tokens = st.core->total_tokens();
   const double elapsed = st.core->elapsed(self->clock().now());
-  if (!st.core->flushing() && board.snapshot_due(tokens, elapsed))
-    board.add_snapshot({elapsed, tokens, st.core->parameters()});
+  if (!st.core->flushing() && snapshots.due(tokens, elapsed)) snapshots.add({elapsed, tokens, st.core->parameters()});
   const uint64_t budget = st.args.topology.tokens;
   if (st.finished || budget == 0 || tokens < budget) return;
   end_run(self, "token budget of " + std::to_string(budget) + " reached");
@@ -240,7 +199,7 @@ Sender sender_of(SyncerActor* self, const caf::actor& sender, std::optional<uint
 void on_packet(SyncerActor* self, Packet& p, std::optional<uint64_t> remote) {
   auto& st = self->state;
   CpuMeter meter(st.cpu_seconds);
-  st.args.board->bytes_up += p.bytes.size();
+  st.args.records->counters.bytes_up += p.bytes.size();
   const auto now = self->clock().now();
   auto sender = caf::actor_cast<caf::actor>(self->current_sender());
   const auto known = st.ids.find(sender.address());
@@ -306,34 +265,13 @@ caf::behavior running(SyncerActor* self) {
   return {
       [self](Packet& p) { on_packet(self, p, std::nullopt); },
       [self](Packet& p, uint64_t process) { on_packet(self, p, process); },
-      [self](grace_atom, uint32_t fragment, uint64_t round) {
+      [self](timer_atom, uint32_t kind, uint32_t id, uint64_t round) {
         CpuMeter meter(self->state.cpu_seconds);
         SyncerEffects fx;
-        self->state.core->on_timer({SyncerEffects::TimerKind::kGrace, fragment, round, 0.0}, self->clock().now(), fx);
+        const auto timer_kind = static_cast<SyncerEffects::TimerKind>(kind);
+        self->state.core->on_timer({timer_kind, id, round, 0.0}, self->clock().now(), fx);
         carry_out(self, fx);
-        maybe_checkpoint(self);
-      },
-      [self](quorum_atom, uint32_t fragment, uint64_t round) {
-        CpuMeter meter(self->state.cpu_seconds);
-        SyncerEffects fx;
-        self->state.core->on_timer({SyncerEffects::TimerKind::kQuorum, fragment, round, 0.0}, self->clock().now(), fx);
-        carry_out(self, fx);
-      },
-      [self](reconfig_atom, uint32_t learner, uint64_t failures) {
-        SyncerEffects fx;
-        self->state.core->on_timer({SyncerEffects::TimerKind::kReconfigure, learner, failures, 0.0},
-                                   self->clock().now(), fx);
-        carry_out(self, fx);
-      },
-      [self](moments_atom, uint32_t learner, uint64_t request) {
-        SyncerEffects fx;
-        self->state.core->on_timer({SyncerEffects::TimerKind::kMoments, learner, request, 0.0}, self->clock().now(), fx);
-        carry_out(self, fx);
-      },
-      [self](flush_atom) {
-        SyncerEffects fx;
-        self->state.core->on_timer({SyncerEffects::TimerKind::kFlush, 0, 0, 0.0}, self->clock().now(), fx);
-        carry_out(self, fx);
+        if (timer_kind == SyncerEffects::TimerKind::kGrace) maybe_checkpoint(self);
       },
       [self](end_atom, const std::string& why) { end_run(self, why); },  // Run::stop(), a signal, a time limit
       [self](seal_atom) {
@@ -341,22 +279,16 @@ caf::behavior running(SyncerActor* self) {
       },
       [self](tick_atom) {
         check_budget(self);  // a time-based curve, and a budget reached before a restart
-        publish_final(self);  // kept current: a syncer restarted after a kill continues from it
+        publish(self);  // kept current: a syncer restarted after a kill continues from it
         maybe_checkpoint(self);
         self->delayed_send(self, seconds(self->state.args.tick_seconds), tick_atom_v);
       },
-      [self](snapshot_atom) -> Packet {
-        publish_final(self);
+      [self](snapshot_atom) -> FinalModel {
+        publish(self);
         const auto& core = *self->state.core;
-        Welcome w;
-        w.topology = core.topology();
-        const auto theta = core.parameters();
-        for (uint32_t p = 0; p < core.fragments().size(); ++p) {
-          std::vector<float> values(core.fragments()[p].size);
-          gather(core.fragments()[p], theta, values);
-          w.fragments.push_back({p, core.version(p), encode_payload(Codec::kFp32, 0, values)});
-        }
-        return Packet{encode_message(w)};
+        FinalModel model{core.parameters(), {}};
+        for (uint32_t p = 0; p < core.fragments().size(); ++p) model.versions.push_back(core.version(p));
+        return model;
       },
   };
 }
@@ -373,9 +305,9 @@ caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
   state.core = std::move(*core);
   if (!state.args.cluster_token.empty()) state.core->require_token(state.args.cluster_token);
   state.learners.resize(state.args.topology.learners.size());
-  if (const auto previous = state.args.board->final_state(); previous.valid) {
-    state.core->continue_from(previous.stats, previous.learners);
-    log_info("syncer: continuing the statistics of the syncer before it (" + std::to_string(previous.stats.rounds) +
+  if (const auto previous = state.args.records->syncer()) {
+    state.core->continue_from(previous->stats, previous->learners);
+    log_info("syncer: continuing the statistics of the syncer before it (" + std::to_string(previous->stats.rounds) +
              " rounds)");
   }
   self->set_down_handler([self](const caf::down_msg& dm) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "atoll/chaos_verdict.h"
 #include "atoll/log.h"
 #include "injector.h"
 
@@ -16,91 +17,6 @@ std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
-}
-
-// The invariants a single run can check on its own.
-void check(const FaultPlan& plan, const EventTape& tape, const std::vector<float>& theta, ChaosResult& r) {
-  const Invariants& inv = plan.invariants;
-  const Report& rep = r.report;
-  if (inv.finite) {
-    size_t bad = 0;
-    for (float v : theta) bad += std::isfinite(v) ? 0 : 1;
-    if (theta.empty()) r.violations.push_back("finite: no global parameters at the end (the syncer was not there)");
-    else if (bad) r.violations.push_back("finite: " + std::to_string(bad) + " global parameters are not finite");
-    else if (!std::isfinite(rep.eval.loss)) r.violations.push_back("finite: the held-out loss is not finite");
-  }
-  // (A learner offered an older version, by a welcome overtaken by a newer
-  // broadcast, keeps the newer one: that is counted, not an offence.)
-  if (inv.versions_never_decrease && rep.version_decreases > 0)
-    r.violations.push_back("versions_never_decrease: a global version went down " +
-                           std::to_string(rep.version_decreases) + " times");
-  if (inv.no_adopted_version_lost)
-    for (size_t p = 0; p < rep.max_adopted_versions.size(); ++p) {
-      const uint64_t final_v = p < rep.final_versions.size() ? rep.final_versions[p] : 0;
-      if (final_v < rep.max_adopted_versions[p])
-        r.violations.push_back("no_adopted_version_lost: fragment " + std::to_string(p) + " ends at version " +
-                               std::to_string(final_v) + " but a learner adopted " +
-                               std::to_string(rep.max_adopted_versions[p]));
-    }
-  // Every learner killed or crashed is welcomed back within the bound, counted
-  // from the moment its recovery was allowed; the end of the run excuses only
-  // those whose deadline it cut short.
-  const auto entries = tape.entries();
-  for (const auto& e : entries) {
-    const std::string kind = e.text("kind");
-    if (e.event != "inject" || e.number("hit") != 1 || (kind != "kill" && kind != "crash")) continue;
-    ++r.faults_injected;
-    if (inv.reintegrate_within_seconds <= 0) continue;
-    const double learner = e.number("learner");
-    const double ready = e.t + (std::isnan(e.number("recover_after")) ? 0.0 : e.number("recover_after"));
-    const double deadline = ready + inv.reintegrate_within_seconds;
-    bool back = false;
-    for (const auto& f : entries)
-      back |= f.event == "recovered" && f.text("what") == "registration" && f.number("learner") == learner &&
-              f.t >= e.t && f.t <= deadline;
-    if (!back && deadline < rep.wall_seconds - 0.5)
-      r.violations.push_back("reintegrate_within_seconds: learner " + fmt("%.0f", learner) + " " + kind + "ed at " +
-                             fmt("%.2f s", e.t) + " was not welcomed back by " + fmt("%.2f s", deadline));
-  }
-  double down = 0.0;
-  for (const auto& e : entries) {
-    const std::string kind = e.text("kind");
-    if (e.event != "inject" || e.number("hit") != 1 || (kind != "kill" && kind != "crash")) continue;
-    double back = rep.wall_seconds;
-    for (const auto& f : entries)
-      if (f.event == "recovered" && f.text("what") == "registration" && f.number("learner") == e.number("learner") &&
-          f.t >= e.t) {
-        back = std::min(back, f.t);
-        break;
-      }
-    down += std::max(0.0, back - e.t);
-  }
-  if (rep.wall_seconds > 0 && rep.learners > 0) r.alive_fraction = 1.0 - down / (rep.learners * rep.wall_seconds);
-  // Goodput is bounded by the share of learner time the learners were alive,
-  // and how long a restart takes in wall time depends on what else the machine
-  // runs: the bound is a share of the alive time, not of all of it.
-  if (inv.min_goodput > 0 && !(rep.goodput >= inv.min_goodput * r.alive_fraction))
-    r.violations.push_back("min_goodput: " + fmt("%.3f", rep.goodput) + " < " + fmt("%.3f", inv.min_goodput) +
-                           " x alive " + fmt("%.3f", r.alive_fraction) + " = " +
-                           fmt("%.3f", inv.min_goodput * r.alive_fraction));
-  // A planned fault that never fired tested nothing: the run cannot pass on its account.
-  for (const auto& f : plan.faults) {
-    const bool fired = std::any_of(entries.begin(), entries.end(), [&](const auto& e) {
-      return e.event == "inject" && !f.where.empty() && e.text("plan") == f.where;
-    });
-    if (fired) continue;
-    const std::string why = std::string(fault_kind_name(f.kind)) + " of " + f.where + " was never injected: " +
-                            (f.at >= 0 ? "planned at " + fmt("%.2f s", f.at)
-                                       : "its learner never reached step " + std::to_string(f.at_step)) +
-                            ", the run ended at " + fmt("%.2f s", rep.wall_seconds);
-    if (inv.all_faults_injected) r.violations.push_back("all_faults_injected: " + why);
-    else r.notes.push_back(why);
-  }
-  for (const auto& e : entries) {
-    if (e.event == "inject" && e.number("hit") == 1 && e.text("kind") != "kill" && e.text("kind") != "crash")
-      ++r.faults_injected;
-    if (e.event == "recovered" && e.text("what") == "restart") ++r.recoveries;
-  }
 }
 
 }  // namespace
@@ -128,14 +44,14 @@ Result<ChaosResult> run_with_faults(const Topology& topology, const FaultPlan& g
     result.tape_path = options.tape_dir + "/" + std::filesystem::path(plan.path).stem().string() + "-" +
                        mode_name(t.mode) + ".jsonl";
   }
-  auto tape = EventTape::open(result.tape_path, started);
-  if (!tape.ok()) return tape.status();
+  auto log = RunLog::open(result.tape_path, started);
+  if (!log.ok()) return log.status();
   auto holds = std::make_shared<RestartHolds>();
   RunHooks hooks;
   hooks.message_faults = std::make_shared<MessageFaults>(Rng::derive(plan.seed, 0x6e7));
-  hooks.tape = *tape;
-  hooks.restart_hold = [holds](const std::string& child) { return holds->remaining_seconds(child); };
-  InjectorArgs injector{plan, hooks.message_faults, *tape, holds};
+  hooks.log = *log;
+  hooks.restart_hold = [holds](const Child& child) { return holds->remaining_seconds(child.name()); };
+  InjectorArgs injector{plan, hooks.message_faults, holds};
   hooks.children.push_back({"chaos injector", [injector](caf::actor_system& sys, const RunContext& context) {
                               return spawn_injector(sys, context, injector);
                             }});
@@ -148,7 +64,12 @@ Result<ChaosResult> run_with_faults(const Topology& topology, const FaultPlan& g
   result.report = std::move(*report);
   if (options.stopping && options.stopping())
     result.notes.push_back("interrupted: the run was stopped early, its figures cover only the time it ran");
-  check(plan, **tape, (*run)->parameters(), result);
+  ChaosVerdict verdict = judge(plan, result.report, (*run)->parameters(), (*log)->events());
+  result.faults_injected = verdict.faults_injected;
+  result.recoveries = verdict.recoveries;
+  result.alive_fraction = verdict.alive_fraction;
+  result.violations = std::move(verdict.violations);
+  result.notes.insert(result.notes.end(), verdict.notes.begin(), verdict.notes.end());
   return result;
 }
 

@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "atoll/file.h"
+#include "atoll/run_event.h"
 #include "atoll/topology_file.h"
 #include "toml_fields.h"
 
@@ -34,11 +35,6 @@ struct FieldRange {
 };
 constexpr FieldRange kRecoverAfter{"recover_after", 0.0, 3600.0}, kDuration{"duration", 0.0, 86400.0},
     kFactor{"factor", 1.0, 1000.0}, kFaultSeconds{"seconds", 0.0, 3600.0}, kProbability{"probability", 0.0, 1.0};
-
-constexpr FaultKind kAllKinds[] = {FaultKind::kKill,      FaultKind::kCrash,     FaultKind::kStall,
-                                   FaultKind::kSlow,      FaultKind::kPartition, FaultKind::kDelay,
-                                   FaultKind::kDuplicate, FaultKind::kReorder,   FaultKind::kCorrupt,
-                                   FaultKind::kKillSyncer, FaultKind::kKillCheckpointer};
 
 int learner_of(const toml::node& n, const std::string& key, int learners) {
   if (n.is_string()) {
@@ -147,58 +143,6 @@ Invariants read_invariants(const toml::table& t) {
   return inv;
 }
 
-// One line of an event tape: a flat JSON object of strings and numbers.
-using FlatValue = std::variant<std::string, double>;
-Result<std::map<std::string, FlatValue>> parse_flat_json(std::string_view text) {
-  std::map<std::string, FlatValue> out;
-  size_t i = 0;
-  const auto skip = [&] { while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i; };
-  const auto expect = [&](char c) -> bool {
-    skip();
-    if (i < text.size() && text[i] == c) return ++i, true;
-    return false;
-  };
-  const auto string = [&]() -> std::optional<std::string> {
-    if (!expect('"')) return std::nullopt;
-    std::string s;
-    while (i < text.size() && text[i] != '"') {
-      if (text[i] == '\\' && i + 1 < text.size()) {
-        ++i;
-        if (text[i] == 'u' && i + 4 < text.size()) {
-          s += static_cast<char>(std::strtol(std::string(text.substr(i + 1, 4)).c_str(), nullptr, 16));
-          i += 5;
-          continue;
-        }
-      }
-      s += text[i++];
-    }
-    if (i >= text.size()) return std::nullopt;
-    ++i;
-    return s;
-  };
-  if (!expect('{')) return Status::corruption("not a JSON object");
-  if (expect('}')) return out;
-  do {
-    auto key = string();
-    if (!key || !expect(':')) return Status::corruption("expected \"key\": at column " + std::to_string(i + 1));
-    skip();
-    if (i < text.size() && text[i] == '"') {
-      auto v = string();
-      if (!v) return Status::corruption("unterminated string at column " + std::to_string(i + 1));
-      out[*key] = *v;
-    } else {
-      char* end = nullptr;
-      const std::string rest(text.substr(i));
-      const double v = std::strtod(rest.c_str(), &end);
-      if (end == rest.c_str()) return Status::corruption("expected a string or a number at column " + std::to_string(i + 1));
-      i += static_cast<size_t>(end - rest.c_str());
-      out[*key] = v;
-    }
-  } while (expect(','));
-  if (!expect('}')) return Status::corruption("expected , or } at column " + std::to_string(i + 1));
-  return out;
-}
-
 }  // namespace
 
 Result<std::vector<Fault>> faults_from_tape(const std::string& path) {
@@ -214,75 +158,30 @@ Result<std::vector<Fault>> parse_fault_tape(std::string_view text, const std::st
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.empty()) continue;
     const std::string where = path + ":" + std::to_string(n);
-    auto obj = parse_flat_json(line);
-    if (!obj.ok()) return obj.status().with_context(where);
-    const auto num = [&](const char* k, double fallback) {
-      const auto it = obj->find(k);
-      return it != obj->end() && std::holds_alternative<double>(it->second) ? std::get<double>(it->second) : fallback;
-    };
-    const auto str = [&](const char* k) {
-      const auto it = obj->find(k);
-      return it != obj->end() && std::holds_alternative<std::string>(it->second) ? std::get<std::string>(it->second)
-                                                                                  : std::string();
-    };
-    if (str("event") != "inject" || num("hit", 0) != 1) continue;
-    auto kind = parse_fault_kind(str("kind"));
-    if (!kind.ok()) return kind.status().with_context(where);
+    auto decoded = decode_event_line(line);
+    if (!decoded.ok()) return decoded.status().with_context(where);
+    const auto* x = *decoded ? std::get_if<event::Injected>(&(*decoded)->event) : nullptr;
+    if (!x || !x->hit) continue;
     // The same ranges a plan file allows (read_fault): a tape is input too.
     std::string bad;
-    const auto field = [&](const FieldRange& range, double fallback) {
-      const double v = num(range.key, fallback);
+    const auto field = [&](const FieldRange& range, double v) {
       if (!range.holds(v) && bad.empty()) bad = std::string(range.key) + " " + range.refusal(v);
       return v;
     };
     Fault f;
-    f.kind = *kind;
-    f.at = field({"t", 0.0, 86400.0 * 365}, -1);
-    const double learner = field({"learner", -1, 1 << 20}, -1);
-    f.recover_after = field(kRecoverAfter, 0);
-    f.duration = field(kDuration, 0);
-    f.factor = field(kFactor, 1);
-    f.seconds = field(kFaultSeconds, 0);
-    f.probability = field(kProbability, 1);
+    f.kind = x->kind;
+    f.at = field({"t", 0.0, 86400.0 * 365}, (*decoded)->t);
+    f.learner = static_cast<int>(field({"learner", -1, 1 << 20}, static_cast<double>(x->learner)));
+    f.recover_after = field(kRecoverAfter, x->recover_after);
+    f.duration = field(kDuration, x->duration);
+    f.factor = field(kFactor, x->factor);
+    f.seconds = field(kFaultSeconds, x->seconds);
+    f.probability = field(kProbability, x->probability);
     if (!bad.empty()) return Status::corruption(where + ": " + bad);
-    f.learner = static_cast<int>(learner);
     f.where = where;
     faults.push_back(f);
   }
   return faults;
-}
-
-const char* fault_kind_name(FaultKind k) {
-  switch (k) {
-    case FaultKind::kKill: return "kill";
-    case FaultKind::kCrash: return "crash";
-    case FaultKind::kStall: return "stall";
-    case FaultKind::kSlow: return "slow";
-    case FaultKind::kPartition: return "partition";
-    case FaultKind::kDelay: return "delay";
-    case FaultKind::kDuplicate: return "duplicate";
-    case FaultKind::kReorder: return "reorder";
-    case FaultKind::kCorrupt: return "corrupt";
-    case FaultKind::kKillSyncer: return "kill_syncer";
-    case FaultKind::kKillCheckpointer: return "kill_checkpointer";
-  }
-  return "unknown";
-}
-
-Result<FaultKind> parse_fault_kind(std::string_view name) {
-  std::string expected;
-  for (FaultKind k : kAllKinds) {
-    if (name == fault_kind_name(k)) return k;
-    expected += std::string(expected.empty() ? "" : ", ") + fault_kind_name(k);
-  }
-  return Status::invalid_argument("unknown fault kind '" + std::string(name) + "' (expected " + expected + ")");
-}
-
-bool targets_learners(FaultKind k) { return k != FaultKind::kKillSyncer && k != FaultKind::kKillCheckpointer; }
-
-bool is_message_fault(FaultKind k) {
-  return k == FaultKind::kPartition || k == FaultKind::kDelay || k == FaultKind::kDuplicate ||
-         k == FaultKind::kReorder || k == FaultKind::kCorrupt;
 }
 
 Result<FaultPlan> load_fault_plan(const std::string& path) {

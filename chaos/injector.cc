@@ -85,15 +85,17 @@ void inject(InjectorActor* self, const Fault& f) {
   else for (int m = 0; m < learners; ++m) targets.push_back(m);
   for (int m : targets) {
     const bool hit = inject_one(self, f, m);
-    EventTape::Fields fields = {{"kind", std::string(fault_kind_name(f.kind))}, {"hit", int64_t{hit ? 1 : 0}}};
-    if (targets_learners(f.kind)) fields.push_back({"learner", int64_t{m}});
-    if (f.recover_after > 0) fields.push_back({"recover_after", f.recover_after});
-    if (f.duration > 0) fields.push_back({"duration", f.duration});
-    if (f.kind == FaultKind::kSlow) fields.push_back({"factor", f.factor});
-    if (f.seconds > 0) fields.push_back({"seconds", f.seconds});
-    if (f.probability < 1) fields.push_back({"probability", f.probability});
-    if (!f.where.empty()) fields.push_back({"plan", f.where});
-    st.args.tape->record("inject", fields);
+    event::Injected e;
+    e.kind = f.kind;
+    e.hit = hit;
+    e.learner = targets_learners(f.kind) ? m : -1;
+    e.recover_after = f.recover_after;
+    e.duration = f.duration;
+    e.factor = f.factor;
+    e.seconds = f.seconds;
+    e.probability = f.probability;
+    e.plan = f.where;
+    st.context.records->log->append(std::move(e));
     log_info(std::string("chaos: ") + fault_kind_name(f.kind) +
              (targets_learners(f.kind) ? (m < 0 ? " every link" : " learner " + std::to_string(m)) : std::string()) +
              (hit ? "" : " (target not running)"));
@@ -141,13 +143,13 @@ caf::behavior injector(InjectorActor* self, RunContext context, InjectorArgs arg
       [self](fault_atom, uint64_t i) { inject(self, self->state.args.plan.faults[i]); },
       [self](poll_atom) {
         auto& st = self->state;
-        const auto live = st.context.board->live();
+        const auto sample = st.context.records->syncer();
         bool pending = false;
         for (size_t i = 0; i < st.args.plan.faults.size(); ++i) {
           const Fault& f = st.args.plan.faults[i];
           if (f.at >= 0 || st.fired[i]) continue;
           const auto m = static_cast<size_t>(f.learner);
-          if (m < live.learner_steps.size() && live.learner_steps[m] >= f.at_step) {
+          if (sample && m < sample->learners.size() && sample->learners[m].steps >= f.at_step) {
             st.fired[i] = true;
             inject(self, f);
           } else {

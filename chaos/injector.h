@@ -10,7 +10,6 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
-#include "atoll/event_tape.h"
 #include "atoll/fault_plan.h"
 #include "atoll/message_faults.h"
 #include "run_hooks.h"
@@ -41,13 +40,12 @@ class RestartHolds {
 struct InjectorArgs {
   FaultPlan plan;
   std::shared_ptr<MessageFaults> gate;
-  std::shared_ptr<EventTape> tape;
   std::shared_ptr<RestartHolds> holds;
 };
 
 // Executes the plan against the run in `context`: timed faults at their
 // time, step-triggered ones when the learner's reported steps reach them, and
-// seeded Poisson failures; every injection goes to the tape. Restarted by its
+// seeded Poisson failures; every injection goes to the run's event log. Restarted by its
 // supervisor, it skips faults whose time has passed.
 caf::actor spawn_injector(caf::actor_system& sys, const RunContext& context, InjectorArgs args);
 

@@ -32,7 +32,7 @@
 #include "atoll/file.h"
 #include "atoll/fragments.h"
 #include "atoll/job.h"
-#include "atoll/local_cluster.h"
+#include "local_cluster.h"
 #include "atoll/log.h"
 #include "atoll/progress.h"
 #include "atoll/run_plots.h"
@@ -104,7 +104,7 @@ std::string human(double x) {
 std::string progress_line(const atl::RunView& v) {
   char buf[256];
   const int up = static_cast<int>(std::count_if(v.per_learner.begin(), v.per_learner.end(),
-                                                [](const atl::LearnerView& l) { return l.state == "up"; }));
+                                                [](const atl::LearnerView& l) { return l.state == atl::LearnerState::kUp; }));
   std::snprintf(buf, sizeof buf,
                 "[%6.1fs] tokens %s/%s  loss %.4f  rounds %llu  versions %llu-%llu  goodput %.2f  learners %d/%d  "
                 "bytes %s",

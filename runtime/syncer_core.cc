@@ -90,7 +90,7 @@ void SyncerState::note_merged(uint32_t learner, SteadyTime now, SyncerEffects& f
   LearnerRecord& l = learners[learner];
   ++l.merged;
   if (l.awaiting_first_merge) {
-    fx.events.push_back({"first_merge", learner, l.incarnation, seconds_between(*l.awaiting_first_merge, now)});
+    fx.events.push_back(event::FirstMerge{learner, l.incarnation, seconds_between(*l.awaiting_first_merge, now)});
     l.awaiting_first_merge.reset();
   }
 }
@@ -427,7 +427,7 @@ void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<O
         recovery = seconds_between(*l.down_at, now);
         s_->stats.recovery_seconds.push_back(recovery);
       }
-      fx.events.push_back({"registration", learner, incarnation, recovery});
+      fx.events.push_back(event::Registered{learner, incarnation, recovery});
       l.awaiting_first_merge = now;
       l.down_at.reset();
     }

@@ -83,7 +83,7 @@ BOOST_AUTO_TEST_CASE(a_killed_learner_is_restarted_and_reintegrated_while_traini
   BOOST_CHECK_GT(report->eval.accuracy, 0.4);  // 4 classes: well above chance
   // The report carries the run over time: the kill, the restart, the welcome back, and a series to the end.
   const auto has = [&](const std::string& kind) {
-    return std::any_of(report->events.begin(), report->events.end(), [&](const RunEvent& e) { return e.kind == kind; });
+    return std::any_of(report->events.begin(), report->events.end(), [&](const EventLine& e) { return e.kind == kind; });
   };
   BOOST_CHECK(has("fault kill"));
   BOOST_CHECK(has("restart"));
@@ -108,8 +108,8 @@ BOOST_AUTO_TEST_CASE(past_the_restart_intensity_a_learner_is_given_up_and_the_ru
   // Given up: no third restart, and the two others carry on.
   BOOST_REQUIRE(eventually([&] {
     const auto v = r.view();
-    return std::count_if(v.per_learner.begin(), v.per_learner.end(), [](auto& l) { return l.state == "up"; }) == 2 &&
-           v.per_learner[2].state == "gave up";
+    return std::count_if(v.per_learner.begin(), v.per_learner.end(), [](auto& l) { return l.state == atl::LearnerState::kUp; }) == 2 &&
+           v.per_learner[2].state == atl::LearnerState::kGaveUp;
   }));
   const uint64_t rounds = r.view().stats.rounds;
   BOOST_REQUIRE(eventually([&] { return r.view().stats.rounds >= rounds + 10; }));

@@ -43,7 +43,6 @@ char** engine::argv() { return nullptr; }
 
 #include "actors.h"
 #include "atoll/atoms.h"
-#include "atoll/event_tape.h"
 #include "atoll/job.h"
 #include "atoll/messages.h"
 #include "test_support.h"
@@ -90,7 +89,7 @@ constexpr double kStepSeconds = 0.1;
 struct Fixture : test_coordinator_fixture<TestConfig> {
   Topology topology = small_topology();
   std::shared_ptr<Directory> directory = std::make_shared<Directory>();
-  std::shared_ptr<RunBoard> board = std::make_shared<RunBoard>();
+  std::shared_ptr<RunRecords> records = make_records(16);
   caf::actor syncer;
   std::vector<caf::actor> learners;
   std::vector<std::shared_ptr<std::vector<Message>>> inbox;  // what each learner received
@@ -101,7 +100,7 @@ struct Fixture : test_coordinator_fixture<TestConfig> {
     SyncerArgs args;
     args.topology = topology;
     args.directory = directory;
-    args.board = board;
+    args.records = records;
     args.use_checkpointer = false;
     args.tick_seconds = 0.0;  // no periodic timer: the deterministic scheduler must run dry
     syncer = spawn_syncer(sys, args);
@@ -172,19 +171,16 @@ struct Fixture : test_coordinator_fixture<TestConfig> {
   SyncerStats stats() {
     self->send(syncer, snapshot_atom_v);
     consume_messages();
-    self->receive([](Packet&) {});  // the snapshot's answer
-    return board->final_state().stats;
+    self->receive([](FinalModel&) {});  // the snapshot's answer
+    return records->syncer()->stats;
   }
   // Theta, as the syncer holds it (not as broadcast).
   std::vector<float> global() {
     self->send(syncer, snapshot_atom_v);
     consume_messages();
-    std::vector<float> theta(params);
-    self->receive([&](Packet& p) {
-      auto w = decode_message(p.bytes);
-      BOOST_REQUIRE(w.ok() && std::holds_alternative<Welcome>(*w));
-      BOOST_REQUIRE(decode_payload(std::get<Welcome>(*w).fragments.at(0).values, theta).ok());
-    });
+    std::vector<float> theta;
+    self->receive([&](FinalModel& m) { theta = std::move(m.theta); });
+    BOOST_REQUIRE_EQUAL(theta.size(), params);
     return theta;
   }
   // Theta as broadcast, checked against theta0 + shift for every parameter.
@@ -478,7 +474,7 @@ BOOST_AUTO_TEST_CASE(a_learner_that_dies_while_its_welcome_waits_is_never_welcom
   send(0, Moments{asked[0].request, moments_of(0.5f)});  // arrives after the death
   self->send(syncer, snapshot_atom_v);
   consume_messages();
-  BOOST_CHECK(!board->final_state().learners[1].connected);
+  BOOST_CHECK(!records->syncer()->learners[1].connected);
 }
 
 // A learner that restarts while the syncer is down is back after a failure,
@@ -489,15 +485,13 @@ BOOST_AUTO_TEST_CASE(a_learner_restarted_while_the_syncer_was_down_is_recorded_a
   stats();  // the syncer publishes what it knows, as its periodic tick does
   caf::anon_send_exit(syncer, caf::exit_reason::kill);
   consume_messages();
-  auto tape = EventTape::open("", std::chrono::steady_clock::now());
-  BOOST_REQUIRE(tape.ok());
+  const size_t logged = records->log->size();
   SyncerArgs args;
   args.topology = topology;
   args.directory = directory;
-  args.board = board;
+  args.records = records;
   args.use_checkpointer = false;
   args.tick_seconds = 0.0;
-  args.tape = *tape;
   syncer = spawn_syncer(sys, args);  // the supervisor's restart
   consume_messages();
   send(0, Register{0, 1, fingerprint(), "", {}});  // the same incarnation reconnects
@@ -505,13 +499,13 @@ BOOST_AUTO_TEST_CASE(a_learner_restarted_while_the_syncer_was_down_is_recorded_a
   advance_time(2100ms);                            // past the wait for a peer's moments
   consume_messages();
   BOOST_REQUIRE_EQUAL(received<Welcome>(2).size(), 2u);
-  const auto entries = (*tape)->entries();
+  const auto events = records->log->events();
   size_t back = 0;
-  for (const auto& e : entries)
-    if (e.event == "recovered" && e.text("what") == "registration") {
+  for (size_t i = logged; i < events.size(); ++i)
+    if (const auto* r = std::get_if<event::Registered>(&events[i].event)) {
       ++back;
-      BOOST_CHECK_EQUAL(e.number("learner"), 2.0);
-      BOOST_CHECK_EQUAL(e.number("incarnation"), 2.0);
+      BOOST_CHECK_EQUAL(r->learner, 2u);
+      BOOST_CHECK_EQUAL(r->incarnation, 2u);
     }
   BOOST_CHECK_EQUAL(back, 1u);
 }
@@ -617,7 +611,7 @@ BOOST_FIXTURE_TEST_CASE(the_run_ends_with_a_last_round_that_waits_for_every_lear
   send(1, push(1, round, 0, 2, 16, 1.0f));
   BOOST_CHECK(received<Broadcast>(0).empty());  // learner 2's progress counts too: wait for it
   BOOST_CHECK(received<Done>(0).empty());
-  BOOST_CHECK(!board->sealed());
+  BOOST_CHECK(!records->latch.sealed());
   send(2, push(2, round, 0, 1, 8, 1.0f));
   for (size_t m = 0; m < 3; ++m) {
     auto b = received<Broadcast>(m);
@@ -626,7 +620,7 @@ BOOST_FIXTURE_TEST_CASE(the_run_ends_with_a_last_round_that_waits_for_every_lear
     BOOST_CHECK((b[0].merged == std::vector<uint32_t>{0, 1, 2}));
     BOOST_CHECK_EQUAL(received<Done>(m).size(), 1u);
   }
-  BOOST_CHECK(board->sealed());
+  BOOST_CHECK(records->latch.sealed());
 }
 
 BOOST_FIXTURE_TEST_CASE(the_last_round_stops_waiting_for_a_learner_that_never_answers, Budget) {
@@ -637,7 +631,7 @@ BOOST_FIXTURE_TEST_CASE(the_last_round_stops_waiting_for_a_learner_that_never_an
   send(1, push(1, round, 0, 2, 16, -1.0f));
   advance_time(900ms);  // flush_seconds: 3 step times, at least 1 s
   consume_messages();
-  BOOST_CHECK(!board->sealed());
+  BOOST_CHECK(!records->latch.sealed());
   advance_time(200ms);
   consume_messages();
   auto b = received<Broadcast>(2);
@@ -645,7 +639,7 @@ BOOST_FIXTURE_TEST_CASE(the_last_round_stops_waiting_for_a_learner_that_never_an
   expect_theta(b[0], 0.0f);  // +1 and -1 with equal weights
   BOOST_CHECK((b[0].merged == std::vector<uint32_t>{0, 1}));
   BOOST_CHECK_EQUAL(received<Done>(2).size(), 1u);
-  BOOST_CHECK(board->sealed());
+  BOOST_CHECK(records->latch.sealed());
 }
 
 // Run::stop() and the time limit reach the syncer as a message, not a flag it polls.
@@ -663,10 +657,10 @@ BOOST_FIXTURE_TEST_CASE(an_end_message_starts_the_last_round_and_seal_ends_it_at
   self->send(syncer, end_atom_v, std::string("again"));  // once is enough: no second last round
   consume_messages();
   BOOST_CHECK_EQUAL(received<Pull>(0).size(), 1u);
-  BOOST_CHECK(!board->sealed());
+  BOOST_CHECK(!records->latch.sealed());
   self->send(syncer, seal_atom_v);  // Run::wait() gave up on the answers
   consume_messages();
-  BOOST_CHECK(board->sealed());
+  BOOST_CHECK(records->latch.sealed());
   for (size_t m = 0; m < 3; ++m) BOOST_CHECK_EQUAL(received<Done>(m).size(), 1u);
 }
 

@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "atoll/chaos.h"
+#include "atoll/run_event.h"
 #include "test_support.h"
 
 namespace atl {
@@ -74,11 +75,19 @@ BOOST_AUTO_TEST_CASE(a_step_triggered_crash_fires_and_is_recorded) {
                         "premise: learner 1 reached only " << r->report.per_learner[1].steps << " steps");
   BOOST_CHECK_EQUAL(r->faults_injected, 1u);
   BOOST_CHECK_EQUAL(r->report.per_learner[1].restarts, 1u);
+  // The tape, read back as events: the crash, learner 1's restart and its registration.
   std::ifstream in(r->tape_path);
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  BOOST_CHECK(all.find("\"event\":\"inject\",\"kind\":\"crash\",\"hit\":1,\"learner\":1") != std::string::npos);
-  BOOST_CHECK(all.find("\"what\":\"restart\",\"child\":\"learner 1\"") != std::string::npos);
-  BOOST_CHECK(all.find("\"what\":\"registration\",\"learner\":1") != std::string::npos);
+  bool crashed = false, restarted = false, registered = false;
+  for (std::string line; std::getline(in, line);) {
+    auto e = decode_event_line(line);
+    BOOST_REQUIRE_MESSAGE(e.ok() && e->has_value(), line);
+    const RunEvent& ev = (**e).event;
+    if (const auto* x = std::get_if<event::Injected>(&ev))
+      crashed |= x->kind == FaultKind::kCrash && x->hit && x->learner == 1;
+    if (const auto* x = std::get_if<event::Restarted>(&ev)) restarted |= x->child == Child::of_learner(1);
+    if (const auto* x = std::get_if<event::Registered>(&ev)) registered |= x->learner == 1;
+  }
+  BOOST_CHECK(crashed && restarted && registered);
 }
 
 // A learner restarted while its messages are reordered and corrupted gets

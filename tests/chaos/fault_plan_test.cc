@@ -4,7 +4,7 @@
 
 #include <fstream>
 
-#include "atoll/event_tape.h"
+#include "atoll/run_records.h"
 #include "atoll/fault_plan.h"
 #include "test_support.h"
 
@@ -160,14 +160,24 @@ BOOST_AUTO_TEST_CASE(a_missing_plan_is_not_found_by_name) {
 BOOST_AUTO_TEST_CASE(a_tape_replays_as_the_faults_that_hit_at_their_times) {
   Plans t;
   {
-    auto tape = EventTape::open(t.dir.file("run.jsonl"), std::chrono::steady_clock::now());
+    auto tape = RunLog::open(t.dir.file("run.jsonl"), std::chrono::steady_clock::now());
     BOOST_REQUIRE(tape.ok());
-    (*tape)->record("inject", {{"kind", std::string("kill")}, {"hit", int64_t{1}}, {"learner", int64_t{2}},
-                               {"recover_after", 4.5}});
-    (*tape)->record("inject", {{"kind", std::string("kill")}, {"hit", int64_t{0}}, {"learner", int64_t{1}}});
-    (*tape)->record("recovered", {{"what", std::string("restart")}, {"child", std::string("learner 2")}});
-    (*tape)->record("inject", {{"kind", std::string("delay")}, {"hit", int64_t{1}}, {"learner", int64_t{-1}},
-                               {"duration", 2.0}, {"seconds", 0.05}});
+    event::Injected kill;
+    kill.kind = FaultKind::kKill;
+    kill.hit = true;
+    kill.learner = 2;
+    kill.recover_after = 4.5;
+    (*tape)->append(kill);
+    kill.hit = false;  // its target was not running
+    kill.learner = 1;
+    (*tape)->append(kill);
+    (*tape)->append(event::Restarted{Child::of_learner(2), 2});
+    event::Injected delay;
+    delay.kind = FaultKind::kDelay;
+    delay.hit = true;
+    delay.duration = 2.0;
+    delay.seconds = 0.05;
+    (*tape)->append(delay);
   }
   auto p = t.load("replay = \"run.jsonl\"\n");
   BOOST_REQUIRE_MESSAGE(p.ok(), p.status().to_string());

@@ -1,10 +1,9 @@
 // The message-fault gate decides, per packet and link, what the network does
-// to it; the event tape records what happened. Both checked directly.
+// to it. Checked directly.
 #include <boost/test/unit_test.hpp>
 
 #include <fstream>
 
-#include "atoll/event_tape.h"
 #include "atoll/message_faults.h"
 #include "atoll/messages.h"
 #include "test_support.h"
@@ -83,28 +82,6 @@ BOOST_AUTO_TEST_CASE(a_probability_affects_about_that_share_and_is_seeded) {
   BOOST_TEST_MESSAGE(a << " of 2000 dropped at probability 0.3");
   BOOST_CHECK(a > 500 && a < 700);
   BOOST_CHECK_EQUAL(a, count(5));  // same seed, same faults
-}
-
-BOOST_AUTO_TEST_CASE(the_tape_writes_json_lines_and_keeps_structured_entries) {
-  testing::TempDir dir;
-  auto tape = EventTape::open(dir.file("tape.jsonl"), Clock::now());
-  BOOST_REQUIRE(tape.ok());
-  (*tape)->record("inject", {{"kind", std::string("kill")}, {"learner", int64_t{2}}, {"recover_after", 0.5}});
-  (*tape)->record("recovered", {{"what", std::string("restart")}, {"child", std::string("learner \"2\"")}});
-  BOOST_CHECK_EQUAL((*tape)->count("inject"), 1u);
-  BOOST_CHECK_EQUAL((*tape)->count("inject", "kind", "kill"), 1u);
-  const auto entries = (*tape)->entries();
-  BOOST_REQUIRE_EQUAL(entries.size(), 2u);
-  BOOST_CHECK_EQUAL(entries[0].number("learner"), 2.0);
-  BOOST_CHECK_EQUAL(entries[0].number("recover_after"), 0.5);
-  BOOST_CHECK_EQUAL(entries[1].text("child"), "learner \"2\"");
-  std::ifstream in(dir.file("tape.jsonl"));
-  std::string first, second;
-  std::getline(in, first);
-  std::getline(in, second);
-  BOOST_CHECK(first.find("\"event\":\"inject\",\"kind\":\"kill\",\"learner\":2,\"recover_after\":0.5}") !=
-              std::string::npos);
-  BOOST_CHECK(second.find("\"child\":\"learner \\\"2\\\"\"") != std::string::npos);  // escaped
 }
 
 BOOST_AUTO_TEST_SUITE_END()

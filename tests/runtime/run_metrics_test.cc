@@ -40,7 +40,7 @@ RunView sample_view() {
   for (uint32_t id = 0; id < 2; ++id) {
     LearnerView l;
     l.id = id;
-    l.state = id == 0 ? "up" : "down";
+    l.state = id == 0 ? LearnerState::kUp : LearnerState::kDown;
     l.steps = 100 + id;
     l.staleness = id * 2;
     l.restarts = id;
@@ -137,17 +137,16 @@ BOOST_AUTO_TEST_CASE(counters_never_go_down_and_gauges_follow) {
 
 BOOST_AUTO_TEST_CASE(a_learners_evaluations_are_the_held_out_loss_of_the_view_metrics_and_report) {
   // A model atoll does not run: its learners' evaluators (atoll.Evaluator) report to the syncer.
-  RunBoard board;
-  RunBoard::Final f;
-  f.valid = true;
+  auto records = make_records(2);
+  SyncerSample f;
   f.versions = {4, 4};
   f.learners.resize(2);
   f.stats.evaluations = {{1.0, 1000, 0, 2, 4, 2.5, 3.6, std::nan(""), 512},
                          {2.0, 2000, 1, 4, 8, 2.0, 2.9, 0.3, 512}};
-  board.publish_final(f);
+  records->publish(f);
   Topology t;
   t.learners = {{1.0, 8}, {1.0, 8}};
-  const RunView v = observe_run(board, t, nullptr);
+  const RunView v = observe_run(*records, t);
   BOOST_CHECK_EQUAL(v.eval_loss, 2.0);
   BOOST_CHECK_EQUAL(v.eval_bits_per_byte, 2.9);
   BOOST_CHECK_EQUAL(v.point().eval_loss, 2.0);  // the series, and so the loss plot's held-out line

@@ -29,10 +29,24 @@ typename Inspector::result_type inspect(Inspector& f, Packet& x) {
   return f(caf::meta::type_name("atl::Packet"), x.bytes);
 }
 
+// The syncer's answer to (snapshot): the global model as it holds it (not as
+// broadcast, which a codec may have rounded), with each fragment's version.
+struct FinalModel {
+  std::vector<float> theta;
+  std::vector<uint64_t> versions;
+  friend bool operator==(const FinalModel&, const FinalModel&) = default;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, FinalModel& x) {
+  return f(caf::meta::type_name("atl::FinalModel"), x.theta, x.versions);
+}
+
 }  // namespace atl
 
 CAF_BEGIN_TYPE_ID_BLOCK(atoll, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(atoll, (atl::Packet))
+  CAF_ADD_TYPE_ID(atoll, (atl::FinalModel))
   // compute thread -> learner: (step_done, loss, tokens, compute seconds), or
   // (step_failed, what) when the step threw
   CAF_ADD_ATOM(atoll, atl, step_done_atom, "stepdone")
@@ -45,18 +59,15 @@ CAF_BEGIN_TYPE_ID_BLOCK(atoll, caf::first_custom_type_id)
   // blocked since that many steps, register again
   CAF_ADD_ATOM(atoll, atl, lookup_atom, "lookup")
   CAF_ADD_ATOM(atoll, atl, resync_atom, "resync")
-  // syncer -> itself: (grace, fragment, round), (quorum, fragment, round) and
-  // (reconfig, learner, failures) timers
-  CAF_ADD_ATOM(atoll, atl, grace_atom, "grace")
-  CAF_ADD_ATOM(atoll, atl, quorum_atom, "quorum")
-  CAF_ADD_ATOM(atoll, atl, reconfig_atom, "reconfig")
-  CAF_ADD_ATOM(atoll, atl, moments_atom, "moments")
+  // syncer -> itself: (timer, kind, id, round), one of the core's timers
+  // (SyncerEffects::Timer: kind as a number) fell due
+  CAF_ADD_ATOM(atoll, atl, timer_atom, "timer")
   // periodic housekeeping (metrics, checkpoints)
   CAF_ADD_ATOM(atoll, atl, tick_atom, "tick")
   // syncer -> checkpointer: (save, Packet file) ; (load, fingerprint) -> Packet file or empty
   CAF_ADD_ATOM(atoll, atl, save_atom, "save")
   CAF_ADD_ATOM(atoll, atl, load_atom, "load")
-  // -> syncer: the global model, as a Welcome -> Packet
+  // -> syncer: (snapshot) -> FinalModel, the global model as it holds it
   CAF_ADD_ATOM(atoll, atl, snapshot_atom, "snapshot")
   // supervisor -> itself: (restart, child)
   CAF_ADD_ATOM(atoll, atl, restart_atom, "restart")
@@ -78,8 +89,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(atoll, caf::first_custom_type_id)
   CAF_ADD_ATOM(atoll, atl, door_closed_atom, "doorclosed")
   // -> syncer link: (relink) connect every learner; (relink, learner) that one again
   CAF_ADD_ATOM(atoll, atl, relink_atom, "relink")
-  // syncer -> itself: the last rounds of the run stop waiting for answers
-  CAF_ADD_ATOM(atoll, atl, flush_atom, "flush")
   // Run -> syncer: (end, why) the run ends: the last rounds, then Done;
   // (seal) no more waiting for them: the global model is final now
   CAF_ADD_ATOM(atoll, atl, end_atom, "endrun")

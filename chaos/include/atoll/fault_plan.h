@@ -50,28 +50,11 @@
 #include <string_view>
 #include <vector>
 
+#include "atoll/fault_kind.h"
 #include "atoll/status.h"
 #include "atoll/topology.h"
 
 namespace atl {
-
-enum class FaultKind : uint8_t {
-  kKill,              // exit_reason::kill, untrappable
-  kCrash,             // an exception inside the learner
-  kStall,             // no inner step for `duration`
-  kSlow,              // steps `factor` times as long for `duration`
-  kPartition,         // messages between the learner and the syncer dropped for `duration`
-  kDelay,             // ... delivered `seconds` late
-  kDuplicate,         // ... delivered twice
-  kReorder,           // ... late by a random time up to `seconds`, so they overtake each other
-  kCorrupt,           // ... with a byte flipped
-  kKillSyncer,
-  kKillCheckpointer,
-};
-const char* fault_kind_name(FaultKind kind);
-Result<FaultKind> parse_fault_kind(std::string_view name);
-bool targets_learners(FaultKind kind);
-bool is_message_fault(FaultKind kind);
 
 struct Fault {
   FaultKind kind = FaultKind::kKill;
@@ -122,7 +105,7 @@ Result<FaultPlan> load_fault_plan(const std::string& path);
 // The same from text; `path` names it in errors and anchors relative paths.
 Result<FaultPlan> parse_fault_plan(std::string_view text, const std::string& path);
 
-// The faults an event tape (atoll/event_tape.h) records as injected and hit,
+// The faults an event tape (atoll/run_event.h) records as injected and hit,
 // as timed faults at their recorded times. Errors name the file and line.
 Result<std::vector<Fault>> faults_from_tape(const std::string& path);
 // The same from text; `path` names it in errors.

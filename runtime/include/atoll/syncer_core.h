@@ -63,6 +63,7 @@
 #include "atoll/fragments.h"
 #include "atoll/messages.h"
 #include "atoll/model.h"
+#include "atoll/run_event.h"
 #include "atoll/topology.h"
 
 namespace atl {
@@ -93,17 +94,10 @@ struct SyncerEffects {
   std::vector<Message> to_all;      // to every connected learner
   std::vector<Timer> timers;
   std::vector<std::string> notes;   // events worth a log line
-  // Recoveries observed, for a chaos run's event tape: "registration" (a
+  // Recoveries observed, for the run's event log: event::Registered (a
   // learner back after a failure, also one that happened while the syncer was
-  // down; seconds since the failure was seen, NaN if it was not) and
-  // "first_merge" (its first progress merged; seconds since its welcome).
-  struct Event {
-    std::string what;
-    uint32_t learner;
-    uint64_t incarnation;
-    double seconds;
-  };
-  std::vector<Event> events;
+  // down) and event::FirstMerge (its first progress merged).
+  std::vector<RunEvent> events;
 
   bool empty() const { return sends.empty() && to_all.empty() && timers.empty() && notes.empty() && events.empty(); }
 };

@@ -1,4 +1,4 @@
-// SeriesPoint and RunEvent: a run over time, as its report keeps it.
+// SeriesPoint and EventLine: a run over time, as its report keeps it.
 //
 // RunWatch (atoll/run_view.h) samples them while the run goes; the report
 // carries them; run_plots (atoll/run_plots.h) writes them as JSON lines and
@@ -29,9 +29,9 @@ struct SeriesPoint {
 };
 
 // A line of the event tape, for people: a fault, a restart, a re-integration.
-struct RunEvent {
+struct EventLine {
   double seconds = 0.0;
-  std::string kind;  // "inject", "restart", "registration", "first_merge", ...
+  std::string kind;  // kind_of() (atoll/run_event.h): "fault kill", "restart", "registration", ...
   int64_t learner = -1;
   std::string text;  // one line
 };

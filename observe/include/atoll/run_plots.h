@@ -26,7 +26,7 @@ struct RunSeries {
   std::string mode;
   int learners = 0;
   std::vector<SeriesPoint> points;
-  std::vector<RunEvent> events;
+  std::vector<EventLine> events;
 };
 
 RunSeries series_of(const Report& report);

@@ -2,31 +2,24 @@
 
 #include <algorithm>
 #include <cmath>
+#include <variant>
 
 #include "json_writer.h"
 
 namespace atl {
 namespace {
 
-std::string learner_child(uint32_t id) { return "learner " + std::to_string(id); }
+template <class... F>
+struct Overload : F... {
+  using F::operator()...;
+};
 
-std::string field_text(const EventTape::Value& v) {
-  if (const auto* s = std::get_if<std::string>(&v)) return *s;
-  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", std::get<double>(v));
-  return buf;
-}
-
-RunEvent event_of(const EventTape::Entry& e) {
-  RunEvent r;
-  r.seconds = e.t;
-  r.kind = e.event == "recovered" ? e.text("what") : e.event == "inject" ? "fault " + e.text("kind") : e.event;
-  const double learner = e.number("learner");
-  if (std::isfinite(learner)) r.learner = static_cast<int64_t>(learner);
-  r.text = e.event;
-  for (const auto& [k, v] : e.fields) r.text += " " + k + "=" + field_text(v);
-  return r;
+// The tape line without its time, for people: "event":"inject","kind":"kill",...
+EventLine line_of(const TimedEvent& e) {
+  std::string text = encode_event_line(e);
+  const size_t comma = text.find(',');
+  text = comma == std::string::npos ? text : text.substr(comma + 1, text.size() - comma - 2);
+  return {e.t, kind_of(e.event), learner_of(e.event), std::move(text)};
 }
 
 }  // namespace
@@ -61,77 +54,109 @@ SeriesPoint RunView::point() const {
   return p;
 }
 
-RunView observe_run(const RunBoard& board, const Topology& topology, const EventTape* tape, size_t max_events) {
+const char* learner_state_name(LearnerState s) {
+  switch (s) {
+    case LearnerState::kWaiting: return "waiting";
+    case LearnerState::kUp: return "up";
+    case LearnerState::kDown: return "down";
+    case LearnerState::kGaveUp: return "gave up";
+  }
+  return "waiting";
+}
+
+RunView observe_run(const RunRecords& records, const Topology& topology, size_t max_events) {
+  const auto sample = records.syncer();
+  return fold_view(topology, sample ? *sample : SyncerSample{}, records.counters, records.adopted.max(),
+                   records.log->events(), records.latch.finished(), records.latch.sealed(), max_events);
+}
+
+RunView fold_view(const Topology& topology, const SyncerSample& syncer, const RunCounters& counters,
+                  std::vector<uint64_t> max_adopted, const std::vector<TimedEvent>& events, bool finished,
+                  bool sealed, size_t max_events) {
   RunView v;
-  const auto live = board.live();
-  const auto fin = board.final_state();
   const int m = static_cast<int>(topology.learners.size());
   v.mode = mode_name(topology.mode);
   v.learners = m;
   v.token_budget = topology.tokens;
   v.seconds_limit = topology.seconds;
-  v.seconds = live.seconds;
-  v.finished = board.finished();
-  v.sealed = board.sealed();
-  v.tokens = live.tokens;
-  v.train_loss = live.loss;
-  v.goodput = live.goodput;
-  v.alive = m ? double(live.connected) / m : 0.0;
-  v.versions = fin.versions;
-  v.bytes_up = board.bytes_up.load();
-  v.bytes_down = board.bytes_down.load();
-  v.gateway_refusals = board.gateway_refusals.load();
-  v.checkpoints = board.checkpoints.load();
-  v.restarts = board.restarts();
-  v.syncer_cpu_seconds = fin.cpu_seconds;
-  v.stats = fin.stats;
-  v.reintegration_seconds = board.reintegrations();
-  v.max_adopted_versions = board.max_adopted();
-  v.regressions_refused = board.regressions_refused.load();
-  v.version_decreases = board.version_decreases();
-  v.gave_up = board.gave_up();
-  if (const EvaluationPoint* e = newest_evaluation(fin.stats)) {  // a learner's evaluator (atoll.Evaluator)
+  v.seconds = syncer.seconds;
+  v.finished = finished;
+  v.sealed = sealed;
+  v.tokens = syncer.tokens;
+  v.versions = syncer.versions;
+  v.bytes_up = counters.bytes_up.load();
+  v.bytes_down = counters.bytes_down.load();
+  v.gateway_refusals = counters.gateway_refusals.load();
+  v.checkpoints = counters.checkpoints.load();
+  v.regressions_refused = counters.regressions_refused.load();
+  v.syncer_cpu_seconds = syncer.cpu_seconds;
+  v.stats = syncer.stats;
+  v.max_adopted_versions = std::move(max_adopted);
+  const double allocated = syncer.seconds * static_cast<double>(syncer.learners.size());
+  v.goodput = allocated > 0 ? syncer.stats.good_seconds / allocated : 0.0;
+  if (const EvaluationPoint* e = newest_evaluation(syncer.stats)) {  // a learner's evaluator (atoll.Evaluator)
     v.eval_loss = e->loss;
     v.eval_bits_per_byte = e->bits_per_byte;
   }
 
-  std::vector<EventTape::Entry> entries;
-  if (tape) entries = tape->entries();
+  v.per_learner.resize(static_cast<size_t>(m));
+  int connected = 0;
+  double loss = 0.0;
   for (uint32_t id = 0; id < static_cast<uint32_t>(m); ++id) {
-    LearnerView l;
+    LearnerView& l = v.per_learner[id];
     l.id = id;
     l.speed = topology.learners[id].speed;
     l.batch_size = topology.learners[id].batch_size;
-    l.restarts = board.restarts_of(learner_child(id));
-    if (id < fin.learners.size()) {
-      const LearnerRecord& rec = fin.learners[id];
-      l.state = rec.registrations == 0 ? "waiting" : rec.connected ? "up" : "down";
-      l.incarnation = rec.incarnation;
-      l.steps = rec.past_steps + rec.steps;
-      l.tokens = rec.past_tokens + rec.tokens;
-      l.incarnation_tokens = rec.tokens;
-      l.merged = rec.merged;
-      l.step_seconds = rec.step_seconds;
-      l.loss = rec.loss;
-      if (rec.speed > 0) l.speed = rec.speed;  // a Python learner's own labels
-      if (rec.batch_size > 0) l.batch_size = static_cast<int>(rec.batch_size);
-      for (size_t p = 0; p < rec.progress.size() && p < v.versions.size(); ++p)
-        if (v.versions[p] > rec.progress[p].version)
-          l.staleness = std::max(l.staleness, v.versions[p] - rec.progress[p].version);
-    }
-    if (std::find(v.gave_up.begin(), v.gave_up.end(), learner_child(id)) != v.gave_up.end()) l.state = "gave up";
-    v.per_learner.push_back(l);
+    if (id >= syncer.learners.size()) continue;
+    const LearnerRecord& rec = syncer.learners[id];
+    l.state = rec.registrations == 0 ? LearnerState::kWaiting : rec.connected ? LearnerState::kUp : LearnerState::kDown;
+    l.incarnation = rec.incarnation;
+    l.steps = rec.past_steps + rec.steps;
+    l.tokens = rec.past_tokens + rec.tokens;
+    l.incarnation_tokens = rec.tokens;
+    l.merged = rec.merged;
+    l.step_seconds = rec.step_seconds;
+    l.loss = rec.loss;
+    if (rec.speed > 0) l.speed = rec.speed;  // a Python learner's own labels
+    if (rec.batch_size > 0) l.batch_size = static_cast<int>(rec.batch_size);
+    for (size_t p = 0; p < rec.progress.size() && p < v.versions.size(); ++p)
+      if (v.versions[p] > rec.progress[p].version)
+        l.staleness = std::max(l.staleness, v.versions[p] - rec.progress[p].version);
+    if (rec.connected) ++connected, loss += rec.loss;
   }
-  for (const auto& e : entries) {
-    if (e.event == "inject") ++v.faults_injected;
-    if (e.event != "recovered" || e.text("what") != "registration") continue;
-    ++v.faults_recovered;
-    const double id = e.number("learner"), seconds = e.number("seconds");
-    if (std::isfinite(id) && id >= 0 && id < m && std::isfinite(seconds))
-      v.per_learner[static_cast<size_t>(id)].last_reintegration_seconds = seconds;
+  v.train_loss = connected ? loss / connected : 0.0;
+  v.alive = m ? double(connected) / m : 0.0;
+
+  const auto learner = [&](int64_t id) -> LearnerView* {
+    return id >= 0 && id < m ? &v.per_learner[static_cast<size_t>(id)] : nullptr;
+  };
+  for (const TimedEvent& te : events) {
+    std::visit(Overload{
+                   [&](const event::Injected&) { ++v.faults_injected; },
+                   [&](const event::Restarted& x) {
+                     ++v.restarts;
+                     if (x.child.role == Child::Role::kLearner)
+                       if (LearnerView* l = learner(x.child.learner)) ++l->restarts;
+                   },
+                   [&](const event::GaveUp& x) {
+                     v.gave_up.push_back(x.child.name());
+                     if (x.child.role == Child::Role::kLearner)
+                       if (LearnerView* l = learner(x.child.learner)) l->state = LearnerState::kGaveUp;
+                   },
+                   [&](const event::Registered& x) {
+                     ++v.faults_recovered;
+                     if (LearnerView* l = learner(x.learner); l && std::isfinite(x.seconds))
+                       l->last_reintegration_seconds = x.seconds;
+                   },
+                   [&](const event::FirstMerge&) {},
+                   [&](const event::Reintegrated& x) { v.reintegration_seconds.push_back(x.seconds); },
+                   [&](const event::VersionDecreased&) { ++v.version_decreases; },
+                   [&](const event::Failed&) {},
+               },
+               te.event);
   }
-  const size_t first = entries.size() > max_events ? entries.size() - max_events : 0;
-  for (size_t i = first; i < entries.size(); ++i) v.events.push_back(event_of(entries[i]));
+  const size_t first = events.size() > max_events ? events.size() - max_events : 0;
+  for (size_t i = first; i < events.size(); ++i) v.events.push_back(line_of(events[i]));
   return v;
 }
 
@@ -194,7 +219,7 @@ Report report_from_view(const RunView& v, double wall) {
     l.incarnation = lv.incarnation;
     l.last_incarnation_tokens = lv.incarnation_tokens;
     l.restarts = lv.restarts;
-    l.gave_up = lv.state == "gave up";
+    l.gave_up = lv.state == LearnerState::kGaveUp;
     r.per_learner.push_back(l);
   }
   return r;
@@ -234,7 +259,7 @@ std::string view_json(const RunView& v, size_t max_points) {
   for (const auto& l : v.per_learner) {
     j.open(nullptr, '{');
     j.field("id", l.id);
-    j.field("state", l.state);
+    j.field("state", learner_state_name(l.state));
     j.field("speed", l.speed);
     j.field("incarnation", l.incarnation);
     j.field("steps", l.steps);

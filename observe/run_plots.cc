@@ -78,7 +78,7 @@ Result<double> number(const std::string& text, const std::string& where) {
 }
 
 // The faults and restarts worth a mark: kills, crashes, stalls, ... and supervisor restarts.
-std::vector<ChartMark> marks_of(const std::vector<RunEvent>& events) {
+std::vector<ChartMark> marks_of(const std::vector<EventLine>& events) {
   std::vector<ChartMark> marks;
   for (const auto& e : events) {
     if (!e.kind.starts_with("fault")) continue;

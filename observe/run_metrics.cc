@@ -97,7 +97,7 @@ const std::vector<Spec>& specs() {
        [](auto& v) { return one(double(v.faults_recovered)); }},
       // Per learner.
       {"atoll_learner_up", "1 while the learner is registered and not known to be down", "learner", false,
-       [](auto& v) { return per_learner(v, [](const LearnerView& l) { return l.state == "up"; }); }},
+       [](auto& v) { return per_learner(v, [](const LearnerView& l) { return l.state == LearnerState::kUp; }); }},
       {"atoll_learner_steps_total", "Inner steps, all incarnations", "learner", true,
        [](auto& v) { return per_learner(v, [](const LearnerView& l) { return l.steps; }); }},
       {"atoll_learner_tokens_total", "Tokens trained, all incarnations", "learner", true,

@@ -72,7 +72,7 @@ struct Report {
   std::vector<std::string> gave_up;           // children a supervisor stopped restarting
   // The run over time (not in to_json(): run_plots writes them beside it).
   std::vector<SeriesPoint> series;
-  std::vector<RunEvent> events;               // the newest lines of the event tape
+  std::vector<EventLine> events;               // the newest lines of the event tape
 
   std::string to_json() const;
   std::string to_table() const;

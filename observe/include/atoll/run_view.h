@@ -1,8 +1,8 @@
 // RunView: what one run shows, as one read-only snapshot.
 //
-// The actors publish their state to the RunBoard (atoll/run_board.h);
-// observe_run() turns the board, the topology and the event tape into a
-// RunView. Everything that shows a run reads views, never the board: the
+// The actors record the run in RunRecords (atoll/run_records.h);
+// fold_view() turns what they recorded and the topology into a RunView, a
+// pure function. Everything that shows a run reads views, never the records: the
 // metrics endpoint (atoll/run_metrics.h), the status page
 // (atoll/status_server.h), the progress line, the time series and plots
 // (atoll/run_plots.h) and the report (report_from_view()).
@@ -19,18 +19,25 @@
 #include <string>
 #include <vector>
 
-#include "atoll/event_tape.h"
 #include "atoll/report.h"
-#include "atoll/run_board.h"
+#include "atoll/run_records.h"
 #include "atoll/run_series.h"
 #include "atoll/syncer_core.h"
 #include "atoll/topology.h"
 
 namespace atl {
 
+enum class LearnerState : uint8_t {
+  kWaiting,  // never registered
+  kUp,       // registered and connected
+  kDown,     // known to be down
+  kGaveUp,   // its supervisor gave up on it
+};
+const char* learner_state_name(LearnerState s);  // "waiting", "up", "down", "gave up"
+
 struct LearnerView {
   uint32_t id = 0;
-  std::string state = "waiting";  // "waiting" (never registered), "up", "down", "gave up"
+  LearnerState state = LearnerState::kWaiting;
   double speed = 1.0;             // the topology's speed factor
   int batch_size = 0;
   uint64_t incarnation = 0;       // of the last one to register
@@ -77,7 +84,7 @@ struct RunView {
   double eval_bits_per_byte = std::numeric_limits<double>::quiet_NaN();
 
   std::vector<SeriesPoint> series;  // filled by RunWatch
-  std::vector<RunEvent> events;     // the newest tape lines, oldest first
+  std::vector<EventLine> events;    // the newest events, oldest first
 
   uint64_t versions_min() const;
   uint64_t versions_max() const;
@@ -88,9 +95,15 @@ struct RunView {
 // (the latest of equals); null when none.
 const EvaluationPoint* newest_evaluation(const SyncerStats& stats);
 
-// The view of a run now. `tape` may be null; `max_events` newest tape lines are kept.
-RunView observe_run(const RunBoard& board, const Topology& topology, const EventTape* tape,
-                    size_t max_events = 50);
+// The view of a run from what was recorded: the syncer's latest sample (a
+// default one before it published), the counters, the newest adopted
+// versions, the event log and the latch. `max_events` newest events are kept
+// as lines; every event is counted.
+RunView fold_view(const Topology& topology, const SyncerSample& syncer, const RunCounters& counters,
+                  std::vector<uint64_t> max_adopted, const std::vector<TimedEvent>& events, bool finished,
+                  bool sealed, size_t max_events = 50);
+// fold_view() over a run's records now.
+RunView observe_run(const RunRecords& records, const Topology& topology, size_t max_events = 50);
 
 // The report's figures that a view holds: everything but the model and the
 // data, which the run adds, and for models atoll runs the held-out

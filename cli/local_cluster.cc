@@ -1,4 +1,4 @@
-#include "atoll/local_cluster.h"
+#include "local_cluster.h"
 
 #include <fcntl.h>
 #include <sys/prctl.h>

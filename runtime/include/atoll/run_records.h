@@ -1,0 +1,162 @@
+// RunRecords: what the actors of one process record about a run, typed.
+//
+// Five parts, each with one job and its own synchronization:
+//   counters  monotone atomics for high-frequency facts (bytes, checkpoints);
+//   log       the append-only event log (atoll/run_event.h), also written as
+//             the JSON-lines event tape when given a path;
+//   syncer    the syncer's latest sample: one writer (the syncer actor), many
+//             readers; the only in-process source of a restarted syncer's
+//             continuity;
+//   latch     finish, fail and seal, each set once;
+//   snapshots the global model at planned points, for the quality curve.
+// Everything that shows a run (views, reports, chaos verdicts) is a fold
+// over these records, never a mutator of them. No CAF here.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "atoll/run_event.h"
+#include "atoll/status.h"
+#include "atoll/syncer_core.h"
+
+namespace atl {
+
+struct RunCounters {
+  std::atomic<uint64_t> bytes_up{0};    // learner -> syncer, counted where the syncer receives
+  std::atomic<uint64_t> bytes_down{0};  // syncer -> learners, counted where the syncer sends
+  std::atomic<uint64_t> checkpoints{0}; // written
+  // Refused at a syncer process's door (a bad token, an unknown id, an
+  // oversized packet) before reaching the syncer, which counts the rest.
+  std::atomic<uint64_t> gateway_refusals{0};
+  // Welcomes learners refused because they held a newer version.
+  std::atomic<uint64_t> regressions_refused{0};
+};
+
+// The newest global version any learner of this process adopted, per
+// fragment: only ever goes up. Lock-free; fragments beyond the size given at
+// construction are ignored.
+class AdoptedVersions {
+ public:
+  explicit AdoptedVersions(size_t fragments) : max_(fragments) {}
+  void note(uint32_t fragment, uint64_t version);
+  std::vector<uint64_t> max() const;
+
+ private:
+  std::vector<std::atomic<uint64_t>> max_;
+};
+
+class RunLog {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // `path` empty: kept in memory only. The file is truncated.
+  static Result<std::shared_ptr<RunLog>> open(const std::string& path, Clock::time_point start);
+  ~RunLog();
+  RunLog(const RunLog&) = delete;
+  RunLog& operator=(const RunLog&) = delete;
+
+  // Appends at the time now (the line is flushed at once: a crash loses nothing written).
+  void append(RunEvent e);
+  std::vector<TimedEvent> events() const;
+  size_t size() const;
+  const std::string& path() const { return path_; }
+  Clock::time_point start() const { return start_; }
+
+ private:
+  RunLog() = default;
+  Clock::time_point start_;
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  mutable std::mutex mu_;
+  std::vector<TimedEvent> events_;
+};
+
+// What the syncer knows, as of its latest tick (and its last word).
+struct SyncerSample {
+  double seconds = 0.0;      // since the syncer started (the run's start for a restarted one)
+  double cpu_seconds = 0.0;  // its thread CPU on messages and timers (this incarnation)
+  bool recovering = false;   // a restarted syncer still catching up: versions may lag
+  uint64_t tokens = 0;       // trained by every learner, all incarnations
+  SyncerStats stats;
+  std::vector<LearnerRecord> learners;
+  std::vector<uint64_t> versions;  // per fragment
+};
+
+class RunLatch {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // The token budget, the time limit or stop(); wakes wait_finished_until.
+  void finish();
+  // Ends the run because it cannot go on; the first reason is kept.
+  void fail(const std::string& why);
+  // The syncer merged all it will: the global model is final. Also finishes.
+  void seal();
+  bool finished() const;
+  bool sealed() const;
+  std::string failure() const;  // "" none
+  bool wait_finished_until(Clock::time_point deadline) const;
+  bool wait_sealed_until(Clock::time_point deadline) const;
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool finished_ = false, sealed_ = false;
+  std::string failure_;
+};
+
+// The global model at planned points of the run, for a curve of quality
+// against tokens and time evaluated after it.
+class ModelSnapshots {
+ public:
+  struct Snapshot {
+    double seconds = 0.0;  // since the run started
+    uint64_t tokens = 0;
+    std::vector<float> theta;
+  };
+  // `points` - 1 snapshots at equal steps of the token budget (of the time
+  // limit when there is no budget); the run's end is the last point.
+  void plan(int points, uint64_t tokens, double seconds);
+  bool due(uint64_t tokens, double seconds) const;  // the run passed the next planned point
+  void add(Snapshot s);
+  std::vector<Snapshot> taken() const;
+
+ private:
+  mutable std::mutex mu_;
+  int points_ = 0;
+  uint64_t tokens_ = 0;
+  double seconds_ = 0.0;
+  std::vector<Snapshot> taken_;
+};
+
+struct RunRecords {
+  RunRecords(std::shared_ptr<RunLog> log, size_t fragments) : log(std::move(log)), adopted(fragments) {}
+
+  RunCounters counters;
+  std::shared_ptr<RunLog> log;
+  AdoptedVersions adopted;
+  RunLatch latch;
+  ModelSnapshots snapshots;
+
+  // The syncer's sample; a decreasing version is logged (unless recovering).
+  void publish(SyncerSample sample);
+  std::shared_ptr<const SyncerSample> syncer() const;  // null: nothing published yet
+  void fail(const std::string& why);                   // latch.fail, and logged
+
+ private:
+  mutable std::mutex sample_mu_;  // guards the pointer, never the sample
+  std::shared_ptr<const SyncerSample> sample_;
+  std::vector<uint64_t> last_published_;  // per fragment, not while recovering
+};
+
+// An in-memory run's records (tests, a process without a tape).
+std::shared_ptr<RunRecords> make_records(size_t fragments,
+                                         RunLog::Clock::time_point start = RunLog::Clock::now());
+
+}  // namespace atl

@@ -1,0 +1,293 @@
+#include "atoll/run_event.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+
+namespace atl {
+namespace {
+
+template <class... F>
+struct Overload : F... {
+  using F::operator()...;
+};
+
+std::string quoted(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+// One line being written: fields in order; non-finite numbers left out.
+class Line {
+ public:
+  Line(double t, const char* event) {
+    char head[64];
+    std::snprintf(head, sizeof head, "{\"t\":%.3f,\"event\":", std::isfinite(t) ? t : 0.0);
+    text_ = head + quoted(event);
+  }
+  Line& text(const char* key, std::string_view v) {
+    text_ += std::string(",") + quoted(key) + ":" + quoted(v);
+    return *this;
+  }
+  Line& integer(const char* key, int64_t v) {
+    text_ += std::string(",") + quoted(key) + ":" + std::to_string(v);
+    return *this;
+  }
+  Line& number(const char* key, double v) {
+    if (!std::isfinite(v)) return *this;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    text_ += std::string(",") + quoted(key) + ":" + buf;
+    return *this;
+  }
+  std::string done() { return text_ + "}"; }
+
+ private:
+  std::string text_;
+};
+
+// A flat JSON object of strings and numbers (null: absent).
+using Flat = std::map<std::string, std::variant<std::string, double>, std::less<>>;
+
+Result<Flat> parse_flat(std::string_view text) {
+  Flat out;
+  size_t i = 0;
+  const auto column = [&] { return " at column " + std::to_string(i + 1); };
+  const auto skip = [&] { while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i; };
+  const auto expect = [&](char c) {
+    skip();
+    if (i < text.size() && text[i] == c) return ++i, true;
+    return false;
+  };
+  const auto string = [&]() -> std::optional<std::string> {
+    if (!expect('"')) return std::nullopt;
+    std::string s;
+    while (i < text.size() && text[i] != '"') {
+      if (text[i] == '\\' && i + 1 < text.size()) {
+        ++i;
+        if (text[i] == 'u' && i + 4 < text.size()) {
+          s += static_cast<char>(std::strtol(std::string(text.substr(i + 1, 4)).c_str(), nullptr, 16));
+          i += 5;
+          continue;
+        }
+      }
+      s += text[i++];
+    }
+    if (i >= text.size()) return std::nullopt;
+    ++i;
+    return s;
+  };
+  if (!expect('{')) return Status::corruption("not a JSON object");
+  if (expect('}')) return out;
+  do {
+    auto key = string();
+    if (!key || !expect(':')) return Status::corruption("expected \"key\":" + column());
+    skip();
+    if (i < text.size() && text[i] == '"') {
+      auto v = string();
+      if (!v) return Status::corruption("unterminated string" + column());
+      out[*key] = *v;
+    } else if (text.substr(i, 4) == "null") {
+      i += 4;
+    } else {
+      char* end = nullptr;
+      const std::string rest(text.substr(i, 64));
+      const double v = std::strtod(rest.c_str(), &end);
+      if (end == rest.c_str()) return Status::corruption("expected a string, a number or null" + column());
+      i += static_cast<size_t>(end - rest.c_str());
+      out[*key] = v;
+    }
+  } while (expect(','));
+  if (!expect('}')) return Status::corruption("expected , or }" + column());
+  return out;
+}
+
+double number(const Flat& f, std::string_view key, double fallback) {
+  const auto it = f.find(key);
+  return it != f.end() && std::holds_alternative<double>(it->second) ? std::get<double>(it->second) : fallback;
+}
+std::string text(const Flat& f, std::string_view key) {
+  const auto it = f.find(key);
+  return it != f.end() && std::holds_alternative<std::string>(it->second) ? std::get<std::string>(it->second) : "";
+}
+// A count or an id from a tape: a whole number in range, else the fallback.
+uint64_t whole(const Flat& f, std::string_view key, uint64_t fallback = 0) {
+  const double v = number(f, key, -1);
+  return v >= 0 && v <= 9.0e15 && v == std::floor(v) ? static_cast<uint64_t>(v) : fallback;
+}
+
+}  // namespace
+
+Child Child::named(std::string_view name) {
+  if (name == "syncer") return {Role::kSyncer, 0, {}};
+  if (name == "checkpointer") return {Role::kCheckpointer, 0, {}};
+  if (name == "root supervisor") return {Role::kRootSupervisor, 0, {}};
+  if (name == "syncer supervisor") return {Role::kSyncerSupervisor, 0, {}};
+  if (name == "learner supervisor") return {Role::kLearnerSupervisor, 0, {}};
+  if (name.starts_with("learner ")) {
+    char* end = nullptr;
+    const std::string id(name.substr(8));
+    const unsigned long v = std::strtoul(id.c_str(), &end, 10);
+    if (!id.empty() && *end == '\0' && v <= UINT32_MAX) return of_learner(static_cast<uint32_t>(v));
+  }
+  return {Role::kOther, 0, std::string(name)};
+}
+
+std::string Child::name() const {
+  switch (role) {
+    case Role::kLearner: return "learner " + std::to_string(learner);
+    case Role::kSyncer: return "syncer";
+    case Role::kCheckpointer: return "checkpointer";
+    case Role::kRootSupervisor: return "root supervisor";
+    case Role::kSyncerSupervisor: return "syncer supervisor";
+    case Role::kLearnerSupervisor: return "learner supervisor";
+    case Role::kOther: return other;
+  }
+  return other;
+}
+
+int64_t learner_of(const RunEvent& e) {
+  return std::visit(Overload{
+                        [](const event::Injected& x) { return x.learner; },
+                        [](const event::Restarted& x) {
+                          return x.child.role == Child::Role::kLearner ? int64_t{x.child.learner} : int64_t{-1};
+                        },
+                        [](const event::GaveUp& x) {
+                          return x.child.role == Child::Role::kLearner ? int64_t{x.child.learner} : int64_t{-1};
+                        },
+                        [](const event::Registered& x) { return int64_t{x.learner}; },
+                        [](const event::FirstMerge& x) { return int64_t{x.learner}; },
+                        [](const event::Reintegrated& x) { return int64_t{x.learner}; },
+                        [](const event::VersionDecreased&) { return int64_t{-1}; },
+                        [](const event::Failed&) { return int64_t{-1}; },
+                    },
+                    e);
+}
+
+std::string kind_of(const RunEvent& e) {
+  return std::visit(Overload{
+                        [](const event::Injected& x) { return "fault " + std::string(fault_kind_name(x.kind)); },
+                        [](const event::Restarted&) { return std::string("restart"); },
+                        [](const event::GaveUp&) { return std::string("gave up"); },
+                        [](const event::Registered&) { return std::string("registration"); },
+                        [](const event::FirstMerge&) { return std::string("first_merge"); },
+                        [](const event::Reintegrated&) { return std::string("reintegrated"); },
+                        [](const event::VersionDecreased&) { return std::string("version decreased"); },
+                        [](const event::Failed&) { return std::string("failed"); },
+                    },
+                    e);
+}
+
+std::string encode_event_line(const TimedEvent& te) {
+  const double t = te.t;
+  return std::visit(
+      Overload{
+          [t](const event::Injected& x) {
+            Line l(t, "inject");
+            l.text("kind", fault_kind_name(x.kind)).integer("hit", x.hit ? 1 : 0);
+            if (targets_learners(x.kind)) l.integer("learner", x.learner);
+            if (x.recover_after > 0) l.number("recover_after", x.recover_after);
+            if (x.duration > 0) l.number("duration", x.duration);
+            if (x.kind == FaultKind::kSlow) l.number("factor", x.factor);
+            if (x.seconds > 0) l.number("seconds", x.seconds);
+            if (x.probability < 1) l.number("probability", x.probability);
+            if (!x.plan.empty()) l.text("plan", x.plan);
+            if (!x.by.empty()) l.text("by", x.by);
+            return l.done();
+          },
+          [t](const event::Restarted& x) {
+            return Line(t, "recovered")
+                .text("what", "restart")
+                .text("child", x.child.name())
+                .integer("incarnation", static_cast<int64_t>(x.incarnation))
+                .done();
+          },
+          [t](const event::GaveUp& x) { return Line(t, "gave_up").text("child", x.child.name()).done(); },
+          [t](const event::Registered& x) {
+            return Line(t, "recovered").text("what", "registration").integer("learner", x.learner)
+                .integer("incarnation", static_cast<int64_t>(x.incarnation)).number("seconds", x.seconds).done();
+          },
+          [t](const event::FirstMerge& x) {
+            return Line(t, "recovered").text("what", "first_merge").integer("learner", x.learner)
+                .integer("incarnation", static_cast<int64_t>(x.incarnation)).number("seconds", x.seconds).done();
+          },
+          [t](const event::Reintegrated& x) {
+            return Line(t, "reintegrated").integer("learner", x.learner)
+                .integer("incarnation", static_cast<int64_t>(x.incarnation)).number("seconds", x.seconds).done();
+          },
+          [t](const event::VersionDecreased& x) {
+            return Line(t, "version_decreased").integer("fragment", x.fragment)
+                .integer("from", static_cast<int64_t>(x.from)).integer("to", static_cast<int64_t>(x.to)).done();
+          },
+          [t](const event::Failed& x) { return Line(t, "failed").text("why", x.why).done(); },
+      },
+      te.event);
+}
+
+Result<std::optional<TimedEvent>> decode_event_line(std::string_view line) {
+  auto parsed = parse_flat(line);
+  if (!parsed.ok()) return parsed.status();
+  const Flat& f = *parsed;
+  TimedEvent te;
+  te.t = number(f, "t", std::numeric_limits<double>::quiet_NaN());
+  if (!std::isfinite(te.t) || te.t < 0) return Status::corruption("\"t\" is missing or not a time since the start");
+  const std::string name = text(f, "event"), what = text(f, "what");
+  const auto learner = [&] { return static_cast<uint32_t>(std::min<uint64_t>(whole(f, "learner"), UINT32_MAX)); };
+  if (name == "inject") {
+    auto kind = parse_fault_kind(text(f, "kind"));
+    if (!kind.ok()) return kind.status();
+    event::Injected x;
+    x.kind = *kind;
+    x.hit = number(f, "hit", 0) == 1;
+    const double learner_number = number(f, "learner", -1);
+    if (!(learner_number >= -1 && learner_number <= INT32_MAX)) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "learner %g is outside -1 .. %d", learner_number, INT32_MAX);
+      return Status::corruption(buf);
+    }
+    x.learner = static_cast<int64_t>(learner_number);
+    x.recover_after = number(f, "recover_after", 0);
+    x.duration = number(f, "duration", 0);
+    x.factor = number(f, "factor", 1);
+    x.seconds = number(f, "seconds", 0);
+    x.probability = number(f, "probability", 1);
+    x.plan = text(f, "plan");
+    x.by = text(f, "by");
+    te.event = x;
+  } else if (name == "recovered" && what == "restart") {
+    te.event = event::Restarted{Child::named(text(f, "child")), whole(f, "incarnation")};
+  } else if (name == "recovered" && what == "registration") {
+    te.event = event::Registered{learner(), whole(f, "incarnation"), number(f, "seconds", kUnknownSeconds)};
+  } else if (name == "recovered" && what == "first_merge") {
+    te.event = event::FirstMerge{learner(), whole(f, "incarnation"), number(f, "seconds", kUnknownSeconds)};
+  } else if (name == "reintegrated") {
+    te.event = event::Reintegrated{learner(), whole(f, "incarnation"), number(f, "seconds", kUnknownSeconds)};
+  } else if (name == "gave_up") {
+    te.event = event::GaveUp{Child::named(text(f, "child"))};
+  } else if (name == "version_decreased") {
+    te.event = event::VersionDecreased{static_cast<uint32_t>(std::min<uint64_t>(whole(f, "fragment"), UINT32_MAX)),
+                                       whole(f, "from"), whole(f, "to")};
+  } else if (name == "failed") {
+    te.event = event::Failed{text(f, "why")};
+  } else if (name.empty()) {
+    return Status::corruption("no \"event\"");
+  } else {
+    return std::optional<TimedEvent>{};
+  }
+  return std::optional<TimedEvent>{std::move(te)};
+}
+
+}  // namespace atl

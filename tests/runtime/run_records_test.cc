@@ -1,0 +1,180 @@
+// The run's records: typed events and their tape lines (old tapes included),
+// the latch, the monotone adopted versions, the syncer's sample and the
+// version-decrease check, the snapshot plan.
+#include <boost/test/unit_test.hpp>
+
+#include <fstream>
+
+#include "atoll/run_records.h"
+#include "test_support.h"
+
+namespace atl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+TimedEvent round_trip(const TimedEvent& e) {
+  auto back = decode_event_line(encode_event_line(e));
+  BOOST_REQUIRE_MESSAGE(back.ok(), back.status().to_string());
+  BOOST_REQUIRE(back->has_value());
+  return **back;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(run_records_test)
+
+BOOST_AUTO_TEST_CASE(every_event_survives_its_tape_line) {
+  event::Injected kill;
+  kill.kind = FaultKind::kSlow;
+  kill.hit = true;
+  kill.learner = 3;
+  kill.duration = 2.5;
+  kill.factor = 4;
+  kill.plan = "plans/p.toml:12";
+  const auto k = std::get<event::Injected>(round_trip({1.25, kill}).event);
+  BOOST_CHECK(k.kind == FaultKind::kSlow && k.hit && k.learner == 3 && k.duration == 2.5 && k.factor == 4);
+  BOOST_CHECK_EQUAL(k.plan, "plans/p.toml:12");
+  const auto r = std::get<event::Restarted>(round_trip({2, event::Restarted{Child::of_learner(7), 3}}).event);
+  BOOST_CHECK(r.child == Child::of_learner(7));
+  BOOST_CHECK_EQUAL(r.incarnation, 3u);
+  const auto g = std::get<event::GaveUp>(round_trip({3, event::GaveUp{Child::named("chaos injector")}}).event);
+  BOOST_CHECK(g.child.role == Child::Role::kOther && g.child.name() == "chaos injector");
+  const auto reg = std::get<event::Registered>(round_trip({4, event::Registered{2, 5, 1.5}}).event);
+  BOOST_CHECK(reg.learner == 2 && reg.incarnation == 5 && reg.seconds == 1.5);
+  const auto m = std::get<event::FirstMerge>(round_trip({5, event::FirstMerge{1, 2, 0.25}}).event);
+  BOOST_CHECK(m.learner == 1 && m.seconds == 0.25);
+  const auto in = std::get<event::Reintegrated>(round_trip({6, event::Reintegrated{1, 2, 3.5}}).event);
+  BOOST_CHECK(in.learner == 1 && in.incarnation == 2 && in.seconds == 3.5);
+  const auto d = std::get<event::VersionDecreased>(round_trip({7, event::VersionDecreased{4, 12, 11}}).event);
+  BOOST_CHECK(d.fragment == 4 && d.from == 12 && d.to == 11);
+  const auto f = std::get<event::Failed>(round_trip({8, event::Failed{"refused: \"bad\" token\n"}}).event);
+  BOOST_CHECK_EQUAL(f.why, "refused: \"bad\" token\n");
+}
+
+// Before this format had types, a registration the syncer did not see fail
+// was written with "seconds":nan, which is not JSON. Now the field is left
+// out, and read back as unknown.
+BOOST_AUTO_TEST_CASE(an_unknown_time_is_left_out_not_written_as_nan) {
+  const std::string line = encode_event_line({1, event::Registered{2, 3, kUnknownSeconds}});
+  BOOST_CHECK_MESSAGE(line.find("nan") == std::string::npos && line.find("seconds") == std::string::npos, line);
+  BOOST_CHECK(std::isnan(std::get<event::Registered>(round_trip({1, event::Registered{2, 3, kUnknownSeconds}}).event).seconds));
+}
+
+// Lines written by the string tape of earlier versions, verbatim.
+BOOST_AUTO_TEST_CASE(old_tapes_still_read) {
+  const char* lines[] = {
+      R"({"t":12.345,"event":"inject","kind":"kill","hit":1,"learner":2,"recover_after":5,"plan":"random"})",
+      R"({"t":12.346,"event":"recovered","what":"restart","child":"learner 2","incarnation":2})",
+      R"({"t":17.401,"event":"recovered","what":"registration","learner":2,"incarnation":2,"seconds":5.06})",
+      R"({"t":17.650,"event":"recovered","what":"first_merge","learner":2,"incarnation":2,"seconds":0.25})",
+      R"({"t":18,"event":"inject","kind":"stall","hit":1,"learner":0,"duration":3,"by":"Run::stall_learner"})",
+  };
+  std::vector<TimedEvent> events;
+  for (const char* l : lines) {
+    auto e = decode_event_line(l);
+    BOOST_REQUIRE_MESSAGE(e.ok() && e->has_value(), l);
+    events.push_back(**e);
+  }
+  BOOST_CHECK_CLOSE(events[0].t, 12.345, 1e-9);
+  const auto& kill = std::get<event::Injected>(events[0].event);
+  BOOST_CHECK(kill.kind == FaultKind::kKill && kill.hit && kill.learner == 2 && kill.recover_after == 5);
+  BOOST_CHECK(std::get<event::Restarted>(events[1].event).child == Child::of_learner(2));
+  BOOST_CHECK_EQUAL(std::get<event::Registered>(events[2].event).seconds, 5.06);
+  BOOST_CHECK_EQUAL(kind_of(events[3].event), "first_merge");
+  BOOST_CHECK_EQUAL(std::get<event::Injected>(events[4].event).by, "Run::stall_learner");
+  // A newer tape's event is skipped, not an error; a broken line is one, by column.
+  auto newer = decode_event_line(R"({"t":1,"event":"joined","learner":9})");
+  BOOST_CHECK(newer.ok() && !newer->has_value());
+  auto broken = decode_event_line(R"({"t":1,"event":"inject","kind":)");
+  BOOST_CHECK(!broken.ok());
+  BOOST_CHECK(!decode_event_line(R"({"event":"inject","kind":"kill"})").ok());  // no time
+  BOOST_CHECK(!decode_event_line(R"({"t":1,"event":"inject","kind":"melt"})").ok());
+}
+
+BOOST_AUTO_TEST_CASE(the_log_writes_each_event_as_one_flushed_line) {
+  testing::TempDir dir;
+  auto log = RunLog::open(dir.file("tape.jsonl"), Clock::now());
+  BOOST_REQUIRE(log.ok());
+  (*log)->append(event::Restarted{Child::named("syncer"), 2});
+  (*log)->append(event::Failed{"gone"});
+  BOOST_CHECK_EQUAL((*log)->size(), 2u);
+  std::ifstream in(dir.file("tape.jsonl"));  // read while the log is open: flushed
+  std::string line;
+  std::vector<std::string> lines;
+  while (std::getline(in, line)) lines.push_back(line);
+  BOOST_REQUIRE_EQUAL(lines.size(), 2u);
+  auto first = decode_event_line(lines[0]);
+  BOOST_REQUIRE(first.ok() && first->has_value());
+  BOOST_CHECK(std::get<event::Restarted>((*first)->event).child.role == Child::Role::kSyncer);
+  BOOST_CHECK(!RunLog::open(dir.path() + "/no/such/folder/tape.jsonl", Clock::now()).ok());
+}
+
+BOOST_AUTO_TEST_CASE(child_names_are_typed_both_ways) {
+  for (const char* name : {"learner 0", "learner 12", "syncer", "checkpointer", "root supervisor",
+                           "syncer supervisor", "learner supervisor", "chaos injector"})
+    BOOST_CHECK_EQUAL(Child::named(name).name(), name);
+  BOOST_CHECK(Child::named("learner 12").role == Child::Role::kLearner);
+  BOOST_CHECK(Child::named("learner x").role == Child::Role::kOther);
+  BOOST_CHECK(Child::named("syncer supervisor").holds_syncer());
+  BOOST_CHECK(!Child::of_learner(1).holds_syncer());
+}
+
+BOOST_AUTO_TEST_CASE(a_version_that_drops_is_logged_once_and_not_while_recovering) {
+  auto records = make_records(2);
+  BOOST_CHECK(!records->syncer());
+  SyncerSample s;
+  s.versions = {5, 7};
+  records->publish(s);
+  s.versions = {3, 7};
+  s.recovering = true;  // a restarted syncer catching up: not a decrease
+  records->publish(s);
+  BOOST_CHECK_EQUAL(records->log->size(), 0u);
+  s.recovering = false;
+  s.versions = {6, 6};  // against what was published before the restart: 6 after 5 is up, 6 after 7 down
+  records->publish(s);
+  records->publish(s);  // still down: not again
+  const auto events = records->log->events();
+  BOOST_REQUIRE_EQUAL(events.size(), 1u);
+  const auto& d = std::get<event::VersionDecreased>(events[0].event);
+  BOOST_CHECK(d.fragment == 1 && d.from == 7 && d.to == 6);
+  BOOST_CHECK_EQUAL(records->syncer()->versions[1], 6u);
+}
+
+BOOST_AUTO_TEST_CASE(adopted_versions_only_go_up) {
+  AdoptedVersions a(2);
+  a.note(0, 4);
+  a.note(0, 2);
+  a.note(1, 9);
+  a.note(5, 100);  // beyond the fragments: ignored
+  BOOST_CHECK(a.max() == (std::vector<uint64_t>{4, 9}));
+}
+
+BOOST_AUTO_TEST_CASE(the_latch_keeps_the_first_failure_and_seal_finishes) {
+  auto records = make_records(1);
+  BOOST_CHECK(!records->latch.wait_finished_until(Clock::now()));
+  records->fail("first");
+  records->fail("second");
+  BOOST_CHECK_EQUAL(records->latch.failure(), "first");
+  BOOST_CHECK(records->latch.finished() && !records->latch.sealed());
+  BOOST_CHECK_EQUAL(records->log->size(), 1u);  // one Failed event
+  records->latch.seal();
+  BOOST_CHECK(records->latch.wait_sealed_until(Clock::now()));
+}
+
+BOOST_AUTO_TEST_CASE(snapshots_fall_due_at_equal_steps_of_the_budget) {
+  ModelSnapshots s;
+  s.plan(4, 400, 0);  // points at 100, 200, 300 tokens; the run's end is the fourth
+  BOOST_CHECK(!s.due(99, 1e9));
+  BOOST_CHECK(s.due(100, 0));
+  s.add({1.0, 100, {}});
+  BOOST_CHECK(!s.due(150, 0));
+  s.add({2.0, 200, {}});
+  s.add({3.0, 300, {}});
+  BOOST_CHECK(!s.due(1000, 0));  // the end is not a snapshot
+  BOOST_CHECK_EQUAL(s.taken().size(), 3u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+}  // namespace atl
