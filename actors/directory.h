@@ -3,7 +3,8 @@
 // Restarts give actors new handles; whoever needs to reach the syncer, the
 // checkpointer or a learner asks here instead of holding a handle that may be
 // dead. An actor enters itself when it starts and leaves when it stops (only
-// if the entry is still its own). Thread-safe.
+// if the entry is still its own). Supervised children are entered under their
+// Child::name() (atoll/run_event.h). Thread-safe.
 #pragma once
 
 #include <map>
@@ -11,6 +12,8 @@
 #include <string>
 
 #include <caf/actor.hpp>
+
+#include "atoll/run_event.h"
 
 namespace atl {
 
@@ -39,7 +42,7 @@ class Directory {
     return get(kSyncer);
   }
 
-  static std::string learner(uint32_t id) { return "learner " + std::to_string(id); }
+  static std::string learner(uint32_t id) { return Child::of_learner(id).name(); }
   static std::string syncer_of(uint32_t id) { return "syncer of learner " + std::to_string(id); }
   static constexpr const char* kSyncer = "syncer";
   static constexpr const char* kCheckpointer = "checkpointer";

@@ -1,9 +1,12 @@
 // The learner actor: drives a LearnerCore, never waits for the syncer.
 //
-//   lookup ──(syncer found: Register)──> joining ──(Welcome)──> training
-//     ^                                                           │
-//     └─────────────(syncer down: keep training, look again)──────┘
+//   joining ──(Welcome)──> training ──(Done, or refused for good)──> stopped
+//   (looks up the syncer,   (steps; syncer down: trains on and
+//    sends Register)          looks it up again)
 //
+// One behaviour per phase: joining() knows only the welcome, a refusal and
+// the end; training() everything else. What to do about a refusal and which
+// queued pulls are stale are LearnerCore's (on_reject, drop_closed_pulls).
 // While training, each inner step runs on the learner's TBB arena; the actor
 // stays responsive and queues what the syncer sends until the step is done.
 // At each step boundary it applies the queue in arrival order (answering
@@ -20,6 +23,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <optional>
 
 #include "actors.h"
 #include "atoll/atoms.h"
@@ -118,11 +122,6 @@ void try_step(LearnerActor* self) {
 
 void handle(LearnerActor* self, Message m) {
   auto& st = self->state;
-  // Pulls, broadcasts and moment requests meant for an earlier incarnation
-  // (delayed, reordered) can arrive before our welcome: nothing to answer with.
-  if (!st.core->welcomed() && (std::holds_alternative<Pull>(m) || std::holds_alternative<Broadcast>(m) ||
-                               std::holds_alternative<MomentsPull>(m)))
-    return;
   if (auto* w = std::get_if<Welcome>(&m)) {
     const uint64_t refused_before = st.core->regressions_refused();
     if (Status s = st.core->welcome(*w); !s.ok()) {
@@ -162,7 +161,8 @@ void handle(LearnerActor* self, Message m) {
     st.stopping = true;
     self->quit(caf::exit_reason::normal);  // a normal stop: not restarted
   } else if (auto* r = std::get_if<Reject>(&m)) {
-    if (r->reason == RejectReason::kBadToken || r->reason == RejectReason::kFingerprintMismatch) {
+    const auto action = st.core->on_reject(*r, st.registered);
+    if (action == LearnerCore::RejectAction::kStop) {
       // Joining again cannot help: end this side of the run, saying why.
       const std::string why = who(self) + " refused by the syncer (" + reject_reason_name(r->reason) + "): " + r->detail;
       log_error(why);
@@ -175,10 +175,10 @@ void handle(LearnerActor* self, Message m) {
     if (r->reason != st.last_refusal || r->reason != RejectReason::kDuplicateLearner)
       log_warn(who(self) + ": the syncer refused (" + reject_reason_name(r->reason) + "): " + r->detail);
     st.last_refusal = r->reason;
-    if (!st.core->refused(*r)) {
+    if (action == LearnerCore::RejectAction::kRestart) {
       log_error(who(self) + ": its replica is not finite; restarting");
       self->quit(caf::make_error(caf::sec::runtime_error, "replica diverged"));
-    } else if (r->reason == RejectReason::kStale || (r->reason == RejectReason::kUnknownLearner && st.registered)) {
+    } else if (action == LearnerCore::RejectAction::kResync) {
       resync(self);  // we missed a broadcast, or the syncer restarted and does not know us
     }
   } else {
@@ -235,11 +235,7 @@ void handle_external(LearnerActor* self, Message m) {
     answer_deferred(self);  // a frozen replica answers at once
   } else {
     // A pull of a fragment whose next version arrived belongs to a round that has closed.
-    if (const auto* b = std::get_if<Broadcast>(&m))
-      std::erase_if(st.deferred, [&](const Message& d) {
-        const auto* p = std::get_if<Pull>(&d);
-        return p && p->fragment == b->fragment;
-      });
+    LearnerCore::drop_closed_pulls(st.deferred, &m);
     const bool welcomed = st.core->welcomed();
     handle(self, std::move(m));
     if (!welcomed && st.core->welcomed()) {
@@ -312,6 +308,128 @@ void resync(LearnerActor* self) {
   lookup(self);
 }
 
+// A packet from the syncer, decoded; nullopt if it is not from the syncer
+// (only the syncer talks to learners) or malformed (logged).
+std::optional<Message> receive(LearnerActor* self, const Packet& p) {
+  if (!from_syncer(self)) return std::nullopt;
+  auto msg = decode_message(p.bytes);
+  if (!msg.ok()) {
+    log_warn(who(self) + ": dropped a malformed message: " + msg.status().to_string());
+    return std::nullopt;
+  }
+  return std::move(*msg);
+}
+
+// What every phase answers: the lookup timer, the user's steps (a learner
+// trained outside atoll; they are booked once welcomed), injected faults.
+caf::message_handler always(LearnerActor* self) {
+  return {
+      [self](lookup_atom) {
+        if (!self->state.registered) lookup(self);
+      },
+      [self](replica_step_atom) { take_steps(self); },
+      [self](crash_atom) {
+        throw std::runtime_error("crash injected by the chaos plan");  // ends this learner as a bug would
+      },
+      [self](stall_atom, double seconds) {
+        if (self->state.external) {  // its steps are the user's: nothing here to hold back
+          log_warn(who(self) + ": a stall fault does not apply to a learner trained outside atoll");
+          return;
+        }
+        self->state.stalled_until = self->clock().now() + span(seconds);
+      },
+      [self](slow_atom, double factor, double seconds) {
+        self->state.slow_factor = std::max(1.0, factor);
+        self->state.slow_until = self->clock().now() + span(seconds);
+      },
+  };
+}
+
+// Welcomed: steps on its own replica (or the user's, handed over), the
+// syncer's pulls and broadcasts, pushes as they fall due.
+caf::behavior training(LearnerActor* self) {
+  return caf::message_handler{
+      [self](Packet& p) {
+        auto& st = self->state;
+        auto msg = receive(self, p);
+        if (!msg) return;
+        if (st.external) return handle_external(self, std::move(*msg));
+        if (st.computing) {
+          st.inbox.push_back(std::move(*msg));
+          return;
+        }
+        handle(self, std::move(*msg));
+        try_step(self);
+      },
+      [self](step_done_atom, double loss, int64_t tokens, double compute) {
+        auto& st = self->state;
+        st.computing = false;
+        // A learner of speed s takes 1/s times as long per step as a speed-1
+        // learner on the same machine: its wall time (queueing for a core
+        // included), stretched by the extra delay before its next step.
+        const double slow = self->clock().now() < st.slow_until ? st.slow_factor : 1.0;  // an injected slowdown
+        const double speed = st.core->spec().speed / slow;
+        const double wall = std::chrono::duration<double>(self->clock().now() - st.step_started).count();
+        const double extra = speed < 1.0 ? wall * (1.0 / speed - 1.0) : 0.0;
+        st.core->finish_step({static_cast<float>(loss), tokens, compute}, wall + extra);
+        LearnerCore::drop_closed_pulls(st.inbox);
+        while (!st.inbox.empty() && !st.stopping) {
+          Message m = std::move(st.inbox.front());
+          st.inbox.pop_front();
+          handle(self, std::move(m));
+        }
+        if (st.syncer && !st.stopping) {
+          if (!st.last_pulled)  // a last pull was answered with all progress
+            for (const auto& push : st.core->due_pushes()) send_to_syncer(self, push);
+          send_to_syncer(self, st.core->progress());
+        }
+        if (extra > 1e-6) {
+          st.delaying = true;
+          self->delayed_send(self, span(extra), next_step_atom_v);
+          return;
+        }
+        try_step(self);
+      },
+      [self](next_step_atom) {
+        self->state.delaying = false;
+        try_step(self);
+      },
+      [self](resync_atom, uint64_t steps) {
+        auto& st = self->state;
+        st.resync_armed = false;
+        if (st.core->blocked() && st.core->steps() == steps && !st.computing) {
+          log_warn(who(self) + ": no broadcast for " + std::to_string(kResyncAfter.count()) + " s; resynchronizing");
+          resync(self);
+        }
+        try_step(self);
+      },
+      [self](step_failed_atom, std::string& what) {
+        log_error(who(self) + ": inner step failed: " + what);
+        self->quit(caf::make_error(caf::sec::runtime_error, what));
+      },
+  }.or_else(always(self));
+}
+
+// Not yet welcomed: registering with whichever syncer the directory names.
+caf::behavior joining(LearnerActor* self) {
+  return caf::message_handler{
+      [self](Packet& p) {
+        auto& st = self->state;
+        auto msg = receive(self, p);
+        // Pulls, broadcasts and moment requests meant for an earlier incarnation
+        // (delayed, reordered) can arrive before our welcome: nothing to answer with.
+        if (!msg || !(std::holds_alternative<Welcome>(*msg) || std::holds_alternative<Reject>(*msg) ||
+                      std::holds_alternative<Done>(*msg)))
+          return;
+        if (st.external) handle_external(self, std::move(*msg));
+        else handle(self, std::move(*msg));
+        if (!st.core->welcomed()) return;
+        self->become(training(self));
+        try_step(self);
+      },
+  }.or_else(always(self));
+}
+
 caf::behavior learner(LearnerActor* self, LearnerArgs args) {
   auto& state = self->state;
   state.args = std::move(args);
@@ -360,95 +478,7 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
     self->delayed_send(self, kLookupRetry, lookup_atom_v);
   });
   lookup(self);
-  return {
-      [self](Packet& p) {
-        auto& st = self->state;
-        if (!from_syncer(self)) return;  // only the syncer talks to learners
-        auto msg = decode_message(p.bytes);
-        if (!msg.ok()) {
-          log_warn(who(self) + ": dropped a malformed message: " + msg.status().to_string());
-          return;
-        }
-        if (st.external) return handle_external(self, std::move(*msg));
-        if (st.computing) {
-          st.inbox.push_back(std::move(*msg));
-          return;
-        }
-        handle(self, std::move(*msg));
-        try_step(self);
-      },
-      [self](step_done_atom, double loss, int64_t tokens, double compute) {
-        auto& st = self->state;
-        st.computing = false;
-        // A learner of speed s takes 1/s times as long per step as a speed-1
-        // learner on the same machine: its wall time (queueing for a core
-        // included), stretched by the extra delay before its next step.
-        const double slow = self->clock().now() < st.slow_until ? st.slow_factor : 1.0;  // an injected slowdown
-        const double speed = st.core->spec().speed / slow;
-        const double wall = std::chrono::duration<double>(self->clock().now() - st.step_started).count();
-        const double extra = speed < 1.0 ? wall * (1.0 / speed - 1.0) : 0.0;
-        st.core->finish_step({static_cast<float>(loss), tokens, compute}, wall + extra);
-        while (!st.inbox.empty() && !st.stopping) {
-          Message m = std::move(st.inbox.front());
-          st.inbox.pop_front();
-          // A pull followed by a broadcast of the same fragment belongs to a
-          // round that has closed: answering it would only be counted late.
-          if (const auto* pull = std::get_if<Pull>(&m);
-              pull && std::any_of(st.inbox.begin(), st.inbox.end(), [&](const Message& later) {
-                const auto* b = std::get_if<Broadcast>(&later);
-                return b && b->fragment == pull->fragment;
-              }))
-            continue;
-          handle(self, std::move(m));
-        }
-        if (st.syncer && !st.stopping) {
-          if (!st.last_pulled)  // a last pull was answered with all progress
-            for (const auto& push : st.core->due_pushes()) send_to_syncer(self, push);
-          send_to_syncer(self, st.core->progress());
-        }
-        if (extra > 1e-6) {
-          st.delaying = true;
-          self->delayed_send(self, span(extra), next_step_atom_v);
-          return;
-        }
-        try_step(self);
-      },
-      [self](replica_step_atom) { take_steps(self); },
-      [self](next_step_atom) {
-        self->state.delaying = false;
-        try_step(self);
-      },
-      [self](lookup_atom) {
-        if (!self->state.registered) lookup(self);
-      },
-      [self](resync_atom, uint64_t steps) {
-        auto& st = self->state;
-        st.resync_armed = false;
-        if (st.core->blocked() && st.core->steps() == steps && !st.computing) {
-          log_warn(who(self) + ": no broadcast for " + std::to_string(kResyncAfter.count()) + " s; resynchronizing");
-          resync(self);
-        }
-        try_step(self);
-      },
-      [self](crash_atom) {
-        throw std::runtime_error("crash injected by the chaos plan");  // ends this learner as a bug would
-      },
-      [self](stall_atom, double seconds) {
-        if (self->state.external) {  // its steps are the user's: nothing here to hold back
-          log_warn(who(self) + ": a stall fault does not apply to a learner trained outside atoll");
-          return;
-        }
-        self->state.stalled_until = self->clock().now() + span(seconds);
-      },
-      [self](slow_atom, double factor, double seconds) {
-        self->state.slow_factor = std::max(1.0, factor);
-        self->state.slow_until = self->clock().now() + span(seconds);
-      },
-      [self](step_failed_atom, std::string& what) {
-        log_error(who(self) + ": inner step failed: " + what);
-        self->quit(caf::make_error(caf::sec::runtime_error, what));
-      },
-  };
+  return joining(self);
 }
 
 }  // namespace

@@ -155,13 +155,15 @@ Result<ProcessPlan> plan_process(const Topology& topology, const RunOptions& opt
 }
 
 // Which children the run cannot go on without have been given up on: the
-// syncer's side, or every learner of a process that holds some.
+// syncer's side, or every learner of a process that holds some (one by one,
+// or their supervisor).
 std::string lost_beyond_repair(const std::vector<TimedEvent>& events, size_t local_learners) {
   size_t learners_lost = 0;
   for (const auto& e : events) {
     const auto* g = std::get_if<event::GaveUp>(&e.event);
     if (!g) continue;
     if (g->child.holds_syncer()) return "the syncer";
+    if (g->child.role == Child::Role::kLearnerSupervisor && local_learners > 0) return "every learner";
     learners_lost += g->child.role == Child::Role::kLearner ? 1 : 0;
   }
   return local_learners > 0 && learners_lost >= local_learners ? "every learner" : "";
@@ -222,20 +224,23 @@ struct Run::Impl {
     over = true;
   }
 
+  // The final view is taken last, once every actor is done: the records hold
+  // all they will (a checkpoint written at the very end included).
   void shut_down() {
+    if (system) {
+      if (door.actor) caf::anon_send_exit(door.actor, caf::exit_reason::user_shutdown);
+      caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
+      system->await_all_actors_done();
+      pool->wait_idle();
+      // Every actor is done, so nothing more is queued: what is, goes out.
+      if (door.door) door.door->drain(kDrainSeconds);
+      door = {};
+    }
     stop_sampler();
-    if (!system) return;
-    if (door.actor) caf::anon_send_exit(door.actor, caf::exit_reason::user_shutdown);
-    caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
-    system->await_all_actors_done();
-    pool->wait_idle();
-    // Every actor is done, so nothing more is queued: what is, goes out.
-    if (door.door) door.door->drain(kDrainSeconds);
-    door = {};
   }
 
   Status open_checkpoints(std::shared_ptr<CheckpointStore>& store);
-  SupervisorSpec supervisor_spec(const char* name, SupervisorSpec::Strategy strategy, const RunHooks& h) const;
+  SupervisorSpec supervisor_spec(Child::Role role, SupervisorSpec::Strategy strategy, const RunHooks& h) const;
   caf::actor spawn_tree(const RunHooks& h, std::shared_ptr<CheckpointStore> store);
   Status open_door();
   void wait_until_over();
@@ -263,10 +268,10 @@ Status Run::Impl::open_checkpoints(std::shared_ptr<CheckpointStore>& store) {
   return Status();
 }
 
-SupervisorSpec Run::Impl::supervisor_spec(const char* name, SupervisorSpec::Strategy strategy,
+SupervisorSpec Run::Impl::supervisor_spec(Child::Role role, SupervisorSpec::Strategy strategy,
                                           const RunHooks& h) const {
   SupervisorSpec spec;
-  spec.name = name;
+  spec.name = Child{role, 0, {}}.name();
   spec.strategy = strategy;
   spec.max_restarts = options.max_restarts;
   spec.window_seconds = options.restart_window_seconds;
@@ -281,7 +286,7 @@ SupervisorSpec Run::Impl::supervisor_spec(const char* name, SupervisorSpec::Stra
 // hooks' extra children.
 caf::actor Run::Impl::spawn_tree(const RunHooks& h, std::shared_ptr<CheckpointStore> store) {
   using Strategy = SupervisorSpec::Strategy;
-  SupervisorSpec syncers = supervisor_spec("syncer supervisor", Strategy::kRestForOne, h);
+  SupervisorSpec syncers = supervisor_spec(Child::Role::kSyncerSupervisor, Strategy::kRestForOne, h);
   if (store)
     syncers.children.push_back({{Child::Role::kCheckpointer, 0, {}}, [store, dir = directory, records = records](
                                                                           caf::actor_system& s, uint64_t) {
@@ -291,7 +296,7 @@ caf::actor Run::Impl::spawn_tree(const RunHooks& h, std::shared_ptr<CheckpointSt
       {{Child::Role::kSyncer, 0, {}}, [args = SyncerArgs{topology, directory, records, true, 0.1, started,
                                                          h.message_faults, options.cluster.token}](
                                           caf::actor_system& s, uint64_t) { return spawn_syncer(s, args); }});
-  SupervisorSpec learners = supervisor_spec("learner supervisor", Strategy::kOneForOne, h);
+  SupervisorSpec learners = supervisor_spec(Child::Role::kLearnerSupervisor, Strategy::kOneForOne, h);
   // Incarnations count for the whole run, even if the learner supervisor
   // itself is restarted: the syncer tells incarnations apart by number. A
   // learner process starts above any process before it (atoll/incarnation.h).
@@ -304,21 +309,21 @@ caf::actor Run::Impl::spawn_tree(const RunHooks& h, std::shared_ptr<CheckpointSt
                                    return spawn_learner(s, args);
                                  }});
   }
-  SupervisorSpec root = supervisor_spec("root supervisor", Strategy::kOneForOne, h);
+  SupervisorSpec top = supervisor_spec(Child::Role::kRootSupervisor, Strategy::kOneForOne, h);
   if (!joined())
-    root.children.push_back({{Child::Role::kSyncerSupervisor, 0, {}}, [syncers](caf::actor_system& s, uint64_t) {
+    top.children.push_back({{Child::Role::kSyncerSupervisor, 0, {}}, [syncers](caf::actor_system& s, uint64_t) {
                                return spawn_supervisor(s, syncers);
                              }});
   if (!plan.local_ids.empty())
-    root.children.push_back({{Child::Role::kLearnerSupervisor, 0, {}}, [learners](caf::actor_system& s, uint64_t) {
+    top.children.push_back({{Child::Role::kLearnerSupervisor, 0, {}}, [learners](caf::actor_system& s, uint64_t) {
                                return spawn_supervisor(s, learners);
                              }});
   const RunContext context{topology, directory, records, started};
   for (const auto& [name, spawn] : h.children)
-    root.children.push_back({Child::named(name), [spawn, context](caf::actor_system& s, uint64_t) {
+    top.children.push_back({Child::named(name), [spawn, context](caf::actor_system& s, uint64_t) {
                                return spawn(s, context);
                              }});
-  return spawn_supervisor(*system, std::move(root));
+  return spawn_supervisor(*system, std::move(top));
 }
 
 // Across processes: the syncer's process serves learners, a learner process joins the syncer.
@@ -371,13 +376,13 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
   }
   std::shared_ptr<CheckpointStore> store;
   ATOLL_RETURN_IF_ERROR(impl->open_checkpoints(store));
-  impl->started = Clock::now();
-  impl->records = std::make_shared<RunRecords>(h.log ? h.log : std::move(*RunLog::open("", impl->started)),
-                                               impl->plan.fragments);
-  impl->records->snapshots.plan(o.curve_points, topology.tokens, o.seconds > 0 ? o.seconds : topology.seconds);
   impl->pool = std::make_unique<ComputePool>(o.compute_threads);
   impl->config = std::make_unique<Config>(std::max(1, o.control_threads));
   impl->system = std::make_unique<caf::actor_system>(*impl->config);
+  impl->started = Clock::now();  // the run's clock: its time limit, its wall time
+  impl->records = std::make_shared<RunRecords>(h.log ? h.log : std::move(*RunLog::open("", impl->started)),
+                                               impl->plan.fragments);
+  impl->records->snapshots.plan(o.curve_points, topology.tokens, o.seconds > 0 ? o.seconds : topology.seconds);
   impl->root = impl->spawn_tree(h, std::move(store));
   if (Status s = impl->open_door(); !s.ok()) {
     impl->shut_down();
@@ -477,7 +482,8 @@ void Run::Impl::seal_syncer() {
 
 // Learners stop first, so that no round closes after the global model is read.
 void Run::Impl::stop_learners() {
-  caf::actor learners = directory->get("learner supervisor");
+  const std::string supervisor = Child{Child::Role::kLearnerSupervisor, 0, {}}.name();
+  caf::actor learners = directory->get(supervisor);
   if (!learners) return;
   caf::anon_send_exit(learners, caf::exit_reason::user_shutdown);
   const auto give_up = Clock::now() + std::chrono::seconds(10);
@@ -486,7 +492,7 @@ void Run::Impl::stop_learners() {
       if (directory->get(Directory::learner(id))) return true;
     return false;
   };
-  while ((directory->get("learner supervisor") || any_learner()) && Clock::now() < give_up)
+  while ((directory->get(supervisor) || any_learner()) && Clock::now() < give_up)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
 }
 

@@ -1,21 +1,20 @@
-// Supervisors and the checkpointer.
+// Supervisors.
 //
 // A supervisor monitors its children (a link would not do: exit_reason::kill
-// cannot be trapped), restarts a failed child after a backoff that doubles
-// with each restart inside the intensity window, and gives up on a child that
-// failed more than max_restarts times within window_seconds: it is reported
-// (log, the run's event log) and left stopped; the process goes on. If the supervisor
-// itself stops, so do its children, even when it is killed.
+// cannot be trapped), restarts a failed child after a backoff, and gives up
+// on a child that fails too often: RestartPolicy (atoll/restart_policy.h)
+// decides both. A child given up is logged (the run's event log) and left
+// stopped; the process goes on. If the supervisor itself stops, so do its
+// children, even when it is killed.
 #include <caf/all.hpp>
 
 #include <chrono>
-#include <cmath>
-#include <deque>
 #include <set>
 
 #include "actors.h"
 #include "atoll/atoms.h"
 #include "atoll/log.h"
+#include "atoll/restart_policy.h"
 
 namespace atl {
 namespace {
@@ -25,7 +24,7 @@ struct SupervisorState {
   SupervisorSpec spec;
   std::vector<caf::actor> children;
   std::vector<uint64_t> incarnations;
-  std::vector<std::deque<caf::actor_clock::time_point>> failures;
+  std::vector<RestartPolicy> policies;  // per child: backoff and give-up (atoll/restart_policy.h)
   std::vector<bool> gave_up;
   std::set<caf::actor_addr> stopped_on_purpose;  // rest_for_one: siblings we stopped
   std::set<size_t> pending;                      // restart scheduled, not yet done
@@ -61,7 +60,8 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
   const size_t n = state.spec.children.size();
   state.children.resize(n);
   state.incarnations.assign(n, 0);
-  state.failures.resize(n);
+  state.policies.assign(n, RestartPolicy({state.spec.max_restarts, state.spec.window_seconds,
+                                           state.spec.backoff_initial, state.spec.backoff_max}));
   state.gave_up.assign(n, false);
   state.weak_children = std::make_shared<std::vector<caf::weak_actor_ptr>>(n);
   self->attach_functor([weak = state.weak_children](const caf::error& reason) {
@@ -96,14 +96,11 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
     const Child& child = st.spec.children[i].child;
     const std::string name = child.name();
     log_warn(st.spec.name + ": " + name + " failed: " + to_string(dm.reason));
-    const auto now = self->clock().now();
-    auto& recent = st.failures[i];
-    recent.push_back(now);
-    const auto window = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(st.spec.window_seconds));
-    while (!recent.empty() && now - recent.front() > window) recent.pop_front();
-    if (static_cast<int>(recent.size()) > st.spec.max_restarts) {
+    const double now = std::chrono::duration<double>(self->clock().now().time_since_epoch()).count();
+    const auto delay = st.policies[i].on_failure(now);
+    if (!delay) {
       st.gave_up[i] = true;
-      log_error(st.spec.name + ": gave up on " + name + " after " + std::to_string(recent.size()) +
+      log_error(st.spec.name + ": gave up on " + name + " after more than " + std::to_string(st.spec.max_restarts) +
                 " failures within " + std::to_string(st.spec.window_seconds) + " s");
       if (st.spec.records) st.spec.records->log->append(event::GaveUp{child});
       return;
@@ -114,8 +111,7 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
           st.stopped_on_purpose.insert(st.children[j].address());
           self->send_exit(st.children[j], caf::exit_reason::kill);
         }
-    double backoff = std::min(st.spec.backoff_max,
-                              st.spec.backoff_initial * std::pow(2.0, static_cast<double>(recent.size() - 1)));
+    double backoff = *delay;
     if (st.spec.restart_hold) backoff = std::max(backoff, st.spec.restart_hold(child));  // a fault's recovery time
     st.pending.insert(i);
     self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(backoff)),
@@ -143,43 +139,10 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
   };
 }
 
-caf::behavior checkpointer(caf::event_based_actor* self, std::shared_ptr<CheckpointStore> store,
-                           std::shared_ptr<Directory> directory, std::shared_ptr<RunRecords> records) {
-  self->attach_functor([directory, addr = self->address()] { directory->erase(Directory::kCheckpointer, addr); });
-  return {
-      [store, records](save_atom, Packet& file) {
-        auto written = store->write_encoded(file.bytes);
-        if (!written.ok()) {
-          log_error("checkpointer: " + written.status().to_string());
-          return;
-        }
-        ++records->counters.checkpoints;
-        log_info("checkpointer: wrote " + *written);
-      },
-      [store](load_atom, uint64_t fingerprint) -> Packet {
-        auto latest = store->load_latest(fingerprint, [](const std::string& w) { log_warn("checkpointer: " + w); });
-        if (!latest.ok()) {
-          log_warn("checkpointer: " + latest.status().to_string());
-          return {};
-        }
-        return *latest ? Packet{encode_checkpoint(**latest)} : Packet{};
-      },
-  };
-}
-
 }  // namespace
 
 caf::actor spawn_supervisor(caf::actor_system& sys, SupervisorSpec spec) {
   return sys.spawn(supervisor, std::move(spec));
-}
-
-caf::actor spawn_checkpointer(caf::actor_system& sys, std::shared_ptr<CheckpointStore> store,
-                              std::shared_ptr<Directory> directory, std::shared_ptr<RunRecords> records) {
-  // Entered here, not when its thread first runs: the syncer started right
-  // after it must find it, or a fresh process would not restore.
-  auto handle = sys.spawn<caf::detached>(checkpointer, std::move(store), directory, std::move(records));
-  directory->put(Directory::kCheckpointer, handle);
-  return handle;
 }
 
 }  // namespace atl

@@ -2,7 +2,7 @@
 // own Eigen transformer of the same shape, one core each: bytes per second of
 // a training step (forward, backward, AdamW) and of a forward pass alone, on
 // batches of the State of the Union. Held-out quality at equal tokens is a
-// sweep (README, "Bring your own model"):
+// sweep (docs/benchmarks.md, "TorchScript models"):
 //   atoll sweep examples/torch/gpt.toml --grid model.kind=transformer,torchscript
 //
 //   atoll_torchscript_bench [--module FILE] [--steps N] [--repeats R] [--out FILE.json]

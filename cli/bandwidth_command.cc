@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 
 #include "atoll/bandwidth_model.h"
 #include "atoll/job.h"
 #include "atoll/topology_file.h"
+#include "command.h"
 
 namespace atl::cli {
 
@@ -70,6 +72,33 @@ int bandwidth_command(const BandwidthArgs& a) {
                   100 * decoupled_utilization(in, mbit * 1e6));
   }
   return 0;
+}
+
+void add_bandwidth_command(CLI::App& app, int& status) {
+  auto bw = std::make_shared<BandwidthArgs>();
+  auto* bandwidth = app.add_subcommand(
+      "bandwidth", "The link bandwidth each mode needs to keep its compute busy (a model; docs/benchmarks.md, \"Over a slow link\")");
+  bandwidth->add_option("file", bw->file, "Topology file (TOML); none: the built-in default");
+  bandwidth->add_option("--set", bw->sets, "Override one key (repeatable)");
+  bandwidth->add_option("--step-seconds", bw->step_seconds, "Compute time of one inner step of one learner")
+      ->capture_default_str()
+      ->check(kPositiveSeconds);
+  bandwidth->add_option("--rtt-ms", bw->rtt_ms, "Round trip between a learner and the syncer")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  bandwidth->add_option("--target", bw->target, "Share of compute to keep busy")->capture_default_str()->check(CLI::Range(0.01, 0.999));
+  bandwidth->add_option("--parameters", bw->parameters, "Model size, instead of the topology model's (e.g. 1e10)")
+      ->check(CLI::Range(1.0, 1e15));
+  bandwidth->add_option("--link-mbit", bw->links_mbit, "Also print each mode's utilization at these bandwidths (repeatable)")
+      ->check(CLI::Range(1e-3, 1e9));
+  bandwidth->footer(
+      "\nPer learner link: dp sends its fp32 gradient and waits for fp32 parameters every step (transfer and\n"
+      "round trip on the critical path); decoupled pushes and receives each fragment once per H steps while\n"
+      "it trains on. The syncer's side carries the learners' links together. Formulas: atoll/bandwidth_model.h.\n"
+      "Examples:\n"
+      "  atoll bandwidth --step-seconds 0.23 --rtt-ms 40 --link-mbit 100 --link-mbit 1000\n"
+      "  atoll bandwidth --parameters 1e10 --step-seconds 2 --rtt-ms 100 --set outer.sync_every=100");
+  bandwidth->callback([bw, &status] { status = bandwidth_command(*bw); });
 }
 
 }  // namespace atl::cli

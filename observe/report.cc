@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "json_writer.h"
+#include "learner_json.h"
 
 namespace atl {
 namespace {
@@ -44,6 +45,21 @@ double uptime_of(const std::vector<double>& round_ends, double wall) {
   double up = 0.0;
   for (double g : gaps) up += std::min(g, allowance);
   return std::min(1.0, up / wall);
+}
+
+void write_learner_json(JsonWriter& j, const LearnerReport& l) {
+  j.field("id", l.id);
+  j.field("speed", l.speed);
+  j.field("batch_size", l.batch_size);
+  j.field("steps", l.steps);
+  j.field("tokens", l.tokens);
+  j.field("merged", l.merged);
+  j.field("restarts", l.restarts);
+  j.field("incarnation", l.incarnation);
+  j.field("last_incarnation_tokens", l.last_incarnation_tokens);
+  j.field("step_seconds", l.step_seconds);
+  j.field("gave_up", l.gave_up);
+  j.field("failures", l.record.failures);  // straight from the syncer's record
 }
 
 std::string Report::to_json() const {
@@ -117,17 +133,7 @@ std::string Report::to_json() const {
   j.open("per_learner", '[');
   for (const auto& l : per_learner) {
     j.open(nullptr, '{');
-    j.field("id", l.id);
-    j.field("speed", l.speed);
-    j.field("batch_size", l.batch_size);
-    j.field("steps", l.steps);
-    j.field("tokens", l.tokens);
-    j.field("merged", l.merged);
-    j.field("restarts", l.restarts);
-    j.field("incarnation", l.incarnation);
-    j.field("last_incarnation_tokens", l.last_incarnation_tokens);
-    j.field("step_seconds", l.step_seconds);
-    j.field("gave_up", l.gave_up);
+    write_learner_json(j, l);
     j.close('}');
   }
   j.close(']');

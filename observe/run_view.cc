@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "json_writer.h"
+#include "learner_json.h"
 
 namespace atl {
 namespace {
@@ -13,14 +14,10 @@ template <class... F>
 struct Overload : F... {
   using F::operator()...;
 };
+template <class... F>
+Overload(F...) -> Overload<F...>;
 
-// The tape line without its time, for people: "event":"inject","kind":"kill",...
-EventLine line_of(const TimedEvent& e) {
-  std::string text = encode_event_line(e);
-  const size_t comma = text.find(',');
-  text = comma == std::string::npos ? text : text.substr(comma + 1, text.size() - comma - 2);
-  return {e.t, kind_of(e.event), learner_of(e.event), std::move(text)};
-}
+EventLine line_of(const TimedEvent& e) { return {e.t, kind_of(e.event), learner_of(e.event), event_text(e.event)}; }
 
 }  // namespace
 
@@ -110,10 +107,11 @@ RunView fold_view(const Topology& topology, const SyncerSample& syncer, const Ru
     if (id >= syncer.learners.size()) continue;
     const LearnerRecord& rec = syncer.learners[id];
     l.state = rec.registrations == 0 ? LearnerState::kWaiting : rec.connected ? LearnerState::kUp : LearnerState::kDown;
+    l.record = rec;
     l.incarnation = rec.incarnation;
     l.steps = rec.past_steps + rec.steps;
     l.tokens = rec.past_tokens + rec.tokens;
-    l.incarnation_tokens = rec.tokens;
+    l.last_incarnation_tokens = rec.tokens;
     l.merged = rec.merged;
     l.step_seconds = rec.step_seconds;
     l.loss = rec.loss;
@@ -141,7 +139,7 @@ RunView fold_view(const Topology& topology, const SyncerSample& syncer, const Ru
                    [&](const event::GaveUp& x) {
                      v.gave_up.push_back(x.child.name());
                      if (x.child.role == Child::Role::kLearner)
-                       if (LearnerView* l = learner(x.child.learner)) l->state = LearnerState::kGaveUp;
+                       if (LearnerView* l = learner(x.child.learner)) l->state = LearnerState::kGaveUp, l->gave_up = true;
                    },
                    [&](const event::Registered& x) {
                      ++v.faults_recovered;
@@ -208,19 +206,7 @@ Report report_from_view(const RunView& v, double wall) {
                 std::to_string(e.versions_min) + ", at " + std::to_string(static_cast<int>(e.seconds)) + " s";
   }
   for (const auto& lv : v.per_learner) {
-    LearnerReport l;
-    l.id = lv.id;
-    l.speed = lv.speed;
-    l.batch_size = lv.batch_size;
-    l.steps = lv.steps;
-    l.tokens = lv.tokens;
-    l.merged = lv.merged;
-    l.step_seconds = lv.step_seconds;
-    l.incarnation = lv.incarnation;
-    l.last_incarnation_tokens = lv.incarnation_tokens;
-    l.restarts = lv.restarts;
-    l.gave_up = lv.state == LearnerState::kGaveUp;
-    r.per_learner.push_back(l);
+    r.per_learner.push_back(lv);  // the report's part of the view
   }
   return r;
 }
@@ -258,17 +244,10 @@ std::string view_json(const RunView& v, size_t max_points) {
   j.open("per_learner", '[');
   for (const auto& l : v.per_learner) {
     j.open(nullptr, '{');
-    j.field("id", l.id);
+    write_learner_json(j, l);
     j.field("state", learner_state_name(l.state));
-    j.field("speed", l.speed);
-    j.field("incarnation", l.incarnation);
-    j.field("steps", l.steps);
-    j.field("tokens", l.tokens);
-    j.field("merged", l.merged);
-    j.field("step_seconds", l.step_seconds);
     j.field("loss", l.loss);
     j.field("staleness", l.staleness);
-    j.field("restarts", l.restarts);
     j.field("last_reintegration_seconds", l.last_reintegration_seconds);
     j.close('}');
   }

@@ -1,4 +1,4 @@
-// Decoupled rounds (DESIGN section 5; the steps are listed in atoll/syncer_core.h).
+// Decoupled rounds (docs/design.md section 5; the steps are listed in atoll/syncer_core.h).
 #include <algorithm>
 #include <cmath>
 #include <map>

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <deque>
+#include <set>
 #include <string>
 
 #include "atoll/cluster_token.h"
@@ -315,14 +317,37 @@ Progress LearnerCore::progress() const {
   return p;
 }
 
-bool LearnerCore::refused(const Reject& r) {
-  if (r.fragment >= fragments_.size()) return true;  // not about a push
-  Track& t = tracks_[r.fragment];
-  t.pushed = false;
-  if (data_parallel()) t.steps = 0;  // the gradient is gone: compute a new one
-  std::vector<float> mine(fragments_[r.fragment].size);
-  gather(fragments_[r.fragment], params_, mine);
-  return std::all_of(mine.begin(), mine.end(), [](float v) { return std::isfinite(v); });
+LearnerCore::RejectAction LearnerCore::on_reject(const Reject& r, bool registered) {
+  if (r.reason == RejectReason::kBadToken || r.reason == RejectReason::kFingerprintMismatch) return RejectAction::kStop;
+  if (r.fragment < fragments_.size()) {  // about a push: it may go again
+    Track& t = tracks_[r.fragment];
+    t.pushed = false;
+    if (data_parallel()) t.steps = 0;  // the gradient is gone: compute a new one
+    std::vector<float> mine(fragments_[r.fragment].size);
+    gather(fragments_[r.fragment], params_, mine);
+    if (!std::all_of(mine.begin(), mine.end(), [](float v) { return std::isfinite(v); })) return RejectAction::kRestart;
+  }
+  if (r.reason == RejectReason::kStale || (r.reason == RejectReason::kUnknownLearner && registered))
+    return RejectAction::kResync;
+  return RejectAction::kGoOn;
+}
+
+size_t LearnerCore::drop_closed_pulls(std::deque<Message>& queue, const Message* next) {
+  std::deque<Message> kept;
+  size_t dropped = 0;
+  // From the back: a pull is closed if a broadcast of its fragment came after it.
+  std::set<uint32_t> broadcast_after;
+  if (const auto* b = next ? std::get_if<Broadcast>(next) : nullptr) broadcast_after.insert(b->fragment);
+  for (auto it = queue.rbegin(); it != queue.rend(); ++it) {
+    if (const auto* b = std::get_if<Broadcast>(&*it)) broadcast_after.insert(b->fragment);
+    if (const auto* p = std::get_if<Pull>(&*it); p && broadcast_after.count(p->fragment)) {
+      ++dropped;
+      continue;
+    }
+    kept.push_front(std::move(*it));
+  }
+  queue = std::move(kept);
+  return dropped;
 }
 
 bool LearnerCore::readable(uint32_t fragment) const {

@@ -1,6 +1,8 @@
 #include "atoll/run_event.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
@@ -14,6 +16,8 @@ template <class... F>
 struct Overload : F... {
   using F::operator()...;
 };
+template <class... F>
+Overload(F...) -> Overload<F...>;  // clang 14 has no aggregate deduction (the fuzz build)
 
 std::string quoted(std::string_view s) {
   std::string out = "\"";
@@ -30,37 +34,53 @@ std::string quoted(std::string_view s) {
   return out + "\"";
 }
 
-// One line being written: fields in order; non-finite numbers left out.
+// One event's fields in order, rendered as a tape line (JSON) or as text for
+// people ("inject kind=kill hit=1 learner=2"); non-finite numbers left out.
 class Line {
  public:
-  Line(double t, const char* event) {
-    char head[64];
-    std::snprintf(head, sizeof head, "{\"t\":%.3f,\"event\":", std::isfinite(t) ? t : 0.0);
-    text_ = head + quoted(event);
-  }
+  Line(double t, const char* event) : t_(t), event_(event) {}
   Line& text(const char* key, std::string_view v) {
-    text_ += std::string(",") + quoted(key) + ":" + quoted(v);
+    fields_.push_back({key, quoted(v), std::string(v)});
     return *this;
   }
   Line& integer(const char* key, int64_t v) {
-    text_ += std::string(",") + quoted(key) + ":" + std::to_string(v);
+    fields_.push_back({key, std::to_string(v), std::to_string(v)});
     return *this;
   }
   Line& number(const char* key, double v) {
     if (!std::isfinite(v)) return *this;
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.6g", v);
-    text_ += std::string(",") + quoted(key) + ":" + buf;
+    char json[32], plain[32];
+    std::snprintf(json, sizeof json, "%.6g", v);
+    std::snprintf(plain, sizeof plain, "%.3g", v);
+    fields_.push_back({key, json, plain});
     return *this;
   }
-  std::string done() { return text_ + "}"; }
+  std::string json() const {
+    char head[64];
+    std::snprintf(head, sizeof head, "{\"t\":%.3f,\"event\":", std::isfinite(t_) ? t_ : 0.0);
+    std::string out = head + quoted(event_);
+    for (const auto& f : fields_) out += "," + quoted(f.key) + ":" + f.json;
+    return out + "}";
+  }
+  std::string plain() const {
+    std::string out = event_;
+    for (const auto& f : fields_) out += " " + f.key + "=" + f.plain;
+    return out;
+  }
 
  private:
-  std::string text_;
+  struct Field {
+    std::string key, json, plain;
+  };
+  double t_;
+  std::string event_;
+  std::vector<Field> fields_;
 };
 
 // A flat JSON object of strings and numbers (null: absent).
-using Flat = std::map<std::string, std::variant<std::string, double>, std::less<>>;
+// Whole numbers without sign, point or exponent are kept exact (incarnations
+// reach 2^60 in learner processes: a double would round them).
+using Flat = std::map<std::string, std::variant<std::string, double, uint64_t>, std::less<>>;
 
 Result<Flat> parse_flat(std::string_view text) {
   Flat out;
@@ -104,20 +124,31 @@ Result<Flat> parse_flat(std::string_view text) {
       i += 4;
     } else {
       char* end = nullptr;
-      const std::string rest(text.substr(i, 64));
+      const std::string rest(text.substr(i));
       const double v = std::strtod(rest.c_str(), &end);
       if (end == rest.c_str()) return Status::corruption("expected a string, a number or null" + column());
-      i += static_cast<size_t>(end - rest.c_str());
-      out[*key] = v;
+      const size_t length = static_cast<size_t>(end - rest.c_str());
+      const std::string_view literal(rest.data(), length);
+      errno = 0;
+      const unsigned long long exact = std::strtoull(rest.c_str(), nullptr, 10);
+      if (literal.find_first_not_of("0123456789") == std::string_view::npos && errno == 0) out[*key] = uint64_t{exact};
+      else out[*key] = v;
+      i += length;
     }
   } while (expect(','));
   if (!expect('}')) return Status::corruption("expected , or }" + column());
   return out;
 }
 
+// Counts and incarnations on the tape: as written, up to INT64_MAX.
+int64_t int64_of(uint64_t v) { return static_cast<int64_t>(std::min<uint64_t>(v, INT64_MAX)); }
+
 double number(const Flat& f, std::string_view key, double fallback) {
   const auto it = f.find(key);
-  return it != f.end() && std::holds_alternative<double>(it->second) ? std::get<double>(it->second) : fallback;
+  if (it == f.end()) return fallback;
+  if (const auto* d = std::get_if<double>(&it->second)) return *d;
+  if (const auto* u = std::get_if<uint64_t>(&it->second)) return static_cast<double>(*u);
+  return fallback;
 }
 std::string text(const Flat& f, std::string_view key) {
   const auto it = f.find(key);
@@ -125,6 +156,9 @@ std::string text(const Flat& f, std::string_view key) {
 }
 // A count or an id from a tape: a whole number in range, else the fallback.
 uint64_t whole(const Flat& f, std::string_view key, uint64_t fallback = 0) {
+  const auto it = f.find(key);
+  if (it == f.end()) return fallback;
+  if (const auto* u = std::get_if<uint64_t>(&it->second)) return *u;
   const double v = number(f, key, -1);
   return v >= 0 && v <= 9.0e15 && v == std::floor(v) ? static_cast<uint64_t>(v) : fallback;
 }
@@ -191,7 +225,10 @@ std::string kind_of(const RunEvent& e) {
                     e);
 }
 
-std::string encode_event_line(const TimedEvent& te) {
+namespace {
+
+// The one place an event's fields are named, for both renderings.
+Line line_of(const TimedEvent& te) {
   const double t = te.t;
   return std::visit(
       Overload{
@@ -206,36 +243,53 @@ std::string encode_event_line(const TimedEvent& te) {
             if (x.probability < 1) l.number("probability", x.probability);
             if (!x.plan.empty()) l.text("plan", x.plan);
             if (!x.by.empty()) l.text("by", x.by);
-            return l.done();
+            return l;
           },
           [t](const event::Restarted& x) {
-            return Line(t, "recovered")
-                .text("what", "restart")
-                .text("child", x.child.name())
-                .integer("incarnation", static_cast<int64_t>(x.incarnation))
-                .done();
+            Line l(t, "recovered");
+            l.text("what", "restart").text("child", x.child.name()).integer("incarnation", int64_of(x.incarnation));
+            return l;
           },
-          [t](const event::GaveUp& x) { return Line(t, "gave_up").text("child", x.child.name()).done(); },
+          [t](const event::GaveUp& x) {
+            Line l(t, "gave_up");
+            l.text("child", x.child.name());
+            return l;
+          },
           [t](const event::Registered& x) {
-            return Line(t, "recovered").text("what", "registration").integer("learner", x.learner)
-                .integer("incarnation", static_cast<int64_t>(x.incarnation)).number("seconds", x.seconds).done();
+            Line l(t, "recovered");
+            l.text("what", "registration").integer("learner", x.learner);
+            l.integer("incarnation", int64_of(x.incarnation)).number("seconds", x.seconds);
+            return l;
           },
           [t](const event::FirstMerge& x) {
-            return Line(t, "recovered").text("what", "first_merge").integer("learner", x.learner)
-                .integer("incarnation", static_cast<int64_t>(x.incarnation)).number("seconds", x.seconds).done();
+            Line l(t, "recovered");
+            l.text("what", "first_merge").integer("learner", x.learner);
+            l.integer("incarnation", int64_of(x.incarnation)).number("seconds", x.seconds);
+            return l;
           },
           [t](const event::Reintegrated& x) {
-            return Line(t, "reintegrated").integer("learner", x.learner)
-                .integer("incarnation", static_cast<int64_t>(x.incarnation)).number("seconds", x.seconds).done();
+            Line l(t, "reintegrated");
+            l.integer("learner", x.learner).integer("incarnation", int64_of(x.incarnation)).number("seconds", x.seconds);
+            return l;
           },
           [t](const event::VersionDecreased& x) {
-            return Line(t, "version_decreased").integer("fragment", x.fragment)
-                .integer("from", static_cast<int64_t>(x.from)).integer("to", static_cast<int64_t>(x.to)).done();
+            Line l(t, "version_decreased");
+            l.integer("fragment", x.fragment).integer("from", int64_of(x.from)).integer("to", int64_of(x.to));
+            return l;
           },
-          [t](const event::Failed& x) { return Line(t, "failed").text("why", x.why).done(); },
+          [t](const event::Failed& x) {
+            Line l(t, "failed");
+            l.text("why", x.why);
+            return l;
+          },
       },
       te.event);
 }
+
+}  // namespace
+
+std::string encode_event_line(const TimedEvent& e) { return line_of(e).json(); }
+std::string event_text(const RunEvent& e) { return line_of({0.0, e}).plain(); }
 
 Result<std::optional<TimedEvent>> decode_event_line(std::string_view line) {
   auto parsed = parse_flat(line);
@@ -255,7 +309,7 @@ Result<std::optional<TimedEvent>> decode_event_line(std::string_view line) {
     const double learner_number = number(f, "learner", -1);
     if (!(learner_number >= -1 && learner_number <= INT32_MAX)) {
       char buf[96];
-      std::snprintf(buf, sizeof buf, "learner %g is outside -1 .. %d", learner_number, INT32_MAX);
+      std::snprintf(buf, sizeof buf, "learner %g is outside [-1, %d]", learner_number, INT32_MAX);
       return Status::corruption(buf);
     }
     x.learner = static_cast<int64_t>(learner_number);

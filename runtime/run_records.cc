@@ -9,6 +9,7 @@ namespace atl {
 
 void AdoptedVersions::note(uint32_t fragment, uint64_t version) {
   if (fragment >= max_.size()) return;
+  any_.store(true, std::memory_order_relaxed);
   auto& m = max_[fragment];
   uint64_t seen = m.load(std::memory_order_relaxed);
   while (seen < version && !m.compare_exchange_weak(seen, version, std::memory_order_relaxed)) {
@@ -17,6 +18,7 @@ void AdoptedVersions::note(uint32_t fragment, uint64_t version) {
 
 std::vector<uint64_t> AdoptedVersions::max() const {
   std::vector<uint64_t> out;
+  if (!any_.load(std::memory_order_relaxed)) return out;
   for (const auto& m : max_) out.push_back(m.load(std::memory_order_relaxed));
   return out;
 }
@@ -66,13 +68,16 @@ void RunLatch::finish() {
   cv_.notify_all();
 }
 
-void RunLatch::fail(const std::string& why) {
+bool RunLatch::fail(const std::string& why) {
+  bool first = false;
   {
     std::lock_guard lock(mu_);
-    if (failure_.empty()) failure_ = why;
+    first = failure_.empty();
+    if (first) failure_ = why;
     finished_ = true;
   }
   cv_.notify_all();
+  return first;
 }
 
 void RunLatch::seal() {
@@ -158,8 +163,7 @@ std::shared_ptr<const SyncerSample> RunRecords::syncer() const {
 }
 
 void RunRecords::fail(const std::string& why) {
-  if (latch.failure().empty()) log->append(event::Failed{why});
-  latch.fail(why);
+  if (latch.fail(why)) log->append(event::Failed{why});
 }
 
 std::shared_ptr<RunRecords> make_records(size_t fragments, RunLog::Clock::time_point start) {

@@ -39,7 +39,6 @@ double SyncerState::slowest_step_seconds() const {
 void SyncerState::refuse(uint32_t learner, RejectReason reason, uint32_t fragment, std::string detail,
                          SyncerEffects& fx) {
   ++stats.rejected;
-  ++stats.rejected_by_reason[static_cast<size_t>(reason)];
   if (reason == RejectReason::kStale) ++stats.stale_refused;
   fx.notes.push_back("refused from learner " + std::to_string(learner) + " (" + reject_reason_name(reason) +
                      "): " + detail);
@@ -138,7 +137,6 @@ const std::vector<LearnerRecord>& SyncerCore::learners() const { return s_->lear
 double SyncerCore::elapsed(SteadyTime now) const { return s_->elapsed(now); }
 bool SyncerCore::flushing() const { return rounds_->flushing(); }
 bool SyncerCore::flushed() const { return rounds_->flushed(); }
-double SyncerCore::flush_seconds() const { return std::clamp(3.0 * s_->slowest_step_seconds(), 1.0, 30.0); }
 
 Status SyncerCore::restore(const CheckpointState& state) {
   if (state.fingerprint != layout().fingerprint())
@@ -386,7 +384,7 @@ void SyncerCore::adopt_bases(const Register& r, SteadyTime now, SyncerEffects& f
       continue;
     }
     // The newest version any learner adopted wins; momentum stays the
-    // checkpoint's (DESIGN section 6).
+    // checkpoint's (docs/design.md section 6).
     rounds_->fragment_replaced(base.fragment, &fx);
     g.values = std::move(values);
     g.version = base.version;
@@ -496,7 +494,6 @@ void SyncerCore::on_malformed(std::optional<uint32_t> learner, const Status& why
       why.code() == Status::Code::kOutOfRange ? RejectReason::kTooLarge : RejectReason::kMalformed;
   if (learner) return s_->refuse(*learner, reason, kNoFragment, std::string(why.message()), fx);
   ++s_->stats.rejected;
-  ++s_->stats.rejected_by_reason[static_cast<size_t>(reason)];
   fx.notes.push_back("refused a message from an unknown sender: " + std::string(why.message()));
 }
 

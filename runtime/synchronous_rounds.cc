@@ -1,4 +1,4 @@
-// dp and elastic_dp: synchronous steps (DESIGN section 7).
+// dp and elastic_dp: synchronous steps (docs/design.md section 7).
 //
 // The whole model is one fragment. Each step, every learner of the group
 // sends the gradient of its step on the current version; when all did, their

@@ -6,6 +6,8 @@
 namespace atl {
 namespace {
 
+constexpr size_t kMaxHiddenLayers = 256;  // model.hidden: see validate()
+
 template <class E, size_t N>
 Result<E> parse_enum(std::string_view what, std::string_view name, const E (&values)[N],
                      const char* (*to_name)(E)) {
@@ -115,7 +117,10 @@ Status validate(const Topology& t) {
   const auto& md = t.model;
   if (md.kind == ModelKind::kMlp) {
     c.require(!md.hidden.empty(), "model.hidden must list at least one layer width");
-    for (size_t i = 0; i < md.hidden.size(); ++i)
+    // Beyond this, building and checking the model takes longer than any run
+    // worth validating (100,000 layers took minutes), and it is a typo.
+    c.range("model.hidden (layers)", static_cast<int64_t>(md.hidden.size()), int64_t{1}, int64_t{kMaxHiddenLayers});
+    for (size_t i = 0; i < md.hidden.size() && i < kMaxHiddenLayers; ++i)
       c.range("model.hidden[" + std::to_string(i) + "]", md.hidden[i], 1, 1 << 16);
     c.require(t.data.kind != DataKind::kText,
               "model.kind = \"mlp\" needs data.kind = \"mnist\" or \"synthetic\"");

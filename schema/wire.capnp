@@ -1,5 +1,5 @@
 @0x8c99f928d6e968f3;
-# The messages between learners and the syncer (DESIGN section 4). Every CAF
+# The messages between learners and the syncer (docs/design.md section 4). Every CAF
 # message between them carries exactly one serialized Envelope, so the same
 # bytes cross a process boundary unchanged. Field numbers are the wire
 # contract: add fields at the end, never renumber.

@@ -10,7 +10,7 @@ Architecture (runtime/include/atoll/transformer.h): bytes as tokens (vocab
 and a tanh-GELU MLP, a final LayerNorm, an output head without bias; GPT-2
 initialization (N(0, 0.02), residual projections scaled by 1/sqrt(2L)).
 
-The contract atoll calls (README, "Bring your own model"):
+The contract atoll calls (docs/models.md, "Bring your own model"):
     forward(inputs int64 [B, T], targets int64 [B, T]) -> mean loss (scalar)
     logits(inputs int64 [B, T]) -> [B, T, 256]  (optional: held-out accuracy)
 """

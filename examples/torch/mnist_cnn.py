@@ -5,7 +5,7 @@ no hand-written version of, to show the contract is not just for GPTs.
     python3 examples/torch/mnist_cnn.py           # writes atoll-out/torch/mnist_cnn.pt
     ./build/atoll run examples/torch/mnist_cnn.toml
 
-The classifier contract (README, "Bring your own model"):
+The classifier contract (docs/models.md, "Bring your own model"):
     forward(inputs float32 [B, 784], targets int64 [B]) -> mean loss (scalar)
     logits(inputs float32 [B, 784]) -> [B, 10]  (optional: held-out accuracy)
 atoll hands over MNIST pixels scaled to [0, 1], one row of 784 per image.

@@ -1,5 +1,5 @@
 // With the barrier option, K = M, no grace, uniform weights, AVG merge and
-// P = 1, Decoupled DiLoCo is plain DiLoCo (DESIGN section 5). The whole actor
+// P = 1, Decoupled DiLoCo is plain DiLoCo (docs/design.md section 5). The whole actor
 // system (real threads) must give the same global parameters as the
 // straightforward loop below, written from the algorithm's definition.
 #include <boost/test/unit_test.hpp>

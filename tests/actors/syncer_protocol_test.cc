@@ -1,4 +1,4 @@
-// The syncer's round protocol (DESIGN section 5), checked message by message
+// The syncer's round protocol (docs/design.md section 5), checked message by message
 // on CAF's deterministic scheduler in virtual time. The syncer is the real
 // actor; the learners are stand-ins that record what they receive, and the
 // test speaks for them.
@@ -61,15 +61,9 @@ constexpr float kEta = 0.7f, kMu = 0.8f;  // Nesterov from zero velocity moves 1
 // mlp 4-5-3 (43 parameters) on synthetic data; one fragment (AVG: it holds
 // the head); H = 4; K = 1; grace = gamma * tau * T = 0.2 s with T = 0.1 s.
 Topology small_topology() {
-  Topology t;
-  t.model.kind = ModelKind::kMlp;
-  t.data.kind = DataKind::kSynthetic;
-  t.data.features = 4;
-  t.data.classes = 3;
+  Topology t = testing::tiny_mlp_topology();
   t.data.examples = 64;
-  t.model.hidden = {5};
-  t.learners = {{1.0, 8}, {1.0, 8}, {0.5, 8}};
-  t.outer.fragments = 1;
+  t.learners.push_back({0.5, 8});  // a third, slower learner
   t.outer.sync_every = 4;
   t.outer.quorum = 1;
   t.outer.overlap = 2;
@@ -79,7 +73,6 @@ Topology small_topology() {
   t.outer.broadcast_codec = Codec::kFp32;
   t.outer.nesterov = {kEta, kMu};
   t.outer.carry_progress = false;  // a broadcast overwrites: the values checked are the global ones
-  t.checkpoint.dir = "";
   t.tokens = 1'000'000'000;  // never reached
   return t;
 }

@@ -77,4 +77,7 @@ refuse "--threads" run "$work/topo.toml" --threads -3
 refuse "is a folder, not a file" run "$work"
 refuse "is a folder, not a file" validate "$work"
 refuse "cannot open" validate "$work/topo.toml" --set data.kind=\"mnist\" --set model.kind=\"mlp\" --data "$work/none"
+# A fault plan with nothing to inject would only run its topology (the default job: minutes).
+printf 'name = "nothing"\nseconds = 3\n' > "$work/empty_plan.toml"
+refuse "injects no fault" chaos "$work/empty_plan.toml"
 echo "signals_test: ok (SIGINT, SIGTERM and SIGKILL leave no child; Ctrl-C of a chaos run writes its report)"

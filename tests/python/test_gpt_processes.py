@@ -19,7 +19,7 @@ import pytest
 from conftest import REPO, needs_speeches
 
 EXAMPLE = REPO / "examples" / "python" / "train_gpt.py"
-# Measured, seeds 1-3: 3.06 to 3.49 with the kill, 3.33 to 3.46 without (README, "Your own training loop").
+# Measured, seeds 1-3: 3.06 to 3.49 with the kill, 3.33 to 3.46 without (docs/benchmarks.md, "Python learners").
 BITS_PER_BYTE_BOUND = 3.8
 
 

@@ -1,32 +1,26 @@
-// What a learner does with a broadcast (DESIGN section 5): overwrite, or
+// What a learner does with a broadcast (docs/design.md section 5): overwrite, or
 // carry the progress the new version did not merge; adopt a difference only
-// on top of the version it was made for.
+// on top of the version it was made for. And what it does about a refusal.
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 
 #include "atoll/job.h"
 #include "atoll/learner_core.h"
+#include "test_support.h"
 
 namespace atl {
 namespace {
 
-// mlp 4-5-3 on synthetic clusters, one fragment, fp32 on the wire.
+// The smallest topology, fp32 on the wire.
 Topology small_topology(bool carry) {
-  Topology t;
-  t.model.kind = ModelKind::kMlp;
-  t.data.kind = DataKind::kSynthetic;
-  t.data.features = 4;
-  t.data.classes = 3;
+  Topology t = testing::tiny_mlp_topology();
   t.data.examples = 64;
-  t.model.hidden = {5};
-  t.learners = {{1.0, 8}, {1.0, 8}};
-  t.outer.fragments = 1;
   t.outer.push_codec = Codec::kFp32;
   t.outer.broadcast_codec = Codec::kFp32;
   t.outer.carry_progress = carry;
-  t.checkpoint.dir = "";
   return t;
 }
 
@@ -165,6 +159,47 @@ BOOST_AUTO_TEST_CASE(a_difference_applies_only_to_the_version_it_was_made_for) {
   BOOST_CHECK_MESSAGE(s.message().find("difference to version 3") != std::string_view::npos, s.to_string());
   BOOST_CHECK(l.params() == shifted(l.theta0, 0.125f));  // nothing changed
   BOOST_CHECK_EQUAL(l.core->version(0), 1u);
+}
+
+// The reject policy: what a learner does about each refusal.
+BOOST_AUTO_TEST_CASE(a_refusal_stops_resyncs_restarts_or_lets_the_learner_go_on) {
+  Learner l(small_topology(false));
+  using Action = LearnerCore::RejectAction;
+  BOOST_CHECK(l.core->on_reject({RejectReason::kBadToken, 0, ""}, true) == Action::kStop);
+  BOOST_CHECK(l.core->on_reject({RejectReason::kFingerprintMismatch, 0, ""}, false) == Action::kStop);
+  BOOST_CHECK(l.core->on_reject({RejectReason::kStale, 0, ""}, true) == Action::kResync);
+  // Not known to a syncer that had welcomed us: it restarted. Before a welcome: our Register is on its way.
+  BOOST_CHECK(l.core->on_reject({RejectReason::kUnknownLearner, 0, ""}, true) == Action::kResync);
+  BOOST_CHECK(l.core->on_reject({RejectReason::kUnknownLearner, 0, ""}, false) == Action::kGoOn);
+  BOOST_CHECK(l.core->on_reject({RejectReason::kDuplicateLearner, 0, ""}, true) == Action::kGoOn);
+  BOOST_CHECK(l.core->on_reject({RejectReason::kMalformed, 0, ""}, true) == Action::kGoOn);
+  // A refused push whose fragment has diverged here (a Python learner's replica
+  // read back as NaN): only a fresh start helps.
+  const Topology t = small_topology(false);
+  auto diverged = LearnerCore::create_external(0, 1, t, (*make_model(t))->layout(), 1.0, 8);
+  BOOST_REQUIRE(diverged.ok());
+  Welcome w;
+  w.topology = t;
+  w.fragments = {{0, 0, encode_payload(Codec::kFp32, 0, l.theta0)}};
+  BOOST_REQUIRE((*diverged)->welcome(w).ok());
+  std::vector<float> bad = l.theta0;
+  bad[0] = std::nanf("");
+  BOOST_REQUIRE((*diverged)->read({0}, {bad}, std::nullopt).ok());
+  BOOST_CHECK((*diverged)->on_reject({RejectReason::kMalformed, 0, ""}, true) == Action::kRestart);
+}
+
+// Pulls whose round a later broadcast of their fragment closed are dropped; others stay, in order.
+BOOST_AUTO_TEST_CASE(queued_pulls_of_closed_rounds_are_dropped) {
+  std::deque<Message> queue = {Pull{0, 1, false}, Pull{1, 1, false}, Broadcast{0, 2, {}, false, 0, {}},
+                               Pull{0, 2, false}};
+  BOOST_CHECK_EQUAL(LearnerCore::drop_closed_pulls(queue), 1u);
+  BOOST_REQUIRE_EQUAL(queue.size(), 3u);
+  BOOST_CHECK(std::get<Pull>(queue[0]).fragment == 1);
+  BOOST_CHECK(std::holds_alternative<Broadcast>(queue[1]));
+  BOOST_CHECK(std::get<Pull>(queue[2]).round == 2);  // after the broadcast: a round still open
+  const Message next = Broadcast{1, 2, {}, false, 0, {}};
+  BOOST_CHECK_EQUAL(LearnerCore::drop_closed_pulls(queue, &next), 1u);  // a broadcast arriving next closes fragment 1's
+  BOOST_CHECK_EQUAL(queue.size(), 2u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

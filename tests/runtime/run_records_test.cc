@@ -83,6 +83,13 @@ BOOST_AUTO_TEST_CASE(old_tapes_still_read) {
   BOOST_CHECK_EQUAL(std::get<event::Registered>(events[2].event).seconds, 5.06);
   BOOST_CHECK_EQUAL(kind_of(events[3].event), "first_merge");
   BOOST_CHECK_EQUAL(std::get<event::Injected>(events[4].event).by, "Run::stall_learner");
+  // Written again, the same bytes: the tape's form did not change.
+  for (int i = 0; i < 4; ++i) BOOST_CHECK_EQUAL(encode_event_line(events[static_cast<size_t>(i)]), lines[i]);
+  BOOST_CHECK_EQUAL(event_text(events[0].event), "inject kind=kill hit=1 learner=2 recover_after=5 plan=random");
+  // A learner process's incarnations start near 2^60: exact, not rounded through a double.
+  auto big = decode_event_line(R"({"t":1,"event":"recovered","what":"registration","learner":0,"incarnation":1152921504606846977})");
+  BOOST_REQUIRE(big.ok() && big->has_value());
+  BOOST_CHECK_EQUAL(std::get<event::Registered>((**big).event).incarnation, 1152921504606846977ull);
   // A newer tape's event is skipped, not an error; a broken line is one, by column.
   auto newer = decode_event_line(R"({"t":1,"event":"joined","learner":9})");
   BOOST_CHECK(newer.ok() && !newer->has_value());
@@ -143,6 +150,7 @@ BOOST_AUTO_TEST_CASE(a_version_that_drops_is_logged_once_and_not_while_recoverin
 
 BOOST_AUTO_TEST_CASE(adopted_versions_only_go_up) {
   AdoptedVersions a(2);
+  BOOST_CHECK(a.max().empty());  // nothing adopted here (a syncer's process)
   a.note(0, 4);
   a.note(0, 2);
   a.note(1, 9);

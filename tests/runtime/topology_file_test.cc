@@ -218,6 +218,15 @@ BOOST_AUTO_TEST_CASE(model_avg_takes_an_array_of_globs_and_says_so_otherwise) {
                       bad.status().to_string());
 }
 
+// From a robustness corpus: a list of 100,000 layer widths once took minutes
+// to validate, building the model. Refused at once, saying why.
+BOOST_AUTO_TEST_CASE(a_model_of_a_hundred_thousand_hidden_layers_is_refused) {
+  std::string text = "[model]\nkind = \"mlp\"\nhidden = [4";
+  for (int i = 1; i < 100000; ++i) text += ", 4";
+  text += "]\n[data]\nkind = \"synthetic\"\n";
+  expect_error(text, "model.hidden (layers)");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace atl

@@ -68,7 +68,7 @@ done
 [[ -n "$port" ]] || die "no status page within 30 s"
 url="http://127.0.0.1:$port"
 
-# /metrics once learners trained: every metric the README lists is there.
+# /metrics once learners trained: every metric docs/observing.md lists is there.
 for _ in $(seq 300); do
   curl -sf "$url/metrics" > "$out/metrics.txt" || true
   grep -q '^atoll_learner_steps_total{learner="2"} [1-9]' "$out/metrics.txt" && break

@@ -1,4 +1,4 @@
-// Across processes (DESIGN section 10): the syncer in one process, learners in
+// Across processes (docs/design.md section 10): the syncer in one process, learners in
 // others, each learner reaching the syncer over its own connection through
 // the door (atoll/door.h), with the same actors and messages as in one
 // process.

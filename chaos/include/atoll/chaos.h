@@ -4,7 +4,7 @@
 //   auto results = atl::run_plan(*plan, {});     // one result per mode in the plan
 //   for (auto& r : *results) if (!r.ok()) ...    // r.violations says what broke
 //
-// The invariants (DESIGN section 6, and the plan's bounds) are checked after
+// The invariants (docs/design.md section 6, and the plan's bounds) are checked after
 // each run from the report and the event tape; the eval-loss bound needs the
 // same run without faults, which run_plan() does too.
 #pragma once

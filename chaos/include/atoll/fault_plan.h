@@ -1,4 +1,4 @@
-// FaultPlan: a seeded script of faults, and what must still hold (DESIGN section 8).
+// FaultPlan: a seeded script of faults, and what must still hold (docs/design.md section 8).
 //
 //   name = "a learner killed mid-run comes back"
 //   topology = "../topologies/synthetic.toml"   # relative to the plan; omit: the built-in default

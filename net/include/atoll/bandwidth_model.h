@@ -1,5 +1,5 @@
 // The bandwidth model: how fast a learner's link must be for each mode to
-// keep its compute busy (`atoll bandwidth`; README, "Over a slow link").
+// keep its compute busy (`atoll bandwidth`; docs/across-machines.md, "The bandwidth model").
 //
 // Per learner, on its own link to the syncer (bits/s each way; the syncer's
 // side carries M times that):

@@ -1,4 +1,4 @@
-// The door: the only way atoll's processes reach each other (DESIGN section 10).
+// The door: the only way atoll's processes reach each other (docs/design.md section 10).
 //
 // A Door owns every socket of its process and serves them from one thread
 // with an event loop (Cap'n Proto's kj async I/O, and kj-tls for TLS). It

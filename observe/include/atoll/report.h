@@ -1,4 +1,4 @@
-// Report: what a run measured (DESIGN section 7), as JSON and as a table.
+// Report: what a run measured (docs/design.md section 7), as JSON and as a table.
 #pragma once
 
 #include <cstdint>
@@ -6,9 +6,15 @@
 #include <vector>
 
 #include "atoll/run_series.h"
+#include "atoll/syncer_core.h"
 
 namespace atl {
 
+// One learner's figures, in the report and in the view (LearnerView adds
+// what only a live view shows). fold_view() (atoll/run_view.h) fills them from
+// the syncer's record of the learner, which also travels whole in `record`: a
+// figure added to LearnerRecord reaches the view's and the report's JSON
+// through write_learner_json() (report.cc) alone.
 struct LearnerReport {
   uint32_t id = 0;
   double speed = 1.0;
@@ -20,6 +26,7 @@ struct LearnerReport {
   uint64_t last_incarnation_tokens = 0;
   double step_seconds = 0.0;        // moving average of the last incarnation
   bool gave_up = false;             // restart intensity exceeded
+  LearnerRecord record;             // as the syncer last published it (default: no syncer here)
 };
 
 struct Report {

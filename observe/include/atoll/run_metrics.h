@@ -11,8 +11,8 @@
 //
 // Names follow Prometheus conventions: the atoll_ prefix, base units
 // (seconds, bytes), _total for counters. Counters only ever go up: a value
-// that went down (a learner process starting over) is held. README,
-// "Watching a run", lists every metric.
+// that went down (a learner process starting over) is held.
+// docs/observing.md lists every metric.
 #pragma once
 
 #include <map>

@@ -35,19 +35,11 @@ enum class LearnerState : uint8_t {
 };
 const char* learner_state_name(LearnerState s);  // "waiting", "up", "down", "gave up"
 
-struct LearnerView {
-  uint32_t id = 0;
+// A learner as a live view shows it: the report's figures and its state now.
+struct LearnerView : LearnerReport {
   LearnerState state = LearnerState::kWaiting;
-  double speed = 1.0;             // the topology's speed factor
-  int batch_size = 0;
-  uint64_t incarnation = 0;       // of the last one to register
-  uint64_t steps = 0, tokens = 0; // all incarnations
-  uint64_t incarnation_tokens = 0; // the last incarnation's
-  uint64_t merged = 0;            // pushes merged
-  double step_seconds = 0.0;      // moving average, as reported
   double loss = 0.0;              // moving average of its training loss, as reported
   uint64_t staleness = 0;         // global versions its newest base is behind, worst fragment
-  uint64_t restarts = 0;
   double last_reintegration_seconds = -1.0;  // from its last restart to its welcome; < 0: none
 };
 

@@ -10,7 +10,7 @@
 // want "Authorization: Bearer <token>" (the page asks for it once); the page
 // itself holds no data. Why kj-http rather than prometheus-cpp's exposer:
 // the exposer serves metrics only, and the page, its JSON and the token check
-// share the port (README, "Watching a run").
+// share the port (docs/observing.md).
 #pragma once
 
 #include <cstdint>

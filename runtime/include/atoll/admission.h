@@ -1,5 +1,5 @@
 // Admission: which sender may register as which learner, decided without CAF
-// (DESIGN section 4).
+// (docs/design.md section 4).
 //
 // A Register arrives from a Sender: the transport's names for the sending
 // actor and for its process, opaque to the syncer. SyncerCore::admit()

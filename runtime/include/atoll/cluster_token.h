@@ -1,5 +1,5 @@
 // The cluster token: the shared secret that lets a learner in another process
-// join the syncer (DESIGN section 10).
+// join the syncer (docs/design.md section 10).
 //
 // The token never crosses the network and is never printed. A learner proves
 // it knows the token by sending, in its Register, the HMAC-SHA256 of what it

@@ -1,4 +1,4 @@
-// ComputePool: where learners run their inner steps (DESIGN section 2).
+// ComputePool: where learners run their inner steps (docs/design.md section 2).
 //
 // One oneTBB task_arena with `threads` workers runs every learner's steps,
 // never on CAF's scheduler threads: a busy learner cannot delay the syncer's

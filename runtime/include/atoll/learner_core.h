@@ -1,4 +1,4 @@
-// LearnerCore: one learner's replica and bookkeeping, without CAF (DESIGN section 5).
+// LearnerCore: one learner's replica and bookkeeping, without CAF (docs/design.md section 5).
 //
 // A learner trains its own replica with AdamW and never waits for another
 // learner. For every fragment p it keeps base_p, the global copy it last
@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <set>
@@ -123,10 +124,24 @@ class LearnerCore {
 
   Progress progress() const;
 
-  // The syncer refused a push of `reject.fragment`: it may be pushed again
-  // (in dp modes, after a fresh step). Returns false when the learner's own
-  // replica of that fragment is not finite: it diverged and must restart.
-  bool refused(const Reject& reject);
+  // What a learner does about a Reject (its reject policy):
+  //   kStop     a bad token or another model: joining again cannot help;
+  //             this side of the run ends, saying why
+  //   kRestart  its own replica of the refused fragment is not finite: it
+  //             diverged, and its supervisor must start it afresh
+  //   kResync   a stale push (a broadcast was missed), or the syncer does not
+  //             know a learner it had welcomed (it restarted): register again,
+  //             and the welcome brings what is missing
+  //   kGoOn     the refused fragment may be pushed again (in dp modes, after
+  //             a fresh step)
+  // `registered`: welcomed by the syncer that refused.
+  enum class RejectAction { kGoOn, kStop, kRestart, kResync };
+  RejectAction on_reject(const Reject& reject, bool registered);
+
+  // Drops every pull in `queue` that a later broadcast of its fragment
+  // follows (in the queue, or `next`, arriving after it): its round has
+  // closed, and an answer would only count as late. Returns how many.
+  static size_t drop_closed_pulls(std::deque<Message>& queue, const Message* next = nullptr);
 
   // With the barrier option (and always in dp modes): true while a pushed
   // fragment's next version has not arrived; the learner must not step.
@@ -141,7 +156,6 @@ class LearnerCore {
   uint64_t version(uint32_t fragment) const { return tracks_[fragment].version; }
   const std::vector<Fragment>& fragments() const { return fragments_; }
   std::span<const float> parameters() const { return params_; }
-  const AdamW& optimizer() const { return *adamw_; }  // REQUIRES: !external()
 
  private:
   struct Track {

@@ -1,4 +1,4 @@
-// Merging the learners' outer gradients of one fragment (DESIGN section 5).
+// Merging the learners' outer gradients of one fragment (docs/design.md section 5).
 //
 // Learner m's outer gradient is g_m = base - theta_m: the opposite of its
 // progress since the global version it adopted. Its weight is

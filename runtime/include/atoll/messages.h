@@ -1,4 +1,4 @@
-// The protocol messages between learners and the syncer (DESIGN section 4) as
+// The protocol messages between learners and the syncer (docs/design.md section 4) as
 // plain structs, and their Cap'n Proto encoding (schema/wire.capnp).
 //
 // Actors never touch Cap'n Proto: they build these structs and call

@@ -19,6 +19,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "atoll/fault_kind.h"
 #include "atoll/status.h"
@@ -94,6 +95,8 @@ std::string kind_of(const RunEvent& e);
 
 // One tape line, without the newline.
 std::string encode_event_line(const TimedEvent& e);
+// The same fields as text for people and CSV cells: "inject kind=kill hit=1 learner=2".
+std::string event_text(const RunEvent& e);
 // The one reader of tape lines. nullopt: a well-formed line of an event this
 // build does not know (a newer tape); an error names the column.
 Result<std::optional<TimedEvent>> decode_event_line(std::string_view line);

@@ -47,10 +47,11 @@ class AdoptedVersions {
  public:
   explicit AdoptedVersions(size_t fragments) : max_(fragments) {}
   void note(uint32_t fragment, uint64_t version);
-  std::vector<uint64_t> max() const;
+  std::vector<uint64_t> max() const;  // empty until a learner here adopted anything
 
  private:
   std::vector<std::atomic<uint64_t>> max_;
+  std::atomic<bool> any_{false};
 };
 
 class RunLog {
@@ -94,8 +95,9 @@ class RunLatch {
   using Clock = std::chrono::steady_clock;
   // The token budget, the time limit or stop(); wakes wait_finished_until.
   void finish();
-  // Ends the run because it cannot go on; the first reason is kept.
-  void fail(const std::string& why);
+  // Ends the run because it cannot go on; the first reason is kept. True
+  // for the first call.
+  bool fail(const std::string& why);
   // The syncer merged all it will: the global model is final. Also finishes.
   void seal();
   bool finished() const;
@@ -136,7 +138,7 @@ class ModelSnapshots {
 };
 
 struct RunRecords {
-  RunRecords(std::shared_ptr<RunLog> log, size_t fragments) : log(std::move(log)), adopted(fragments) {}
+  RunRecords(std::shared_ptr<RunLog> event_log, size_t fragments) : log(std::move(event_log)), adopted(fragments) {}
 
   RunCounters counters;
   std::shared_ptr<RunLog> log;
@@ -147,7 +149,7 @@ struct RunRecords {
   // The syncer's sample; a decreasing version is logged (unless recovering).
   void publish(SyncerSample sample);
   std::shared_ptr<const SyncerSample> syncer() const;  // null: nothing published yet
-  void fail(const std::string& why);                   // latch.fail, and logged
+  void fail(const std::string& why);                   // latch.fail, and logged if it was the first
 
  private:
   mutable std::mutex sample_mu_;  // guards the pointer, never the sample

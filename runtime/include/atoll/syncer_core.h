@@ -1,4 +1,4 @@
-// SyncerCore: the syncer's state and decisions, without CAF (DESIGN sections 5-7).
+// SyncerCore: the syncer's state and decisions, without CAF (docs/design.md sections 5-7).
 //
 // Holds the global parameters Theta, per-fragment versions and outer
 // momentum, and one record per learner. A driver feeds it every event
@@ -14,7 +14,7 @@
 // (runtime/decoupled_rounds.cc) or synchronous steps for dp and elastic_dp
 // (runtime/synchronous_rounds.cc).
 //
-// Decoupled round of fragment p (DESIGN section 5):
+// Decoupled round of fragment p (docs/design.md section 5):
 //   due     K learners did H steps since adopting p's current version
 //           (their Progress says so, or they pushed p unasked)
 //   pull    every connected learner that has not already pushed is asked
@@ -23,13 +23,13 @@
 //   grace   then wait until every pulled learner answered or
 //           gamma * (tau * T_slowest - time_to_quorum) passed, capped at
 //           grace_cap_steps * T_slowest (T_slowest: the slowest connected
-//           learner's moving-average step time; the sync time of DESIGN's
-//           formula is taken as 0 in one process)
+//           learner's moving-average step time; the sync time in the formula of
+//           docs/design.md section 5 is taken as 0 in one process)
 //   merge   token-weighted AVG/RDA of base - theta_m, Nesterov, version + 1,
 //           Broadcast to every connected learner
 //   final   when the run ends (begin_flush): every fragment gets one last
 //           round that pulls every connected learner with a last Pull and
-//           waits for all answers (at most flush_seconds()); learners train no
+//           waits for all answers (at most 3 slowest steps, 1 to 30 s); learners train no
 //           more once pulled, so no counted token is missing from Theta
 // Broadcasts carry fp32 or bf16 values, or (int codecs) the quantized
 // difference to the copy the learners hold, which the core tracks ("held"):
@@ -152,7 +152,6 @@ struct SyncerStats {
   uint64_t late = 0;               // answers that arrived after their round closed
   uint64_t stale_refused = 0;
   uint64_t rejected = 0;           // every Reject sent, stale included
-  std::array<uint64_t, 10> rejected_by_reason{};
   uint64_t cancelled_rounds = 0;   // rounds closed without a merge (no quorum in time, or none possible)
   uint64_t discarded_rounds = 0;   // merges whose result was not finite, rolled back
   double quorum_sum = 0.0;         // pushes merged, summed over rounds
@@ -186,7 +185,7 @@ class SyncerCore {
   void continue_from(const SyncerStats& stats, const std::vector<LearnerRecord>& learners);
 
   // A restarted syncer accepts learners' base copies newer than its own
-  // versions for this long after it starts (DESIGN section 6); afterwards a
+  // versions for this long after it starts (docs/design.md section 6); afterwards a
   // base ahead of the syncer is refused.
   static constexpr double kRecoverySeconds = 10.0;
   static constexpr double kMomentsSeconds = 2.0;  // how long a welcome waits for a peer's moments
@@ -231,8 +230,6 @@ class SyncerCore {
   bool flushing() const;
   // True once every final round has closed: Theta is the run's final model.
   bool flushed() const;
-  // How long the final rounds wait for answers: a learner answers at its next step boundary.
-  double flush_seconds() const;
   // A message from `learner` (if known) that did not decode; answers with a Reject.
   void on_malformed(std::optional<uint32_t> learner, const Status& why, SyncerEffects& fx);
   // Refuses something the transport found wrong: a Reject to `learner`,

@@ -42,7 +42,7 @@ enum class DataKind : uint8_t {
 };
 // How the syncer weighs learners' outer gradients in a merge.
 enum class Weighting : uint8_t {
-  kTokens = 0,   // tokens^2 / steps (DESIGN section 5)
+  kTokens = 0,   // tokens^2 / steps (docs/design.md section 5)
   kUniform = 1,  // every learner with progress counts 1 (for equivalence tests)
 };
 
@@ -94,7 +94,7 @@ struct DataSpec {
   friend bool operator==(const DataSpec&, const DataSpec&) = default;
 };
 
-// The outer loop: fragments, rounds and the syncer's optimizer (DESIGN section 5).
+// The outer loop: fragments, rounds and the syncer's optimizer (docs/design.md section 5).
 // dp and elastic_dp ignore fragments, sync_every and the codecs: every step,
 // every learner sends its fp32 gradient and gets the fp32 parameters back.
 struct OuterSpec {
@@ -113,7 +113,7 @@ struct OuterSpec {
   int max_staleness = 1;          // pushes based on a version older than current - this are refused
   // Outer lr 0.7 with momentum 0.6: at H = 12 momentum amplifies the step
   // (about lr/(1-mu)); 0.8 cost 0.08 bits per byte at 4M bytes, 0.9 cost 0.18
-  // at 2.5M (README, "Model quality").
+  // at 2.5M (docs/benchmarks.md, "Model quality").
   NesterovConfig nesterov = {0.7f, 0.6f};
   Codec push_codec = Codec::kInt4;
   uint32_t push_block = 64;       // values per quantization step
@@ -146,7 +146,7 @@ struct OuterSpec {
   friend bool operator==(const OuterSpec&, const OuterSpec&) = default;
 };
 
-// Durable syncer state (DESIGN section 6). A run writes into its own subfolder
+// Durable syncer state (docs/design.md section 6). A run writes into its own subfolder
 // of `dir`, so a fresh run never restores another run's state.
 struct CheckpointSpec {
   std::string dir = "atoll-out/checkpoints";  // empty: no checkpoints
@@ -175,7 +175,7 @@ struct Topology {
   DataSpec data;
   // lr 3e-3, betas 0.9/0.95, eps 1e-8, weight decay 0.1, 50 warmup steps,
   // then a cosine to 0.1 of lr over the budget: the best of lr 1e-3 to 5e-3
-  // at 4M bytes (README, "Model quality").
+  // at 4M bytes (docs/benchmarks.md, "Model quality").
   AdamWConfig inner = {3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 50, 0, 0.1f};
   OuterSpec outer;
   CheckpointSpec checkpoint;

@@ -1,7 +1,7 @@
 // TorchScriptModel: a PyTorch module, exported with torch.jit.script(...).save(),
 // trained as an atoll Model (model.kind = "torchscript").
 //
-// The contract a module must keep (README, "Bring your own model"):
+// The contract a module must keep (docs/models.md, "Bring your own model"):
 //
 //   forward(inputs: Tensor, targets: Tensor) -> Tensor   the mean loss, a scalar
 //

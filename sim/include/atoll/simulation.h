@@ -1,5 +1,5 @@
 // Goodput at cluster scale: a discrete-event simulation in virtual time
-// (DESIGN section 8) whose decoupled rounds are decided by the real SyncerCore.
+// (docs/design.md section 8) whose decoupled rounds are decided by the real SyncerCore.
 //
 //   N chips, split into M learners (dp and elastic_dp: one job of N chips).
 //   Each chip is interrupted as a Poisson process (failures.mtbi_chip_years);

@@ -1,0 +1,49 @@
+// The checkpointer: writes the syncer's checkpoints (fsync, crash-safe, the
+// newest `keep`) and reads the newest valid one back for a restarted syncer.
+// Detached: fsync must not stall the scheduler. The files are CheckpointStore's
+// (atoll/checkpoint.h); this actor only moves bytes between it and the syncer.
+#include <caf/all.hpp>
+
+#include "actors.h"
+#include "atoll/atoms.h"
+#include "atoll/log.h"
+
+namespace atl {
+namespace {
+
+caf::behavior checkpointer(caf::event_based_actor* self, std::shared_ptr<CheckpointStore> store,
+                           std::shared_ptr<Directory> directory, std::shared_ptr<RunRecords> records) {
+  self->attach_functor([directory, addr = self->address()] { directory->erase(Directory::kCheckpointer, addr); });
+  return {
+      [store, records](save_atom, Packet& file) {
+        auto written = store->write_encoded(file.bytes);
+        if (!written.ok()) {
+          log_error("checkpointer: " + written.status().to_string());
+          return;
+        }
+        ++records->counters.checkpoints;
+        log_info("checkpointer: wrote " + *written);
+      },
+      [store](load_atom, uint64_t fingerprint) -> Packet {
+        auto latest = store->load_latest(fingerprint, [](const std::string& w) { log_warn("checkpointer: " + w); });
+        if (!latest.ok()) {
+          log_warn("checkpointer: " + latest.status().to_string());
+          return {};
+        }
+        return *latest ? Packet{encode_checkpoint(**latest)} : Packet{};
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_checkpointer(caf::actor_system& sys, std::shared_ptr<CheckpointStore> store,
+                              std::shared_ptr<Directory> directory, std::shared_ptr<RunRecords> records) {
+  // Entered here, not when its thread first runs: the syncer started right
+  // after it must find it, or a fresh process would not restore.
+  auto handle = sys.spawn<caf::detached>(checkpointer, std::move(store), directory, std::move(records));
+  directory->put(Directory::kCheckpointer, handle);
+  return handle;
+}
+
+}  // namespace atl

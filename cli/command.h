@@ -1,0 +1,43 @@
+// The subcommands of `atoll`, one file each (cli/<name>_command.cc).
+//
+// Each adds itself to the app with its options; its callback, run by the
+// parser once the command line is read, does the work and leaves the exit
+// status in `status`: 0 done, 1 the work failed, 2 bad arguments or input,
+// 130 interrupted. main (cli/atoll.cc) is the table of them.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "atoll/status.h"
+
+namespace atl::cli {
+
+using AddCommand = void (*)(CLI::App& app, int& status);
+
+void add_run_command(CLI::App& app, int& status);
+void add_validate_command(CLI::App& app, int& status);
+void add_topology_command(CLI::App& app, int& status);
+void add_chaos_command(CLI::App& app, int& status);
+void add_syncer_command(CLI::App& app, int& status);
+void add_learner_command(CLI::App& app, int& status);
+void add_certs_command(CLI::App& app, int& status);
+void add_bandwidth_command(CLI::App& app, int& status);
+void add_sweep_command(CLI::App& app, int& status);
+void add_simulate_command(CLI::App& app, int& status);
+void add_plot_command(CLI::App& app, int& status);
+
+// ---- what the commands share
+
+// Prints "atoll: <why>" on stderr; returns 2.
+int fail(const Status& s);
+// Where run outputs go unless a flag says otherwise: atoll-out/<name>, one ignored folder.
+std::string output(const char* name);
+// -v,--verbose: log every registration, restart and refusal (info level).
+void add_verbose_flag(CLI::App* command, const char* what = "Log every registration, restart and refusal");
+// A positive, finite number of seconds (CLI11's Range lets nan and inf through).
+extern const CLI::Validator kPositiveSeconds;
+extern const CLI::Range kThreads;  // compute threads: 1 to 1024
+
+}  // namespace atl::cli

@@ -1,0 +1,22 @@
+// drive(): one run from start to report, as `atoll run`, `syncer` and
+// `learner` show it: a progress line (a terminal) or a line every 10 s (a
+// log), Ctrl-C stops it in order, then the summary, the report and plots.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "atoll/run.h"
+#include "run_status.h"
+
+namespace atl::cli {
+
+// `started` sees the run once it is up (to print a port, say). Exit status:
+// 0 done; 1 the run failed or gave up on an actor; 2 it could not start.
+int drive(const Topology& topology, const RunOptions& options, const std::string& report_path, bool quiet,
+          const MetricsFlags& metrics, const std::function<void(Run&)>& started = {});
+
+// "[  12.0s] tokens 1.2M/4.0M  loss 2.31  ...": what a run shows as it goes.
+std::string progress_line(const RunView& v);
+
+}  // namespace atl::cli

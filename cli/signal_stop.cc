@@ -1,0 +1,54 @@
+#include "signal_stop.h"
+
+#include <chrono>
+#include <csignal>
+
+#include "atoll/log.h"
+
+namespace atl::cli {
+namespace {
+
+std::atomic<bool> interrupted{false};
+void on_signal(int) { interrupted = true; }
+
+}  // namespace
+
+void catch_interrupts() {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+}
+
+bool take_interrupt() { return interrupted.exchange(false); }
+bool interrupt_pending() { return interrupted.load(); }
+
+SignalStop::SignalStop() {
+  catch_interrupts();
+  watcher_ = std::thread([this] {
+    while (!done_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (!take_interrupt()) continue;
+      log_warn("interrupted: stopping the run (the report follows)");
+      std::lock_guard lock(mu_);
+      fired_ = true;
+      if (run_) run_->stop();
+    }
+  });
+}
+
+SignalStop::~SignalStop() {
+  done_ = true;
+  watcher_.join();
+}
+
+void SignalStop::watch(Run* run) {
+  std::lock_guard lock(mu_);
+  run_ = run;
+  if (run_ && fired_) run_->stop();
+}
+
+bool SignalStop::fired() const {
+  std::lock_guard lock(mu_);
+  return fired_;
+}
+
+}  // namespace atl::cli

@@ -1,0 +1,97 @@
+// `atoll syncer`: the syncer of a run whose learners join from other processes.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "atoll/cluster.h"
+#include "atoll/log.h"
+#include "atoll/topology_file.h"
+#include "cluster_flags.h"
+#include "command.h"
+#include "drive.h"
+
+namespace atl::cli {
+namespace {
+
+struct SyncerArgs {
+  std::string file, report = output("report.json"), data;
+  std::vector<std::string> sets;
+  std::string listen = "127.0.0.1:7070", port_file, run_name, save_model;
+  double seconds = 0;
+  bool quiet = false;
+  ClusterFlags cluster;
+  MetricsFlags metrics;
+};
+
+// Written whole under another name, then renamed: readers never see half a number.
+void write_port_file(const std::string& path, uint16_t port) {
+  const std::string tmp = path + ".tmp";
+  std::ofstream(tmp) << port << "\n";
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) log_error("cannot write the port file " + path + ": " + ec.message());
+}
+
+int syncer_command(const SyncerArgs& a) {
+  auto topology = load_topology(a.file, a.sets);
+  if (!topology.ok()) return fail(topology.status());
+  RunOptions options;
+  options.data_root = a.data;
+  options.seconds = a.seconds;
+  options.run_name = a.run_name;
+  options.save_model = a.save_model;
+  options.cluster.listen = a.listen;
+  if (Status s = apply_cluster_flags(a.cluster, options.cluster); !s.ok()) return fail(s);
+  return drive(*topology, options, a.report, a.quiet, a.metrics, [&](Run& run) {
+    const auto at = parse_endpoint(a.listen);
+    std::printf("atoll syncer: serving learners on %s:%u (%zu learners expected)\n", at->host.c_str(), run.port(),
+                topology->learners.size());
+    std::fflush(stdout);
+    if (!a.port_file.empty()) write_port_file(a.port_file, run.port());
+  });
+}
+
+}  // namespace
+
+void add_syncer_command(CLI::App& app, int& status) {
+  auto a = std::make_shared<SyncerArgs>();
+  auto* syncer = app.add_subcommand("syncer", "Hold the syncer of a run whose learners join from other processes");
+  syncer->add_option("file", a->file, "Topology file (TOML); none: the built-in default");
+  syncer->add_option("--set", a->sets, "Override one key (repeatable)");
+  syncer->add_option("--metrics", a->metrics.listen,
+                     "Serve a live status page at / and Prometheus metrics at /metrics on HOST:PORT; their data "
+                     "wants the cluster token (Authorization: Bearer TOKEN)");
+  syncer->add_option("--listen", a->listen, "HOST:PORT to serve learners on (port 0: any free one)")
+      ->capture_default_str();
+  syncer->add_option("--run-name", a->run_name,
+                     "Checkpoint folder name inside checkpoint.dir; the same name again resumes from its checkpoints "
+                     "(default: a fresh run-<date>-<pid>)");
+  syncer->add_option("--port-file", a->port_file, "Write the port served on to this file once listening");
+  syncer->add_option("--save-model", a->save_model,
+                     "At the end, write the global model here as a model file (atoll.load_model() reads it)");
+  add_cluster_flags(syncer, a->cluster, "learner");
+  syncer->add_option("--report", a->report, "Where to write the JSON report (empty: none)")->capture_default_str();
+  syncer->add_option("--seconds", a->seconds, "Stop after this many seconds, whatever the token budget")
+      ->check(kPositiveSeconds);
+  syncer->add_option("--data", a->data, "Data folder (held-out evaluation; default: $ATOLL_DATA_DIR or ./data)");
+  syncer->add_flag("-q,--quiet", a->quiet, "No progress line, only the summary");
+  add_verbose_flag(syncer);
+  syncer->footer(
+      "\nLearners join with `atoll learner --join HOST:PORT --id N`, proving the same cluster token\n"
+      "(at least 16 bytes, from --token-file or $ATOLL_TOKEN; never printed). Joins with a wrong\n"
+      "token, an unknown or duplicate id or another model are refused, logged and counted.\n"
+      "Example:\n"
+      "  head -c 32 /dev/urandom | base64 > token && chmod 600 token\n"
+      "  atoll syncer examples/topologies/default.toml --listen 0.0.0.0:7070 --token-file token --run-name exp1\n"
+      "Without --tls-* the traffic is plain TCP, readable and alterable on the path (a warning says so):\n"
+      "  atoll certs certs && atoll syncer --listen 0.0.0.0:7070 --token-file token \\\n"
+      "    --tls-cert certs/syncer.pem --tls-key certs/syncer.key --tls-ca certs/ca.pem\n"
+      "Python learners (atoll.Learner) join the same way, for a TorchScript model of their layout, or\n"
+      "for a model atoll does not run: model.kind = \"external\", model.path = a file atoll.save_model()\n"
+      "wrote (examples/python/train_gpt.py). Their evaluators' held-out figures reach the report.\n"
+      "See docs/across-machines.md and docs/models.md.");
+  syncer->callback([a, &status] { status = syncer_command(*a); });
+}
+
+}  // namespace atl::cli
