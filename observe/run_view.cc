@@ -4,18 +4,12 @@
 #include <cmath>
 #include <variant>
 
+#include "atoll/overload.h"
 #include "json_writer.h"
 #include "learner_json.h"
 
 namespace atl {
 namespace {
-
-template <class... F>
-struct Overload : F... {
-  using F::operator()...;
-};
-template <class... F>
-Overload(F...) -> Overload<F...>;
 
 EventLine line_of(const TimedEvent& e) { return {e.t, kind_of(e.event), learner_of(e.event), event_text(e.event)}; }
 
@@ -130,7 +124,7 @@ RunView fold_view(const Topology& topology, const SyncerSample& syncer, const Ru
   };
   for (const TimedEvent& te : events) {
     std::visit(Overload{
-                   [&](const event::Injected&) { ++v.faults_injected; },
+                   [&](const event::Injected& x) { v.faults_injected += x.hit ? 1 : 0; },
                    [&](const event::Restarted& x) {
                      ++v.restarts;
                      if (x.child.role == Child::Role::kLearner)

@@ -9,15 +9,10 @@
 #include <cstdlib>
 #include <map>
 
+#include "atoll/overload.h"
+
 namespace atl {
 namespace {
-
-template <class... F>
-struct Overload : F... {
-  using F::operator()...;
-};
-template <class... F>
-Overload(F...) -> Overload<F...>;  // clang 14 has no aggregate deduction (the fuzz build)
 
 std::string quoted(std::string_view s) {
   std::string out = "\"";
