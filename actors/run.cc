@@ -450,10 +450,14 @@ void Run::Impl::wait_until_over() {
   const auto deadline = limit > 0 ? started + std::chrono::duration_cast<Clock::duration>(
                                                   std::chrono::duration<double>(limit))
                                   : Clock::time_point::max();
+  size_t seen = 0;  // events looked at for give-ups: the log is read again only when it grew
   for (;;) {
     const auto step = std::min(deadline, Clock::now() + std::chrono::milliseconds(100));
     if (records->latch.wait_finished_until(step) || Clock::now() >= deadline) break;
-    if (const std::string lost = lost_beyond_repair(records->log->events(), plan.local_ids.size()); !lost.empty()) {
+    if (const size_t logged = records->log->size(); logged == seen) continue;
+    const auto events = records->log->events();
+    seen = events.size();
+    if (const std::string lost = lost_beyond_repair(events, plan.local_ids.size()); !lost.empty()) {
       log_error("the run cannot go on: gave up on " + lost);
       break;
     }

@@ -48,11 +48,14 @@ std::string events_csv(const RunSeries& s) {
   char buf[64];
   for (const auto& e : s.events) {
     std::snprintf(buf, sizeof buf, "%.3f", e.seconds);
-    // The text is the last column and may hold commas: it runs to the end of the line.
-    std::string text = e.text;
-    for (char& c : text)
+    // The text may hold commas and quotes: quoted as RFC 4180 says, on one line.
+    std::string text = "\"";
+    for (char c : e.text) {
       if (c == '\n' || c == '\r') c = ' ';
-    out << buf << "," << e.kind << "," << e.learner << "," << text << "\n";
+      if (c == '"') text += '"';
+      text += c;
+    }
+    out << buf << "," << e.kind << "," << e.learner << "," << text << "\"\n";
   }
   return out.str();
 }
@@ -251,7 +254,17 @@ Result<RunSeries> read_run_series(const std::string& stem) {
     auto learner = number(cells[2], where);
     if (!t.ok()) return t.status();
     if (!learner.ok()) return learner.status();
-    s.events.push_back({*t, cells[1], static_cast<int64_t>(*learner), cells[3]});
+    // Quoted (RFC 4180), or as files before the quotes wrote it: the rest of the line.
+    std::string said = cells[3];
+    if (said.size() >= 2 && said.front() == '"' && said.back() == '"') {
+      std::string unquoted;
+      for (size_t i = 1; i + 1 < said.size(); ++i) {
+        unquoted += said[i];
+        if (said[i] == '"' && said[i + 1] == '"') ++i;
+      }
+      said = std::move(unquoted);
+    }
+    s.events.push_back({*t, cells[1], static_cast<int64_t>(*learner), std::move(said)});
   }
   return s;
 }

@@ -34,7 +34,7 @@ RunSeries sample_series() {
     p.learner_steps = {10u * i, 9u * i, i >= 8 && i < 12 ? 80u : 8u * i};
     s.points.push_back(p);
   }
-  s.events = {{4.0, "fault kill", 2, "inject kind=kill learner=2, recover_after=1"},
+  s.events = {{4.0, "fault kill", 2, "inject kind=kill learner=2, recover_after=1 plan=\"p, q.toml\":3"},
               {4.1, "restart", -1, "recovered what=restart child=learner 2"},
               {5.9, "registration", 2, "recovered what=registration learner=2 seconds=1.9"}};
   return s;
@@ -76,7 +76,12 @@ BOOST_AUTO_TEST_CASE(series_and_events_read_back_as_written) {
   BOOST_REQUIRE_EQUAL(back->events.size(), 3u);
   BOOST_CHECK_EQUAL(back->events[0].kind, "fault kill");
   BOOST_CHECK_EQUAL(back->events[0].learner, 2);
-  BOOST_CHECK_EQUAL(back->events[0].text, s.events[0].text);  // commas and all
+  BOOST_CHECK_EQUAL(back->events[0].text, s.events[0].text);  // commas and quotes and all
+  // A file written before the text was quoted: the text is the rest of the line.
+  std::ofstream(dir.file("report.events.csv")) << "seconds,kind,learner,text\n4.000,fault kill,2,inject a=1, b=2\n";
+  auto old = read_run_series(dir.file("report"));
+  BOOST_REQUIRE_MESSAGE(old.ok(), old.status().to_string());
+  BOOST_CHECK_EQUAL(old->events.at(0).text, "inject a=1, b=2");
 }
 
 BOOST_AUTO_TEST_CASE(plots_have_a_line_per_series_and_a_mark_per_fault) {
