@@ -59,7 +59,6 @@ void write_learner_json(JsonWriter& j, const LearnerReport& l) {
   j.field("last_incarnation_tokens", l.last_incarnation_tokens);
   j.field("step_seconds", l.step_seconds);
   j.field("gave_up", l.gave_up);
-  j.field("failures", l.record.failures);  // straight from the syncer's record
 }
 
 std::string Report::to_json() const {
