@@ -416,11 +416,17 @@ caf::behavior joining(LearnerActor* self) {
       [self](Packet& p) {
         auto& st = self->state;
         auto msg = receive(self, p);
+        if (!msg) return;
         // Pulls, broadcasts and moment requests meant for an earlier incarnation
         // (delayed, reordered) can arrive before our welcome: nothing to answer with.
-        if (!msg || !(std::holds_alternative<Welcome>(*msg) || std::holds_alternative<Reject>(*msg) ||
-                      std::holds_alternative<Done>(*msg)))
+        if (std::holds_alternative<Pull>(*msg) || std::holds_alternative<Broadcast>(*msg) ||
+            std::holds_alternative<MomentsPull>(*msg))
           return;
+        if (!(std::holds_alternative<Welcome>(*msg) || std::holds_alternative<Reject>(*msg) ||
+              std::holds_alternative<Done>(*msg))) {
+          log_warn(who(self) + ": unexpected " + message_name(*msg) + " from the syncer before its welcome");
+          return;
+        }
         if (st.external) handle_external(self, std::move(*msg));
         else handle(self, std::move(*msg));
         if (!st.core->welcomed()) return;

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -196,7 +197,7 @@ struct Run::Impl {
   std::mutex sampler_mu;
   std::condition_variable sampler_cv;
   bool sampling = false;
-  bool over = false;  // the sampler stopped: the watch holds the final view
+  std::atomic<bool> over{false};  // the sampler stopped: the watch holds the final view (read by any thread)
 
   RunView observe(size_t max_events = 50) const { return observe_run(*records, topology, max_events); }
 

@@ -124,7 +124,7 @@ void add_chaos_command(CLI::App& app, int& status) {
       "\nEach plan names a topology, faults (timed, step-triggered, random) and invariants; see\n"
       "examples/chaos/. The table shows plan, mode, goodput, uptime, held-out loss (and that of\n"
       "the same run without faults when the plan bounds it), faults injected, learners\n"
-      "recovered, verdict. A plan that injects nothing and bounds nothing is refused.\n"
+      "recovered, verdict. A plan that injects nothing and bounds no held-out loss is refused.\n"
       "Exit status: 0 all invariants hold; 1 some broke; 2 a bad plan.");
   chaos->callback([a, &status] { status = chaos_command(*a); });
 }

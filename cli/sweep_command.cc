@@ -47,7 +47,6 @@ int sweep_command(const SweepArgs& args) {
   spec.run.compute_threads = args.threads;
   spec.run.curve_points = args.curve;
 
-  set_log_level(LogLevel::kWarn);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   std::fprintf(stderr, "sweep: %zu combination(s) x %d seed(s); records in %s\n", spec.variants.size(), args.seeds,
