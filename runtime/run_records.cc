@@ -26,7 +26,6 @@ std::vector<uint64_t> AdoptedVersions::max() const {
 Result<std::shared_ptr<RunLog>> RunLog::open(const std::string& path, Clock::time_point start) {
   std::shared_ptr<RunLog> log(new RunLog());
   log->start_ = start;
-  log->path_ = path;
   if (!path.empty()) {
     log->file_ = std::fopen(path.c_str(), "w");
     if (!log->file_) return Status::io_error(path + ": cannot write the event tape: " + std::strerror(errno));

@@ -67,13 +67,10 @@ class RunLog {
   void append(RunEvent e);
   std::vector<TimedEvent> events() const;
   size_t size() const;
-  const std::string& path() const { return path_; }
-  Clock::time_point start() const { return start_; }
 
  private:
   RunLog() = default;
   Clock::time_point start_;
-  std::string path_;
   std::FILE* file_ = nullptr;
   mutable std::mutex mu_;
   std::vector<TimedEvent> events_;
