@@ -60,6 +60,11 @@ struct LearnerArgs {
   std::string cluster_token;  // proven in every Register (empty: one process, none needed)
   // Trained outside atoll, through this exchange (null: atoll's own replica on `job`'s data).
   std::shared_ptr<ReplicaExchange> external;
+  // Its speed and batch size (unset: its slot's default, atoll/topology.h).
+  std::optional<LearnerSpec> spec;
+  // Started again by its supervisor after a failure (its welcome is a
+  // re-integration), not for the first time (a newcomer's is not).
+  bool restarted = false;
 };
 caf::actor spawn_learner(caf::actor_system& sys, LearnerArgs args);
 
@@ -69,7 +74,8 @@ caf::actor spawn_checkpointer(caf::actor_system& sys, std::shared_ptr<Checkpoint
 
 struct ChildSpec {
   Child child;  // its name() is its key in the directory and in logs
-  std::function<caf::actor(caf::actor_system&, uint64_t incarnation)> start;
+  // `started`: how many times the supervisor has started it, this one included (1: the first).
+  std::function<caf::actor(caf::actor_system&, uint64_t started)> start;
 };
 
 // Supervision like OTP's: monitors (never links: exit_reason::kill cannot be
@@ -93,6 +99,9 @@ struct SupervisorSpec {
   std::shared_ptr<Directory> directory;  // the supervisor enters itself under `name` (null: not)
   // Extra seconds to wait before restarting a child (a fault's recovery time).
   std::function<double(const Child& child)> restart_hold;
+  // A learner supervisor in the syncer's process takes newcomers (join): how
+  // to start learner `id` with `spec`. Null: it takes none.
+  std::function<ChildSpec(uint32_t id, const LearnerSpec& spec)> make_learner;
 };
 caf::actor spawn_supervisor(caf::actor_system& sys, SupervisorSpec spec);
 

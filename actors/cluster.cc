@@ -32,6 +32,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr double kBackoffInitial = 0.1, kBackoffMax = 5.0;  // seconds between connection attempts
 constexpr size_t kTopologyFrameBytes = size_t{1} << 20;     // a Welcome that carries only the topology
+constexpr auto kClaimTimeout = std::chrono::seconds(5);     // the syncer's answer to a claim, at the gateway
 
 caf::timespan span(double seconds) {
   return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(seconds));
@@ -89,6 +90,22 @@ caf::behavior gateway(GatewayActor* self, GatewayArgs args) {
       [self](door_opened_atom, uint64_t conn, uint32_t learner, uint32_t purpose, uint64_t process,
              const std::string& peer) {
         auto& st = self->state;
+        if (static_cast<Purpose>(purpose) == Purpose::kClaim) {  // a learner without an id asks for a slot
+          caf::actor syncer = st.args.directory->get(Directory::kSyncer);
+          if (!syncer) {  // it restarts: the claimant asks again
+            st.args.door->close(conn, "the syncer is restarting; ask again");
+            return;
+          }
+          auto door = st.args.door;
+          self->request(syncer, kClaimTimeout, claim_atom_v, process)
+              .then(
+                  [door, conn](Packet& answer) {
+                    door->send(conn, std::move(answer.bytes));
+                    door->close(conn, "claim answered");
+                  },
+                  [door, conn](caf::error& e) { door->close(conn, "the syncer did not answer the claim: " + to_string(e)); });
+          return;
+        }
         if (static_cast<Purpose>(purpose) == Purpose::kTopology) {
           Welcome w;
           w.learner = learner;
@@ -253,7 +270,7 @@ DoorOptions door_options(const RunOptions::Cluster& cluster, uint32_t learners, 
 Result<DoorService> serve_learners(caf::actor_system& sys, GatewayArgs args, const Endpoint& at,
                                    const RunOptions::Cluster& cluster) {
   auto target = std::make_shared<caf::actor>();
-  auto door = Door::open(door_options(cluster, static_cast<uint32_t>(args.topology.learners.size()),
+  auto door = Door::open(door_options(cluster, learner_slots(args.topology),
                                       args.max_message_bytes),
                          events_to(target));
   if (!door.ok()) return door.status();
@@ -301,11 +318,15 @@ Result<Endpoint> parse_endpoint(std::string_view text) {
   return e;
 }
 
-Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const RunOptions::Cluster& cluster,
-                                double wait_seconds, std::vector<NamedShape>* layout) {
-  // A door of its own, without actors: one connection per attempt, its
-  // answer (or why it closed) handed to this thread, by connection, so that a
-  // late event of an earlier attempt is never taken for this one's.
+namespace {
+
+// One question to the syncer's door that one frame answers (a topology, a
+// slot): a door of its own, without actors, one connection per attempt, its
+// answer (or why it closed) handed to this thread by connection, so that a
+// late event of an earlier attempt is never taken for this one's. Retries
+// with backoff while the syncer is not there; a Reject ends it at once.
+Result<Welcome> ask_syncer(const Endpoint& syncer, uint32_t learner, Purpose purpose,
+                           const RunOptions::Cluster& cluster, double wait_seconds) {
   struct Answer {
     std::mutex mu;
     std::condition_variable cv;
@@ -327,6 +348,7 @@ Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const 
   auto door = Door::open(door_options(cluster, 0, kTopologyFrameBytes), std::move(events));
   if (!door.ok()) return door.status();
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_seconds));
+  const std::string who = purpose == Purpose::kClaim ? "a learner without an id" : "learner " + std::to_string(learner);
   double backoff = kBackoffInitial;
   std::string last_error;
   for (bool first = true;; first = false) {
@@ -337,7 +359,7 @@ Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const 
       std::this_thread::sleep_for(span(backoff));
       backoff = std::min(kBackoffMax, backoff * 2);
     }
-    const uint64_t conn = (*door)->connect(syncer.host, syncer.port, learner, Purpose::kTopology, kTopologyFrameBytes);
+    const uint64_t conn = (*door)->connect(syncer.host, syncer.port, learner, purpose, kTopologyFrameBytes);
     std::unique_lock lock(answer->mu);
     // The handshake has its own deadline in the door; this one only bounds a wait that cannot end otherwise.
     answer->cv.wait_for(lock, std::chrono::duration<double>(cluster.handshake_seconds + 5),
@@ -351,15 +373,32 @@ Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const 
     }
     auto msg = decode_message(got->second);
     if (!msg.ok()) return Status::corruption("the syncer's answer: " + msg.status().to_string());
-    if (auto* w = std::get_if<Welcome>(&*msg)) {
-      if (layout) *layout = w->layout;
-      return w->topology;
-    }
+    if (auto* w = std::get_if<Welcome>(&*msg)) return std::move(*w);
     if (auto* r = std::get_if<Reject>(&*msg))
-      return Status::refused("the syncer at " + syncer.to_string() + " refused learner " + std::to_string(learner) +
-                                      " (" + reject_reason_name(r->reason) + "): " + r->detail);
+      return Status::refused("the syncer at " + syncer.to_string() + " refused " + who + " (" +
+                             reject_reason_name(r->reason) + "): " + r->detail);
     return Status::corruption("the syncer answered with a " + std::string(message_name(*msg)));
   }
+}
+
+}  // namespace
+
+Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const RunOptions::Cluster& cluster,
+                                double wait_seconds, std::vector<NamedShape>* layout) {
+  auto w = ask_syncer(syncer, learner, Purpose::kTopology, cluster, wait_seconds);
+  if (!w.ok()) return w.status();
+  if (layout) *layout = std::move(w->layout);
+  return std::move(w->topology);
+}
+
+Result<SlotClaim> claim_slot(const Endpoint& syncer, const RunOptions::Cluster& cluster, double wait_seconds) {
+  auto w = ask_syncer(syncer, 0, Purpose::kClaim, cluster, wait_seconds);
+  if (!w.ok()) return w.status();
+  if (w->learner < w->topology.learners.size() || w->learner >= learner_slots(w->topology))
+    return Status::corruption("the syncer gave open slot " + std::to_string(w->learner) + ", which its topology (" +
+                              std::to_string(w->topology.learners.size()) + " fixed of " +
+                              std::to_string(learner_slots(w->topology)) + " slots) has not");
+  return SlotClaim{w->learner, std::move(w->topology), std::move(w->layout)};
 }
 
 }  // namespace atl

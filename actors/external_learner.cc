@@ -15,7 +15,18 @@ Result<std::unique_ptr<ExternalLearner>> ExternalLearner::join(Options o) {
   auto at = parse_endpoint(o.join);
   if (!at.ok()) return at.status();
   std::vector<NamedShape> run_layout;
-  auto topology = fetch_topology(*at, o.id, o.cluster, o.wait_seconds, &run_layout);
+  uint32_t id = 0;
+  Result<Topology> topology = Status::unavailable("not asked");
+  if (o.id) {
+    id = *o.id;
+    topology = fetch_topology(*at, id, o.cluster, o.wait_seconds, &run_layout);
+  } else if (auto claim = claim_slot(*at, o.cluster, o.wait_seconds); claim.ok()) {
+    id = claim->learner;
+    topology = std::move(claim->topology);
+    run_layout = std::move(claim->layout);
+  } else {
+    topology = claim.status();
+  }
   if (!topology.ok()) return topology.status();
   if (topology->mode != Mode::kDecoupled || topology->outer.barrier)
     return Status::invalid_argument(std::string("the run at ") + o.join + " trains in mode " +
@@ -34,13 +45,14 @@ Result<std::unique_ptr<ExternalLearner>> ExternalLearner::join(Options o) {
 
   std::unique_ptr<ExternalLearner> l(new ExternalLearner());
   l->topology_ = *topology;
+  l->id_ = id;
   l->exchange_ = std::make_shared<ReplicaExchange>(std::move(*layout), std::move(*fragments), o.speed, o.batch_size);
   RunOptions run;
   run.compute_threads = 1;  // no compute here: the user's loop steps
   run.control_threads = 1;
   run.cluster = o.cluster;
   run.cluster.join = o.join;
-  run.cluster.learner_ids = {o.id};
+  run.cluster.learner_ids = {id};
   run.external = l->exchange_;
   auto started = Run::start(*topology, run);
   if (!started.ok()) return started.status();
@@ -60,6 +72,15 @@ ReplicaState ExternalLearner::state() const {
       s.why = failure;
     }
   return s;
+}
+
+void ExternalLearner::leave(const std::string& reason, double drain_seconds) {
+  if (closed_ || !run_) return;
+  run_->leave(reason, drain_seconds);
+  // The actor asks the training thread for its last reads: wait until it has.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!state().stopping && !state().over && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
 
 Result<Report> ExternalLearner::close(double seconds) {

@@ -3,6 +3,10 @@
 //   joining ──(Welcome)──> training ──(Done, or refused for good)──> stopped
 //   (looks up the syncer,   (steps; syncer down: trains on and
 //    sends Register)          looks it up again)
+//                              │
+//                           (leave) ──> leaving ──(Done, or the drain timeout)──> stopped
+//                                       (no more steps; its last progress as
+//                                        unasked pushes, then Leave)
 //
 // One behaviour per phase: joining() knows only the welcome, a refusal and
 // the end; training() everything else. What to do about a refusal and which
@@ -60,6 +64,12 @@ struct LearnerState {
   std::shared_ptr<ReplicaExchange> external;
   std::deque<Message> deferred;  // pulls and moment requests waiting for a boundary that reads them
   bool frozen = false;           // its replica changes no more: later steps are not booked
+  // Departing in order (docs/design.md section 6): no more steps; its last
+  // progress goes to the syncer as unasked pushes, then Leave; Done, or the
+  // drain timeout, ends it. It is not restarted.
+  bool leaving = false;
+  bool leave_sent = false;
+  std::string leave_reason;
 };
 using LearnerActor = caf::stateful_actor<LearnerState>;
 
@@ -101,7 +111,8 @@ void try_step(LearnerActor* self) {
     st.resync_armed = true;  // a broadcast that never comes must not block us forever
     self->delayed_send(self, kResyncAfter, resync_atom_v, st.core->steps());
   }
-  if (st.stopping || st.last_pulled || st.computing || st.delaying || !st.core->welcomed() || st.core->blocked())
+  if (st.stopping || st.last_pulled || st.leaving || st.computing || st.delaying || !st.core->welcomed() ||
+      st.core->blocked())
     return;
   if (const auto now = self->clock().now(); now < st.stalled_until) {  // an injected stall
     st.delaying = true;
@@ -120,6 +131,20 @@ void try_step(LearnerActor* self) {
   });
 }
 
+// Leaving: every fragment's progress since its base goes as an unasked push,
+// then Leave. Again after a welcome (a restarted syncer lost them).
+void send_last_progress(LearnerActor* self) {
+  auto& st = self->state;
+  if (!st.syncer || !st.core->welcomed()) return;
+  const Progress now = st.core->progress();
+  for (uint32_t p = 0; p < now.fragments.size(); ++p) {
+    if (now.fragments[p].steps == 0 || !st.core->readable(p)) continue;
+    if (auto push = st.core->answer(Pull{p, 0, true}); push.ok()) send_to_syncer(self, *push);
+  }
+  send_to_syncer(self, Leave{st.args.id, st.args.incarnation, st.leave_reason});
+  st.leave_sent = true;
+}
+
 void handle(LearnerActor* self, Message m) {
   auto& st = self->state;
   if (auto* w = std::get_if<Welcome>(&m)) {
@@ -135,10 +160,12 @@ void handle(LearnerActor* self, Message m) {
     st.args.records->counters.regressions_refused += st.core->regressions_refused() - refused_before;
     if (!st.reintegrated) {
       st.reintegrated = true;
-      if (st.args.incarnation > 1)
+      if (st.args.restarted)
         st.args.records->log->append(event::Reintegrated{
             st.args.id, st.args.incarnation, std::chrono::duration<double>(self->clock().now() - st.started).count()});
     }
+    // Leaving: what went before this welcome (a syncer that restarted lost it), or what waited for one.
+    if (st.leaving && !st.external && !st.computing) send_last_progress(self);
   } else if (auto* mp = std::get_if<MomentsPull>(&m)) {
     if (auto moments = st.core->moments_for(*mp); moments.ok()) send_to_syncer(self, *moments);
   } else if (auto* p = std::get_if<Pull>(&m)) {
@@ -154,6 +181,11 @@ void handle(LearnerActor* self, Message m) {
     } else if (b->fragment < st.core->fragments().size()) {
       st.args.records->adopted.note(b->fragment, st.core->version(b->fragment));
     }
+  } else if (auto* farewell = std::get_if<Done>(&m); farewell && st.leaving) {
+    log_info(who(self) + ": " + farewell->reason + "; it leaves the run");
+    if (st.external) st.external->set_over("this learner left the run (" + st.leave_reason + ")", false);
+    st.stopping = true;
+    self->quit(caf::exit_reason::normal);  // a departure: not restarted, and the run goes on
   } else if (auto* d = std::get_if<Done>(&m)) {
     log_info(who(self) + ": the run is over (" + d->reason + ")");
     if (st.external) st.external->set_over("the run is over (" + d->reason + ")", false);
@@ -225,6 +257,37 @@ void answer_deferred(LearnerActor* self) {
     }
   }
   st.deferred = std::move(waiting);
+  // Leaving, and every last push is out: now it may say so.
+  if (st.leaving && !st.leave_sent && st.syncer &&
+      std::none_of(st.deferred.begin(), st.deferred.end(), [](const Message& m) { return std::holds_alternative<Pull>(m); })) {
+    send_to_syncer(self, Leave{st.args.id, st.args.incarnation, st.leave_reason});
+    st.leave_sent = true;
+  }
+}
+
+// Departs in order: see LearnerState::leaving.
+void leave(LearnerActor* self, std::string reason, double drain_seconds) {
+  auto& st = self->state;
+  if (st.leaving || st.stopping) return;
+  st.leaving = true;
+  st.leave_reason = std::move(reason);
+  if (!st.core->welcomed()) {  // nothing trained: nothing to hand over
+    log_info(who(self) + ": leaves before its welcome (" + st.leave_reason + ")");
+    if (st.external) st.external->set_over("this learner left the run (" + st.leave_reason + ")", false);
+    st.stopping = true;
+    self->quit(caf::exit_reason::normal);
+    return;
+  }
+  log_info(who(self) + ": leaving (" + st.leave_reason + "); its last progress goes to the syncer");
+  self->delayed_send(self, span(drain_seconds), drain_atom_v);
+  if (st.external) {  // the user's loop reads every fragment at its next boundary; then they go
+    for (uint32_t p = 0; p < st.core->fragments().size(); ++p) st.deferred.push_back(Pull{p, 0, true});
+    st.last_pulled = true;
+    answer_deferred(self);
+    sync_exchange(self);
+    return;
+  }
+  if (!st.computing) send_last_progress(self);  // else at the end of the step under way
 }
 
 void handle_external(LearnerActor* self, Message m) {
@@ -342,6 +405,15 @@ caf::message_handler always(LearnerActor* self) {
         self->state.slow_factor = std::max(1.0, factor);
         self->state.slow_until = self->clock().now() + span(seconds);
       },
+      [self](leave_atom, std::string& reason, double drain_seconds) { leave(self, std::move(reason), drain_seconds); },
+      [self](drain_atom) {
+        auto& st = self->state;
+        log_warn(who(self) + ": the syncer did not confirm its departure in time; leaving anyway (its last "
+                             "progress may not be merged)");
+        if (st.external) st.external->set_over("this learner left the run (" + st.leave_reason + ")", false);
+        st.stopping = true;
+        self->quit(caf::exit_reason::normal);
+      },
   };
 }
 
@@ -379,9 +451,10 @@ caf::behavior training(LearnerActor* self) {
           handle(self, std::move(m));
         }
         if (st.syncer && !st.stopping) {
-          if (!st.last_pulled)  // a last pull was answered with all progress
+          if (!st.last_pulled && !st.leaving)  // a last pull was answered with all progress
             for (const auto& push : st.core->due_pushes()) send_to_syncer(self, push);
           send_to_syncer(self, st.core->progress());
+          if (st.leaving && !st.leave_sent) send_last_progress(self);
         }
         if (extra > 1e-6) {
           st.delaying = true;
@@ -445,7 +518,8 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
                                                             state.args.job->topology(), state.external->layout(),
                                                             state.external->speed_label(),
                                                             state.external->batch_label())
-                             : LearnerCore::create(state.args.id, state.args.incarnation, state.args.job);
+                             : LearnerCore::create(state.args.id, state.args.incarnation, state.args.job,
+                                                   state.args.spec);
   if (!core.ok()) {
     log_error(who(self) + ": " + core.status().to_string());
     self->quit(caf::make_error(caf::sec::invalid_argument, core.status().to_string()));
@@ -478,6 +552,13 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
   self->set_down_handler([self](const caf::down_msg& dm) {
     auto& st = self->state;
     if (dm.source != st.syncer.address()) return;
+    if (st.leaving) {  // nobody to hand the last progress to: go now rather than wait out the drain
+      log_warn(who(self) + ": lost the syncer while leaving; its last progress may not be merged");
+      if (st.external) st.external->set_over("this learner left the run (" + st.leave_reason + ")", false);
+      st.stopping = true;
+      self->quit(caf::exit_reason::normal);
+      return;
+    }
     log_warn(who(self) + ": lost the syncer (" + to_string(dm.reason) + "); training on");
     st.syncer = nullptr;
     st.registered = false;

@@ -10,7 +10,9 @@
 #include <ctime>
 #include <numbers>
 #include <condition_variable>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "actors.h"
@@ -46,10 +48,11 @@ struct Config : caf::actor_system_config {
   }
 };
 
-// Which learners run in this process: all of them, none (the syncer's
-// process) or the ones named (a learner process).
+// Which learners run in this process: all the fixed ones, none (the
+// syncer's process) or the ones named (a learner process, fixed or open slots).
 Result<std::vector<uint32_t>> local_learners(const Topology& topology, const RunOptions::Cluster& c) {
   const size_t m = topology.learners.size();
+  const size_t slots = learner_slots(topology);
   if (!c.listen.empty()) return std::vector<uint32_t>{};
   std::vector<uint32_t> ids;
   if (c.join.empty()) {
@@ -58,15 +61,33 @@ Result<std::vector<uint32_t>> local_learners(const Topology& topology, const Run
   }
   if (c.learner_ids.empty()) return Status::invalid_argument("a joining process needs at least one learner id");
   for (uint32_t id : c.learner_ids) {
-    if (id >= m)
+    if (id >= slots)
       return Status::invalid_argument("learner id " + std::to_string(id) + " is not in this topology of " +
-                                      std::to_string(m) + " learners (ids 0.." + std::to_string(m - 1) + ")");
+                                      std::to_string(slots) + " learner slots (ids 0.." + std::to_string(slots - 1) + ")");
     if (std::find(ids.begin(), ids.end(), id) != ids.end())
       return Status::invalid_argument("learner id " + std::to_string(id) + " is given twice");
     ids.push_back(id);
   }
   return ids;
 }
+
+// Incarnations per learner id for the whole run, even if the learner
+// supervisor itself is restarted: a restart, and the next member of an open
+// slot, register above every incarnation of the id before them. A learner
+// process starts above any process before it (atoll/incarnation.h).
+class Incarnations {
+ public:
+  explicit Incarnations(uint64_t first) : first_(first) {}
+  uint64_t next(uint32_t id) {
+    std::lock_guard lock(mu_);
+    return ++counts_.try_emplace(id, first_).first->second;
+  }
+
+ private:
+  std::mutex mu_;
+  uint64_t first_;
+  std::map<uint32_t, uint64_t> counts_;
+};
 
 std::string default_run_name() {
   const std::time_t now = std::time(nullptr);
@@ -198,6 +219,10 @@ struct Run::Impl {
   std::condition_variable sampler_cv;
   bool sampling = false;
   std::atomic<bool> over{false};  // the sampler stopped: the watch holds the final view (read by any thread)
+  // leave(): the run is over here once this process's learners are gone, or by this time.
+  std::atomic<bool> leaving{false};
+  std::atomic<Clock::rep> leave_deadline{0};
+  bool any_local_learner() const;
 
   RunView observe(size_t max_events = 50) const { return observe_run(*records, topology, max_events); }
 
@@ -298,18 +323,22 @@ caf::actor Run::Impl::spawn_tree(const RunHooks& h, std::shared_ptr<CheckpointSt
                                                          h.message_faults, options.cluster.token}](
                                           caf::actor_system& s, uint64_t) { return spawn_syncer(s, args); }});
   SupervisorSpec learners = supervisor_spec(Child::Role::kLearnerSupervisor, Strategy::kOneForOne, h);
-  // Incarnations count for the whole run, even if the learner supervisor
-  // itself is restarted: the syncer tells incarnations apart by number. A
-  // learner process starts above any process before it (atoll/incarnation.h).
-  const uint64_t first_incarnation = joined() ? incarnation_base() : 0;
-  for (uint32_t id : plan.local_ids) {
-    auto incarnations = std::make_shared<std::atomic<uint64_t>>(first_incarnation);
-    LearnerArgs args{id, 0, job, directory, pool.get(), records, h.message_faults, options.cluster.token, options.external};
-    learners.children.push_back({Child::of_learner(id), [args, incarnations](caf::actor_system& s, uint64_t) mutable {
-                                   args.incarnation = ++*incarnations;
-                                   return spawn_learner(s, args);
-                                 }});
-  }
+  auto incarnations = std::make_shared<Incarnations>(joined() ? incarnation_base() : 0);
+  const LearnerArgs base{0,       0, job, directory, pool.get(), records, h.message_faults, options.cluster.token,
+                         options.external, options.learner_spec};
+  const auto learner_child = [base, incarnations](uint32_t id, std::optional<LearnerSpec> spec) {
+    LearnerArgs args = base;
+    args.id = id;
+    if (spec) args.spec = spec;
+    return ChildSpec{Child::of_learner(id), [args, incarnations](caf::actor_system& s, uint64_t starts) mutable {
+                       args.incarnation = incarnations->next(args.id);
+                       args.restarted = starts > 1;
+                       return spawn_learner(s, args);
+                     }};
+  };
+  for (uint32_t id : plan.local_ids) learners.children.push_back(learner_child(id, std::nullopt));
+  // Newcomers join where the syncer runs (Run::add_learner, a chaos plan's joins).
+  if (!joined()) learners.make_learner = [learner_child](uint32_t id, const LearnerSpec& spec) { return learner_child(id, spec); };
   SupervisorSpec top = supervisor_spec(Child::Role::kRootSupervisor, Strategy::kOneForOne, h);
   if (!joined())
     top.children.push_back({{Child::Role::kSyncerSupervisor, 0, {}}, [syncers](caf::actor_system& s, uint64_t) {
@@ -330,7 +359,7 @@ caf::actor Run::Impl::spawn_tree(const RunHooks& h, std::shared_ptr<CheckpointSt
 // Across processes: the syncer's process serves learners, a learner process joins the syncer.
 Status Run::Impl::open_door() {
   const auto& cluster = options.cluster;
-  const uint32_t m = static_cast<uint32_t>(topology.learners.size());
+  const uint32_t m = learner_slots(topology);
   if (plan.listen_at) {
     if (!cluster.tls())
       log_warn("serving learners over plain TCP: anyone on the path can read and alter the traffic "
@@ -430,6 +459,75 @@ bool Run::kill_learner(uint32_t id) {
   return true;
 }
 
+Result<uint32_t> Run::add_learner(const LearnerSpec& spec) {
+  if (impl_->joined()) return Status::unavailable("a learner process takes no newcomers: start one with `atoll learner`");
+  event::Injected e;
+  e.kind = FaultKind::kJoin;
+  e.speed = spec.speed;
+  e.batch_size = static_cast<uint32_t>(spec.batch_size);
+  e.by = "Run::add_learner";
+  Result<uint32_t> out = Status::unavailable("no learner supervisor here to start a newcomer");
+  caf::scoped_actor self{*impl_->system};
+  // The supervisor or the syncer may not be up yet (right after start), or
+  // restarting: ask again for a few seconds.
+  const std::string supervisor = Child{Child::Role::kLearnerSupervisor, 0, {}}.name();
+  const auto give_up = Clock::now() + std::chrono::seconds(5);
+  for (bool again = true; again;) {
+    again = false;
+    caf::actor learners = impl_->directory->get(supervisor);
+    if (!learners) {
+      again = Clock::now() < give_up;
+    } else {
+      self->request(learners, std::chrono::seconds(10), join_atom_v, spec.speed,
+                    static_cast<int32_t>(spec.batch_size))
+          .receive([&](uint32_t id) { out = id; },
+                   [&](caf::error& err) {
+                     const bool down = err == caf::sec::request_receiver_down;
+                     again = down && Clock::now() < give_up;
+                     const caf::message& why = err.context();
+                     out = down ? Status::unavailable("the syncer is not running")
+                                : Status::refused(why.match_elements<std::string>() ? why.get_as<std::string>(0)
+                                                                                    : caf::to_string(err));
+                   });
+    }
+    if (again) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  e.hit = out.ok();
+  e.learner = out.ok() ? int64_t{*out} : -1;
+  impl_->records->log->append(std::move(e));
+  return out;
+}
+
+bool Run::leave_learner(uint32_t id, const std::string& reason, double drain_seconds) {
+  caf::actor learner = impl_->directory->get(Directory::learner(id));
+  if (!learner) return false;
+  event::Injected e;
+  e.kind = FaultKind::kLeave;
+  e.hit = true;
+  e.learner = id;
+  e.by = "Run::leave_learner";
+  impl_->records->log->append(std::move(e));
+  caf::anon_send(learner, leave_atom_v, reason, drain_seconds);
+  return true;
+}
+
+void Run::leave(const std::string& reason, double drain_seconds) {
+  Impl& s = *impl_;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(drain_seconds + 2.0));
+  s.leave_deadline = deadline.time_since_epoch().count();
+  s.leaving = true;
+  for (uint32_t id : s.plan.local_ids)
+    if (caf::actor learner = s.directory->get(Directory::learner(id)))
+      caf::anon_send(learner, leave_atom_v, reason, drain_seconds);
+}
+
+bool Run::Impl::any_local_learner() const {
+  for (uint32_t id = 0; id < learner_slots(topology); ++id)
+    if (directory->get(Directory::learner(id))) return true;
+  return false;
+}
+
 bool Run::stall_learner(uint32_t id, double seconds) {
   caf::actor learner = impl_->directory->get(Directory::learner(id));
   if (!learner) return false;
@@ -455,6 +553,10 @@ void Run::Impl::wait_until_over() {
   for (;;) {
     const auto step = std::min(deadline, Clock::now() + std::chrono::milliseconds(100));
     if (records->latch.wait_finished_until(step) || Clock::now() >= deadline) break;
+    if (leaving && (!any_local_learner() || Clock::now().time_since_epoch().count() >= leave_deadline)) {
+      log_info("every learner of this process has left");
+      break;
+    }
     if (const size_t logged = records->log->size(); logged == seen) continue;
     const auto events = records->log->events();
     seen = events.size();
@@ -492,12 +594,7 @@ void Run::Impl::stop_learners() {
   if (!learners) return;
   caf::anon_send_exit(learners, caf::exit_reason::user_shutdown);
   const auto give_up = Clock::now() + std::chrono::seconds(10);
-  const auto any_learner = [&] {
-    for (uint32_t id = 0; id < topology.learners.size(); ++id)
-      if (directory->get(Directory::learner(id))) return true;
-    return false;
-  };
-  while ((directory->get(supervisor) || any_learner()) && Clock::now() < give_up)
+  while ((directory->get(supervisor) || any_local_learner()) && Clock::now() < give_up)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
 }
 
@@ -547,10 +644,13 @@ Result<Report> Run::Impl::learner_side_report(double wall) {
   for (uint32_t id : plan.local_ids) {
     LearnerReport l;
     l.id = id;
-    l.speed = topology.learners[id].speed;
-    l.batch_size = topology.learners[id].batch_size;
-    l.restarts = v.per_learner[id].restarts;
-    l.gave_up = v.per_learner[id].state == LearnerState::kGaveUp;
+    const LearnerSpec spec = options.learner_spec.value_or(default_spec(topology, id));
+    l.speed = spec.speed;
+    l.batch_size = spec.batch_size;
+    if (id < v.per_learner.size()) {
+      l.restarts = v.per_learner[id].restarts;
+      l.gave_up = v.per_learner[id].state == LearnerState::kGaveUp;
+    }
     r.per_learner.push_back(l);
   }
   r.model = describe_model(make_model(topology));

@@ -6,6 +6,11 @@
 // decides both. A child given up is logged (the run's event log) and left
 // stopped; the process goes on. If the supervisor itself stops, so do its
 // children, even when it is killed.
+//
+// A learner supervisor of the syncer's process also takes newcomers (open
+// membership, docs/design.md section 6): (join, speed, batch) claims a free
+// slot from the syncer and starts a learner in it; (retire, id) stops
+// restarting a learner (a preempted one is gone with its machine).
 #include <caf/all.hpp>
 
 #include <chrono>
@@ -14,6 +19,7 @@
 #include "actors.h"
 #include "atoll/atoms.h"
 #include "atoll/log.h"
+#include "atoll/messages.h"
 #include "atoll/restart_policy.h"
 
 namespace atl {
@@ -26,6 +32,7 @@ struct SupervisorState {
   std::vector<uint64_t> incarnations;
   std::vector<RestartPolicy> policies;  // per child: backoff and give-up (atoll/restart_policy.h)
   std::vector<bool> gave_up;
+  std::vector<bool> retired;                      // not restarted whatever its end
   std::set<caf::actor_addr> stopped_on_purpose;  // rest_for_one: siblings we stopped
   std::set<size_t> pending;                      // restart scheduled, not yet done
   // Shared with the attach functor, which must not touch the state.
@@ -54,6 +61,62 @@ void start_from(SupervisorActor* self, size_t k) {
   }
 }
 
+// Starts learner `id` as a child (again, if a learner held its slot before).
+void add_learner(SupervisorActor* self, uint32_t id, const LearnerSpec& spec) {
+  auto& st = self->state;
+  ChildSpec child = st.spec.make_learner(id, spec);
+  size_t i = 0;
+  while (i < st.spec.children.size() && !(st.spec.children[i].child == child.child)) ++i;
+  if (i == st.spec.children.size()) {
+    st.spec.children.push_back(std::move(child));
+    st.children.emplace_back();
+    st.incarnations.push_back(0);
+    st.policies.emplace_back(RestartPolicy::Limits{st.spec.max_restarts, st.spec.window_seconds,
+                                                    st.spec.backoff_initial, st.spec.backoff_max});
+    st.gave_up.push_back(false);
+    st.retired.push_back(false);
+    st.weak_children->emplace_back();
+  } else {
+    st.spec.children[i] = std::move(child);
+    st.gave_up[i] = st.retired[i] = false;
+    st.incarnations[i] = 0;  // a newcomer: its first start
+    st.policies[i] = RestartPolicy({st.spec.max_restarts, st.spec.window_seconds, st.spec.backoff_initial,
+                                    st.spec.backoff_max});
+  }
+  start_child(self, i);
+  log_info(st.spec.name + ": " + st.spec.children[i].child.name() + " joins the run");
+}
+
+// Claims a free open slot from the syncer, then starts a learner in it;
+// answers its id, or the syncer's reason.
+caf::result<uint32_t> join_learner(SupervisorActor* self, LearnerSpec spec) {
+  auto& st = self->state;
+  const caf::actor syncer = st.spec.directory ? st.spec.directory->get(Directory::kSyncer) : caf::actor{};
+  if (!st.spec.make_learner)
+    return caf::make_error(caf::sec::runtime_error, "no syncer in this process to join: start the learner with "
+                                                    "`atoll learner --join HOST:PORT` instead");
+  if (!syncer)  // not up yet, or restarting: the caller may ask again
+    return caf::make_error(caf::sec::request_receiver_down, "the syncer is not running now");
+  auto promise = self->make_response_promise<uint32_t>();
+  self->request(syncer, std::chrono::seconds(5), claim_atom_v)
+      .then(
+          [self, promise, spec](Packet& answer) mutable {
+            auto msg = decode_message(answer.bytes);
+            if (msg.ok())
+              if (const auto* w = std::get_if<Welcome>(&*msg)) {
+                add_learner(self, w->learner, spec);
+                promise.deliver(w->learner);
+                return;
+              }
+            const auto* r = msg.ok() ? std::get_if<Reject>(&*msg) : nullptr;
+            promise.deliver(caf::make_error(caf::sec::runtime_error,
+                                            r ? std::string("refused (") + reject_reason_name(r->reason) + "): " + r->detail
+                                              : std::string("the syncer's answer did not decode")));
+          },
+          [promise](caf::error& e) mutable { promise.deliver(std::move(e)); });
+  return promise;
+}
+
 caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
   auto& state = self->state;
   state.spec = std::move(spec);
@@ -63,6 +126,7 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
   state.policies.assign(n, RestartPolicy({state.spec.max_restarts, state.spec.window_seconds,
                                            state.spec.backoff_initial, state.spec.backoff_max}));
   state.gave_up.assign(n, false);
+  state.retired.assign(n, false);
   state.weak_children = std::make_shared<std::vector<caf::weak_actor_ptr>>(n);
   self->attach_functor([weak = state.weak_children](const caf::error& reason) {
     for (auto& w : *weak)
@@ -80,6 +144,11 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
     while (i < st.children.size() && st.children[i].address() != dm.source) ++i;
     if (i == st.children.size()) return;
     st.children[i] = nullptr;
+    if (st.retired[i]) {
+      log_info(st.spec.name + ": " + st.spec.children[i].child.name() + " is gone (" + to_string(dm.reason) +
+               "); retired, not restarted");
+      return;
+    }
     if (dm.reason == caf::exit_reason::user_shutdown || dm.reason == caf::exit_reason::normal) {
       log_info(st.spec.name + ": " + st.spec.children[i].child.name() + " stopped");
       return;  // an orderly stop, not a failure
@@ -124,7 +193,16 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
     });
   }
   for (size_t i = 0; i < n; ++i) start_child(self, i);
-  return {
+  return caf::message_handler{
+      [self](join_atom, double speed, int32_t batch) -> caf::result<uint32_t> {
+        return join_learner(self, LearnerSpec{speed, batch});
+      },
+      [self](retire_atom, uint32_t learner) {
+        auto& st = self->state;
+        for (size_t i = 0; i < st.children.size(); ++i)
+          if (st.spec.children[i].child == Child::of_learner(learner)) st.retired[i] = true;
+      },
+  }.or_else(caf::message_handler{
       [self](restart_atom, uint64_t index) {
         auto& st = self->state;
         const auto i = static_cast<size_t>(index);
@@ -136,7 +214,7 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
         log_info(st.spec.name + ": restarted " + st.spec.children[i].child.name() + " (incarnation " +
                  std::to_string(st.incarnations[i]) + ")");
       },
-  };
+  });
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "atoll/atoms.h"
 #include "atoll/cpu_clock.h"
 #include "atoll/log.h"
+#include "atoll/module_layout.h"
 #include "atoll/syncer_core.h"
 
 namespace atl {
@@ -123,6 +124,7 @@ void publish(SyncerActor* self) {
   sample.cpu_seconds = st.cpu_seconds;
   sample.recovering = core.recovering(now);
   sample.tokens = core.total_tokens();
+  sample.allocated_seconds = core.allocated_seconds(now);
   sample.stats = core.stats();
   sample.learners = core.learners();
   for (uint32_t p = 0; p < core.fragments().size(); ++p) sample.versions.push_back(core.version(p));
@@ -237,6 +239,7 @@ void on_packet(SyncerActor* self, Packet& p, std::optional<uint64_t> remote) {
   if (auto* q = std::get_if<Push>(&*msg)) claimed = q->learner;
   else if (auto* g = std::get_if<Progress>(&*msg)) claimed = g->learner;
   else if (auto* e = std::get_if<Evaluation>(&*msg)) claimed = e->learner;
+  else if (auto* lv = std::get_if<Leave>(&*msg)) claimed = lv->learner;
   else if (std::holds_alternative<Moments>(*msg)) claimed = sender_id.value_or(0xffffffffu);
   else {
     st.core->on_malformed(sender_id, Status::invalid_argument(std::string("a learner may not send ") + message_name(*msg)), fx);
@@ -250,10 +253,28 @@ void on_packet(SyncerActor* self, Packet& p, std::optional<uint64_t> remote) {
   if (auto* q = std::get_if<Push>(&*msg)) st.core->on_push(*q, now, fx);
   else if (auto* mo = std::get_if<Moments>(&*msg)) st.core->on_moments(claimed, *mo, now, fx);
   else if (auto* ev = std::get_if<Evaluation>(&*msg)) st.core->on_evaluation(*ev, now, fx);
+  else if (auto* lv = std::get_if<Leave>(&*msg)) st.core->on_leave(*lv, now, fx);
   else st.core->on_progress(std::get<Progress>(*msg), now, fx);
   carry_out(self, fx);
   maybe_checkpoint(self);
   check_budget(self);
+}
+
+// A free open slot for a learner without an id (atoll/syncer_core.h,
+// "Membership"): a Welcome that names it, with the topology and the model's
+// layout (what a topology request gets), or a Reject saying why not.
+Packet claim_slot(SyncerActor* self, uint64_t process) {
+  auto& st = self->state;
+  if (st.finished) return Packet{encode_message(Reject{RejectReason::kFull, 0xffffffffu, "the run is over"})};
+  SyncerEffects fx;
+  const Admission a = st.core->claim(process, self->clock().now(), fx);
+  carry_out(self, fx);
+  if (a.refused()) return Packet{encode_message(Reject{a.reason, 0xffffffffu, a.detail})};
+  Welcome w;
+  w.learner = a.learner;
+  w.topology = st.args.topology;
+  w.layout = shapes_of(st.core->layout());
+  return Packet{encode_message(w)};
 }
 
 caf::behavior running(SyncerActor* self) {
@@ -265,6 +286,13 @@ caf::behavior running(SyncerActor* self) {
   return {
       [self](Packet& p) { on_packet(self, p, std::nullopt); },
       [self](Packet& p, uint64_t process) { on_packet(self, p, process); },
+      [self](claim_atom) -> Packet {  // from an actor of this process (a learner supervisor)
+        const auto asker = caf::actor_cast<caf::actor>(self->current_sender());
+        return claim_slot(self, sender_of(self, asker, std::nullopt).process);
+      },
+      [self](claim_atom, uint64_t process) -> Packet {  // from the gateway, for a learner process
+        return claim_slot(self, kRemoteProcess | process);
+      },
       [self](timer_atom, uint32_t kind, uint32_t id, uint64_t round) {
         CpuMeter meter(self->state.cpu_seconds);
         SyncerEffects fx;
@@ -304,7 +332,7 @@ caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
   }
   state.core = std::move(*core);
   if (!state.args.cluster_token.empty()) state.core->require_token(state.args.cluster_token);
-  state.learners.resize(state.args.topology.learners.size());
+  state.learners.resize(learner_slots(state.args.topology));
   if (const auto previous = state.args.records->syncer()) {
     state.core->continue_from(previous->stats, previous->learners);
     log_info("syncer: continuing the statistics of the syncer before it (" + std::to_string(previous->stats.rounds) +

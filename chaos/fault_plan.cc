@@ -34,7 +34,8 @@ struct FieldRange {
   }
 };
 constexpr FieldRange kRecoverAfter{"recover_after", 0.0, 3600.0}, kDuration{"duration", 0.0, 86400.0},
-    kFactor{"factor", 1.0, 1000.0}, kFaultSeconds{"seconds", 0.0, 3600.0}, kProbability{"probability", 0.0, 1.0};
+    kFactor{"factor", 1.0, 1000.0}, kFaultSeconds{"seconds", 0.0, 3600.0}, kProbability{"probability", 0.0, 1.0},
+    kSpeed{"speed", 0.0, 100.0}, kGrace{"grace", 0.0, 3600.0};
 
 int learner_of(const toml::node& n, const std::string& key, int learners) {
   if (n.is_string()) {
@@ -45,9 +46,10 @@ int learner_of(const toml::node& n, const std::string& key, int learners) {
   return static_cast<int>(id);
 }
 
-Fault read_fault(const toml::table& t, const std::string& prefix, int learners) {
+// `learners`: the learner slots of the topology (open ones included).
+Fault read_fault(const toml::table& t, const std::string& prefix, int learners, bool open_slots) {
   no_unknown_keys(t, prefix, {"kind", "at", "at_step", "learner", "recover_after", "duration", "factor", "seconds",
-                              "probability"});
+                              "probability", "speed", "batch_size", "count", "grace"});
   Fault f;
   f.where = where(t).substr(0, where(t).size() - 2);
   const toml::node* kind = t.get("kind");
@@ -62,7 +64,11 @@ Fault read_fault(const toml::table& t, const std::string& prefix, int learners) 
   }
   if (at_step) f.at_step = static_cast<uint64_t>(get_int(*at_step, prefix + "at_step", 0, INT64_MAX));
   const toml::node* learner = t.get("learner");
-  if (targets_learners(f.kind)) {
+  if (f.kind == FaultKind::kJoin) {
+    if (learner) fail(*learner, prefix + "learner", "a join names no learner: the syncer gives the newcomer a free slot");
+    if (!open_slots)
+      fail(t, prefix + "kind", "join needs open slots: set membership.max_learners above the topology's [[learners]]");
+  } else if (targets_learners(f.kind)) {
     if (!learner) fail(t, prefix + "learner", std::string("missing: which learner does the ") +
                                                    fault_kind_name(f.kind) + " hit? (an id or \"*\")");
     f.learner = learner_of(*learner, prefix + "learner", learners);
@@ -81,6 +87,22 @@ Fault read_fault(const toml::table& t, const std::string& prefix, int learners) 
   number(kFactor, f.factor);
   number(kFaultSeconds, f.seconds);
   number(kProbability, f.probability);
+  const auto only = [&](const char* key, FaultKind owner) {
+    if (const toml::node* n = t.get(key); n && f.kind != owner)
+      fail(*n, prefix + key, std::string("only a ") + fault_kind_name(owner) + " has " + key);
+  };
+  only("speed", FaultKind::kJoin);
+  only("batch_size", FaultKind::kJoin);
+  only("count", FaultKind::kJoin);
+  only("grace", FaultKind::kPreempt);
+  number(kSpeed, f.speed);
+  if (const toml::node* n = t.get("batch_size")) f.batch_size = static_cast<int>(get_int(*n, prefix + "batch_size", 1, 1 << 16));
+  if (const toml::node* n = t.get("count")) f.count = static_cast<int>(get_int(*n, prefix + "count", 1, kMaxLearnerSlots));
+  if (f.kind == FaultKind::kJoin && t.get("speed") && f.speed < 0.01) fail(*t.get("speed"), prefix + "speed", "must be >= 0.01");
+  if (f.kind == FaultKind::kPreempt) {
+    f.duration = 2.0;  // the grace, unless given
+    number(kGrace, f.duration);
+  }
   const bool timed = f.kind == FaultKind::kStall || f.kind == FaultKind::kSlow || is_message_fault(f.kind);
   if (timed && f.duration <= 0) fail(t, prefix + "duration", std::string("missing: how long does the ") +
                                                                  fault_kind_name(f.kind) + " last?");
@@ -91,12 +113,22 @@ Fault read_fault(const toml::table& t, const std::string& prefix, int learners) 
   return f;
 }
 
-RandomFaults read_random(const toml::table& t) {
-  no_unknown_keys(t, "random.", {"kind", "mtbf_seconds", "recovery", "recovery_seconds", "recovery_min", "recovery_max"});
+RandomFaults read_random(const toml::table& t, bool open_slots) {
+  no_unknown_keys(t, "random.",
+                  {"kind", "mtbf_seconds", "recovery", "recovery_seconds", "recovery_min", "recovery_max", "grace"});
   RandomFaults r;
   if (const toml::node* k = t.get("kind")) {
     r.kind = get_enum(*k, "random.kind", parse_fault_kind);
-    if (r.kind != FaultKind::kKill && r.kind != FaultKind::kCrash) fail(*k, "random.kind", "random faults are kill or crash");
+    if (r.kind != FaultKind::kKill && r.kind != FaultKind::kCrash && r.kind != FaultKind::kPreempt)
+      fail(*k, "random.kind", "random faults are kill, crash or preempt");
+    if (r.kind == FaultKind::kPreempt && !open_slots)
+      fail(*k, "random.kind", "preempt hits the learners of open slots: set membership.max_learners above the "
+                              "topology's [[learners]]");
+  }
+  if (const toml::node* g = t.get("grace")) {
+    if (r.kind != FaultKind::kPreempt) fail(*g, "random.grace", "only random preemptions have a grace");
+    r.grace = get_number(*g, "random.grace");
+    if (!kGrace.holds(r.grace)) fail(*g, "random.grace", kGrace.refusal(r.grace));
   }
   const toml::node* mtbf = t.get("mtbf_seconds");
   if (!mtbf) fail(t, "random.mtbf_seconds", "missing: the mean time between failures of a learner");
@@ -177,6 +209,9 @@ Result<std::vector<Fault>> parse_fault_tape(std::string_view text, const std::st
     f.factor = field(kFactor, x->factor);
     f.seconds = field(kFaultSeconds, x->seconds);
     f.probability = field(kProbability, x->probability);
+    f.speed = field(kSpeed, x->speed);
+    f.batch_size = static_cast<int>(field({"batch_size", 0, 1 << 16}, x->batch_size));
+    if (f.kind == FaultKind::kJoin) f.learner = -1;  // the syncer gives the slot again
     if (!bad.empty()) return Status::corruption(where + ": " + bad);
     f.where = where;
     faults.push_back(f);
@@ -216,7 +251,8 @@ Result<FaultPlan> parse_fault_plan(std::string_view text, const std::string& pat
     auto topology = load_topology(topology_file, sets);
     if (!topology.ok()) return topology.status().with_context(path + ": topology");
     plan.topology = *topology;
-    const int learners = static_cast<int>(plan.topology.learners.size());
+    const int learners = static_cast<int>(learner_slots(plan.topology));
+    const bool open_slots = learner_slots(plan.topology) > plan.topology.learners.size();
     if (const toml::node* n = root.get("seconds")) {
       plan.seconds = get_number(*n, "seconds");
       if (plan.seconds < 0) fail(*n, "seconds", "must be >= 0");
@@ -236,7 +272,7 @@ Result<FaultPlan> parse_fault_plan(std::string_view text, const std::string& pat
         const std::string prefix = "fault[" + std::to_string(i) + "].";
         const auto* t = (*arr)[i].as_table();
         if (!t) fail((*arr)[i], prefix.substr(0, prefix.size() - 1), "expected a table");
-        plan.faults.push_back(read_fault(*t, prefix, learners));
+        plan.faults.push_back(read_fault(*t, prefix, learners, open_slots));
       }
     }
     if (const toml::node* n = root.get("replay")) {
@@ -245,14 +281,16 @@ Result<FaultPlan> parse_fault_plan(std::string_view text, const std::string& pat
       auto replayed = faults_from_tape(tape);
       if (!replayed.ok()) fail(*n, "replay", std::string(replayed.status().message()));
       for (const auto& f : *replayed)
-        if (f.learner >= learners) fail(*n, "replay", f.where + ": learner " + std::to_string(f.learner) +
-                                                          " is not in the topology");
+        if (f.kind == FaultKind::kJoin && !open_slots)
+          fail(*n, "replay", f.where + ": a join, and the topology has no open slots (membership.max_learners)");
+        else if (f.learner >= learners)
+          fail(*n, "replay", f.where + ": learner " + std::to_string(f.learner) + " is not in the topology");
       plan.faults.insert(plan.faults.end(), replayed->begin(), replayed->end());
     }
     if (const toml::node* n = root.get("random")) {
       const auto* t = n->as_table();
       if (!t) fail(*n, "random", "expected a table ([random])");
-      plan.random = read_random(*t);
+      plan.random = read_random(*t, open_slots);
     }
     if (const toml::node* n = root.get("invariants")) {
       const auto* t = n->as_table();

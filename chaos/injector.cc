@@ -19,7 +19,9 @@ struct InjectorState {
   InjectorArgs args;
   RunContext context;
   std::vector<bool> fired;  // step-triggered faults done
-  std::vector<Rng> rngs;    // per learner, for random failures
+  std::vector<Rng> rngs;    // per learner slot, for random failures (preempt: the open slots')
+  std::map<uint32_t, caf::actor_addr> preempted;  // learner id -> the actor to kill when its grace ends
+  std::map<uint32_t, LearnerSpec> spot_specs;     // open slot -> the spec its newcomer joined with
 };
 using InjectorActor = caf::stateful_actor<InjectorState>;
 
@@ -29,6 +31,63 @@ caf::timespan span(double seconds) {
 
 double since_start(const InjectorActor* self) {
   return std::chrono::duration<double>(Clock::now() - self->state.context.started).count();
+}
+
+event::Injected injected(const Fault& f, bool hit, int64_t learner) {
+  event::Injected e;
+  e.kind = f.kind;
+  e.hit = hit;
+  e.learner = learner;
+  e.recover_after = f.recover_after;
+  e.duration = f.duration;
+  e.factor = f.factor;
+  e.seconds = f.seconds;
+  e.probability = f.probability;
+  e.speed = f.speed;
+  e.batch_size = static_cast<uint32_t>(f.batch_size);
+  e.plan = f.where;
+  return e;
+}
+
+// A newcomer joins: the learner supervisor claims a free open slot from the
+// syncer and starts it there; the injection is logged once the answer is in.
+void join_one(InjectorActor* self, const Fault& f) {
+  auto& st = self->state;
+  const std::string supervisor = Child{Child::Role::kLearnerSupervisor, 0, {}}.name();
+  caf::actor learners = st.context.directory->get(supervisor);
+  const LearnerSpec spec{f.speed > 0 ? f.speed : 1.0,
+                         f.batch_size > 0 ? f.batch_size : default_spec(st.context.topology, ~0u).batch_size};
+  if (!learners) {
+    st.context.records->log->append(injected(f, false, -1));
+    log_info("chaos: join (no learner supervisor)");
+    return;
+  }
+  self->request(learners, std::chrono::seconds(10), join_atom_v, spec.speed, static_cast<int32_t>(spec.batch_size))
+      .then(
+          [self, f, spec](uint32_t id) {
+            self->state.spot_specs[id] = spec;
+            self->state.context.records->log->append(injected(f, true, id));
+            log_info("chaos: join, learner " + std::to_string(id));
+          },
+          [self, f](caf::error& e) {
+            self->state.context.records->log->append(injected(f, false, -1));
+            log_info("chaos: join refused (" + to_string(e) + ")");
+          });
+}
+
+// A preemption: the learner is told to leave (its last progress may still
+// be merged), is not restarted, and is killed when the grace is over if it
+// has not gone by then.
+bool preempt(InjectorActor* self, uint32_t learner, double grace) {
+  auto& st = self->state;
+  caf::actor target = st.context.directory->get(Directory::learner(learner));
+  if (!target) return false;
+  if (caf::actor learners = st.context.directory->get(Child{Child::Role::kLearnerSupervisor, 0, {}}.name()))
+    caf::anon_send(learners, retire_atom_v, learner);
+  caf::anon_send(target, leave_atom_v, std::string("preempted"), grace);
+  st.preempted[learner] = target.address();
+  self->delayed_send(self, span(grace), evict_atom_v, learner);
+  return true;
 }
 
 bool inject_one(InjectorActor* self, const Fault& f, int learner) {
@@ -55,6 +114,16 @@ bool inject_one(InjectorActor* self, const Fault& f, int learner) {
       else caf::anon_send(target, slow_atom_v, f.factor, f.duration);
       return true;
     }
+    case FaultKind::kLeave: {
+      caf::actor target = dir.get(Directory::learner(static_cast<uint32_t>(learner)));
+      if (!target) return false;
+      caf::anon_send(target, leave_atom_v, std::string("the chaos plan's leave"), 30.0);
+      return true;
+    }
+    case FaultKind::kPreempt:
+      return preempt(self, static_cast<uint32_t>(learner), f.duration);
+    case FaultKind::kJoin:
+      return false;  // join_one(), asynchronously
     case FaultKind::kKillSyncer:
     case FaultKind::kKillCheckpointer: {
       const char* name = f.kind == FaultKind::kKillSyncer ? Directory::kSyncer : Directory::kCheckpointer;
@@ -78,6 +147,10 @@ bool inject_one(InjectorActor* self, const Fault& f, int learner) {
 
 void inject(InjectorActor* self, const Fault& f) {
   auto& st = self->state;
+  if (f.kind == FaultKind::kJoin) {
+    for (int i = 0; i < f.count; ++i) join_one(self, f);
+    return;
+  }
   const int learners = static_cast<int>(st.context.topology.learners.size());
   std::vector<int> targets;
   if (!targets_learners(f.kind) || is_message_fault(f.kind)) targets.push_back(f.learner);  // -1 = every link
@@ -85,17 +158,7 @@ void inject(InjectorActor* self, const Fault& f) {
   else for (int m = 0; m < learners; ++m) targets.push_back(m);
   for (int m : targets) {
     const bool hit = inject_one(self, f, m);
-    event::Injected e;
-    e.kind = f.kind;
-    e.hit = hit;
-    e.learner = targets_learners(f.kind) ? m : -1;
-    e.recover_after = f.recover_after;
-    e.duration = f.duration;
-    e.factor = f.factor;
-    e.seconds = f.seconds;
-    e.probability = f.probability;
-    e.plan = f.where;
-    st.context.records->log->append(std::move(e));
+    st.context.records->log->append(injected(f, hit, targets_learners(f.kind) ? m : -1));
     log_info(std::string("chaos: ") + fault_kind_name(f.kind) +
              (targets_learners(f.kind) ? (m < 0 ? " every link" : " learner " + std::to_string(m)) : std::string()) +
              (hit ? "" : " (target not running)"));
@@ -130,13 +193,19 @@ caf::behavior injector(InjectorActor* self, RunContext context, InjectorArgs arg
   state.fired.assign(plan.faults.size(), false);
   if (steps) self->send(self, poll_atom_v);
   if (plan.random) {
-    const size_t learners = state.context.topology.learners.size();
-    for (uint32_t m = 0; m < learners; ++m) {
-      state.rngs.emplace_back(Rng::derive(plan.seed, 0xfa11 + m));
+    // kill, crash: each fixed learner; preempt: each open slot's learner.
+    const bool spot = plan.random->kind == FaultKind::kPreempt;
+    const uint32_t first = spot ? static_cast<uint32_t>(state.context.topology.learners.size()) : 0;
+    const uint32_t end = spot ? learner_slots(state.context.topology)
+                              : static_cast<uint32_t>(state.context.topology.learners.size());
+    state.rngs.resize(end, Rng(0));
+    for (uint32_t m = first; m < end; ++m) {
+      state.rngs[m] = Rng(Rng::derive(plan.seed, 0xfa11 + m));
       double t = state.rngs[m].exponential(plan.random->mtbf_seconds);
       // A restarted injector draws the same schedule and skips what has passed.
       while (t < now) t += recovery_of(self, m) + state.rngs[m].exponential(plan.random->mtbf_seconds);
-      self->delayed_send(self, span(t - now), random_fault_atom_v, m);
+      if (spot) self->delayed_send(self, span(t - now), spot_atom_v, m);
+      else self->delayed_send(self, span(t - now), random_fault_atom_v, m);
     }
   }
   return {
@@ -168,6 +237,45 @@ caf::behavior injector(InjectorActor* self, RunContext context, InjectorArgs arg
         f.where = "random";
         inject(self, f);
         self->delayed_send(self, span(f.recover_after + st.rngs[m].exponential(r.mtbf_seconds)), random_fault_atom_v, m);
+      },
+      [self](spot_atom, uint32_t m) {  // spot capacity: the learner of open slot m is preempted ...
+        auto& st = self->state;
+        const auto& r = *st.args.plan.random;
+        Fault f;
+        f.kind = FaultKind::kPreempt;
+        f.learner = static_cast<int>(m);
+        f.duration = r.grace;
+        f.recover_after = recovery_of(self, m);
+        f.where = "random";
+        const bool hit = preempt(self, m, r.grace);
+        st.context.records->log->append(injected(f, hit, m));
+        log_info("chaos: preempt learner " + std::to_string(m) + (hit ? "" : " (none there)"));
+        // ... and comes back after the recovery as a newcomer with the same spec.
+        if (hit) {
+          const auto spec = st.spot_specs.count(m) ? st.spot_specs[m] : default_spec(st.context.topology, m);
+          self->delayed_send(self, span(r.grace + f.recover_after), rejoin_atom_v, spec.speed,
+                             static_cast<int32_t>(spec.batch_size));
+        }
+        self->delayed_send(self, span(r.grace + f.recover_after + st.rngs[m].exponential(r.mtbf_seconds)), spot_atom_v, m);
+      },
+      [self](rejoin_atom, double speed, int32_t batch) {
+        Fault f;
+        f.kind = FaultKind::kJoin;
+        f.speed = speed;
+        f.batch_size = batch;
+        f.where = "random";
+        join_one(self, f);
+      },
+      [self](evict_atom, uint32_t learner) {  // a preempted learner's grace is over
+        auto& st = self->state;
+        const auto it = st.preempted.find(learner);
+        if (it == st.preempted.end()) return;
+        caf::actor still = st.context.directory->get(Directory::learner(learner));
+        if (still && still.address() == it->second) {
+          log_info("chaos: learner " + std::to_string(learner) + " still there after its grace: killed");
+          caf::anon_send_exit(still, caf::exit_reason::kill);
+        }
+        st.preempted.erase(it);
       },
   };
 }

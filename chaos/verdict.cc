@@ -69,7 +69,11 @@ ChaosVerdict judge(const FaultPlan& plan, const Report& rep, std::span<const flo
                              fault_kind_name(x->kind) + "ed at " + fmt("%.2f s", e.t) +
                              " was not welcomed back by " + fmt("%.2f s", deadline));
   }
-  if (rep.wall_seconds > 0 && rep.learners > 0) v.alive_fraction = 1.0 - down / (rep.learners * rep.wall_seconds);
+  // Of the learner time allocated to the run: members come and go (a
+  // departure, a preemption, is no down time; a newcomer adds its time).
+  const double allocated =
+      rep.allocated_learner_seconds > 0 ? rep.allocated_learner_seconds : rep.learners * rep.wall_seconds;
+  if (allocated > 0) v.alive_fraction = std::max(0.0, 1.0 - down / allocated);
   // Goodput is bounded by the share of learner time the learners were alive,
   // and how long a restart takes in wall time depends on what else the machine
   // runs: the bound is a share of the alive time, not of all of it.

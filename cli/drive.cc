@@ -54,7 +54,7 @@ std::string progress_line(const RunView& v) {
 }
 
 int drive(const Topology& topology, const RunOptions& options, const std::string& report_path, bool quiet,
-          const MetricsFlags& metrics, const std::function<void(Run&)>& started) {
+          const MetricsFlags& metrics, const std::function<void(Run&)>& started, std::function<void(Run&)> on_signal) {
   const bool live = !quiet && ::isatty(STDOUT_FILENO);
   std::mutex out;
   std::string line;  // the progress line currently on screen
@@ -78,7 +78,7 @@ int drive(const Topology& topology, const RunOptions& options, const std::string
   if (!run.ok()) return fail(run.status());
   if (status) status->watch(run->get());
   if (started) started(**run);
-  SignalStop signals;
+  SignalStop signals(std::move(on_signal));
   signals.watch(run->get());
   std::atomic<bool> done{false};
   std::thread printer([&] {

@@ -11,10 +11,13 @@
 
 namespace atl::cli {
 
-// `started` sees the run once it is up (to print a port, say). Exit status:
-// 0 done; 1 the run failed or gave up on an actor; 2 it could not start.
+// `started` sees the run once it is up (to print a port, say). The first
+// Ctrl-C or SIGTERM calls `on_signal` (default: Run::stop()), a second one
+// Run::stop(). Exit status: 0 done; 1 the run failed or gave up on an
+// actor; 2 it could not start.
 int drive(const Topology& topology, const RunOptions& options, const std::string& report_path, bool quiet,
-          const MetricsFlags& metrics, const std::function<void(Run&)>& started = {});
+          const MetricsFlags& metrics, const std::function<void(Run&)>& started = {},
+          std::function<void(Run&)> on_signal = {});
 
 // "[  12.0s] tokens 1.2M/4.0M  loss 2.31  ...": what a run shows as it goes.
 std::string progress_line(const RunView& v);

@@ -1,5 +1,8 @@
-// `atoll learner --join HOST:PORT --id N`: one learner in this process,
-// trained on the topology the syncer tells it.
+// `atoll learner --join HOST:PORT [--id N]`: one learner in this process,
+// trained on the topology the syncer tells it. Without --id it asks the
+// syncer for a free open slot (open membership, docs/design.md section 6).
+// SIGTERM (or Ctrl-C) makes it leave in order: its last progress is pushed
+// and merged, then it exits 0.
 #include <cstdio>
 #include <memory>
 
@@ -14,10 +17,21 @@ namespace {
 struct LearnerArgs {
   std::string join, report, data;
   uint32_t id = 0;
+  bool has_id = false;
+  double speed = 0.0;   // 0: the slot's default
+  int batch = 0;        // 0: the slot's default
   double give_up = 60;
+  double drain = 30;
   int threads = 0;
   ClusterFlags cluster;
 };
+
+// A refusal or no syncer: the run started elsewhere and this learner cannot
+// join it (exit 1, as --help says), not a bad command line (2).
+int refused(const Status& s) {
+  std::fprintf(stderr, "atoll: %s\n", s.to_string().c_str());
+  return 1;
+}
 
 int learner_command(const LearnerArgs& a) {
   auto at = parse_endpoint(a.join);
@@ -26,15 +40,30 @@ int learner_command(const LearnerArgs& a) {
   options.data_root = a.data;
   options.compute_threads = a.threads;
   options.cluster.join = a.join;
-  options.cluster.learner_ids = {a.id};
   options.cluster.give_up_seconds = a.give_up;
   if (Status s = apply_cluster_flags(a.cluster, options.cluster); !s.ok()) return fail(s);
-  auto topology = fetch_topology(*at, a.id, options.cluster, a.give_up);
-  if (!topology.ok()) {
-    std::fprintf(stderr, "atoll: %s\n", topology.status().to_string().c_str());
-    return 1;
+  Topology topology;
+  uint32_t id = a.id;
+  if (a.has_id) {
+    auto fetched = fetch_topology(*at, a.id, options.cluster, a.give_up);
+    if (!fetched.ok()) return refused(fetched.status());
+    topology = std::move(*fetched);
+  } else {
+    auto claim = claim_slot(*at, options.cluster, a.give_up);
+    if (!claim.ok()) return refused(claim.status());
+    id = claim->learner;
+    topology = std::move(claim->topology);
   }
-  return drive(*topology, options, a.report, /*quiet=*/true, MetricsFlags{});
+  LearnerSpec spec = default_spec(topology, id);
+  if (a.speed > 0) spec.speed = a.speed;
+  if (a.batch > 0) spec.batch_size = a.batch;
+  options.learner_spec = spec;
+  options.cluster.learner_ids = {id};
+  std::printf("atoll learner: learner %u (%s slot, speed %g, batch %d) joins the syncer at %s\n", id,
+              id < topology.learners.size() ? "fixed" : "open", spec.speed, spec.batch_size, a.join.c_str());
+  std::fflush(stdout);
+  return drive(topology, options, a.report, /*quiet=*/true, MetricsFlags{}, {},
+               [drain = a.drain](Run& run) { run.leave("asked to stop (signal)", drain); });
 }
 
 }  // namespace
@@ -43,7 +72,21 @@ void add_learner_command(CLI::App& app, int& status) {
   auto a = std::make_shared<LearnerArgs>();
   auto* learner = app.add_subcommand("learner", "Run one learner in this process, joining a syncer over the network");
   learner->add_option("--join", a->join, "HOST:PORT of the syncer")->required();
-  learner->add_option("--id", a->id, "Learner id, from 0 to the topology's learners - 1")->required();
+  auto* id = learner->add_option("--id", a->id,
+                                 "Learner id: one of the topology's [[learners]] (0 .. M-1), or a free open slot. "
+                                 "Without it the syncer gives the lowest free open slot (membership.max_learners)");
+  learner->add_option("--speed", a->speed,
+                      "Its relative speed: 0.5 takes twice as long per step (default: its slot's, 1 for an open slot)")
+      ->check(CLI::Range(0.01, 100.0));
+  learner->add_option("--batch", a->batch,
+                      "Its batch size: examples, or windows of model.context bytes, per step (default: its slot's; "
+                      "an open slot: the first [[learners]]'s)")
+      ->check(CLI::Range(1, 1 << 16));
+  learner->add_option("--drain-seconds", a->drain,
+                      "On SIGTERM or Ctrl-C: how long to wait for the syncer to merge its last progress before it "
+                      "exits anyway")
+      ->capture_default_str()
+      ->check(kPositiveSeconds);
   learner->add_option("--give-up", a->give_up, "Seconds without a syncer before giving up")
       ->capture_default_str()
       ->check(kPositiveSeconds);
@@ -54,9 +97,14 @@ void add_learner_command(CLI::App& app, int& status) {
   add_verbose_flag(learner, "Log every connection, registration and refusal");
   learner->footer(
       "\nThe topology comes from the syncer. The learner trains on without the syncer, reconnects\n"
-      "with backoff and pushes again; it exits 0 when the syncer says the run is over, 1 when refused\n"
-      "(wrong token, unknown id) or when no syncer answered for --give-up seconds.");
-  learner->callback([a, &status] { status = learner_command(*a); });
+      "with backoff and pushes again. SIGTERM or Ctrl-C makes it leave in order: its last progress\n"
+      "goes to the syncer, which merges it (a departure, not a failure); a second signal stops it at\n"
+      "once. Exit status: 0 when the run is over or it left; 1 when refused (wrong token, unknown id,\n"
+      "'full': no free open slot) or when no syncer answered for --give-up seconds.");
+  learner->callback([a, id, &status] {
+    a->has_id = id->count() > 0;
+    status = learner_command(*a);
+  });
 }
 
 }  // namespace atl::cli

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <utility>
 
 #include "atoll/log.h"
 
@@ -21,15 +22,20 @@ void catch_interrupts() {
 bool take_interrupt() { return interrupted.exchange(false); }
 bool interrupt_pending() { return interrupted.load(); }
 
-SignalStop::SignalStop() {
+SignalStop::SignalStop(std::function<void(Run&)> first) : first_(std::move(first)) {
   catch_interrupts();
   watcher_ = std::thread([this] {
     while (!done_) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       if (!take_interrupt()) continue;
-      log_warn("interrupted: stopping the run (the report follows)");
       std::lock_guard lock(mu_);
       fired_ = true;
+      if (run_ && first_) {
+        log_warn("interrupted: leaving in order (a second signal stops at once)");
+        std::exchange(first_, nullptr)(*run_);
+        continue;
+      }
+      log_warn("interrupted: stopping the run (the report follows)");
       if (run_) run_->stop();
     }
   });
@@ -43,7 +49,10 @@ SignalStop::~SignalStop() {
 void SignalStop::watch(Run* run) {
   std::lock_guard lock(mu_);
   run_ = run;
-  if (run_ && fired_) run_->stop();
+  if (run_ && fired_) {
+    if (first_) std::exchange(first_, nullptr)(*run_);
+    else run_->stop();
+  }
 }
 
 bool SignalStop::fired() const {

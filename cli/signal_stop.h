@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -17,10 +18,12 @@ bool take_interrupt();
 bool interrupt_pending();
 
 // While runs go on: a signal stops the current run in order, so its report
-// and summary are still written. A watcher thread does the stopping.
+// and summary are still written. A watcher thread does the stopping. With
+// `first`, the first signal calls it instead (a learner process leaves in
+// order) and the next one stops the run.
 class SignalStop {
  public:
-  SignalStop();
+  explicit SignalStop(std::function<void(Run&)> first = {});
   ~SignalStop();
   SignalStop(const SignalStop&) = delete;
   SignalStop& operator=(const SignalStop&) = delete;
@@ -33,6 +36,7 @@ class SignalStop {
   mutable std::mutex mu_;
   Run* run_ = nullptr;
   bool fired_ = false;
+  std::function<void(Run&)> first_;  // unset once used
   std::atomic<bool> done_{false};
   std::thread watcher_;
 };

@@ -45,8 +45,10 @@ int syncer_command(const SyncerArgs& a) {
   if (Status s = apply_cluster_flags(a.cluster, options.cluster); !s.ok()) return fail(s);
   return drive(*topology, options, a.report, a.quiet, a.metrics, [&](Run& run) {
     const auto at = parse_endpoint(a.listen);
-    std::printf("atoll syncer: serving learners on %s:%u (%zu learners expected)\n", at->host.c_str(), run.port(),
-                topology->learners.size());
+    const size_t open = learner_slots(*topology) - topology->learners.size();
+    std::printf("atoll syncer: serving learners on %s:%u (%zu learners expected%s)\n", at->host.c_str(), run.port(),
+                topology->learners.size(),
+                open ? (", " + std::to_string(open) + " open slots for learners without an id").c_str() : "");
     std::fflush(stdout);
     if (!a.port_file.empty()) write_port_file(a.port_file, run.port());
   });
@@ -81,6 +83,9 @@ void add_syncer_command(CLI::App& app, int& status) {
       "\nLearners join with `atoll learner --join HOST:PORT --id N`, proving the same cluster token\n"
       "(at least 16 bytes, from --token-file or $ATOLL_TOKEN; never printed). Joins with a wrong\n"
       "token, an unknown or duplicate id or another model are refused, logged and counted.\n"
+      "With membership.max_learners above the [[learners]] (--set membership.max_learners=8), learners\n"
+      "may also join without --id: each gets a free open slot, or is refused as 'full'; SIGTERM on a\n"
+      "learner makes it leave in order (its last progress merged; a departure, not a failure).\n"
       "Example:\n"
       "  head -c 32 /dev/urandom | base64 > token && chmod 600 token\n"
       "  atoll syncer examples/topologies/default.toml --listen 0.0.0.0:7070 --token-file token --run-name exp1\n"

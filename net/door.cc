@@ -303,7 +303,8 @@ struct Door::Impl {
                       "expected a hello, found " + (msg.ok() ? std::string("a ") + message_name(*msg) : msg.status().to_string()));
       if (!check_door_proof(impl.opt.token, h->proof, c.nonce, h->learner, static_cast<uint8_t>(h->purpose), h->process))
         return refuse(c, RejectReason::kBadToken, "the cluster token does not match");
-      if (h->learner >= impl.opt.learners)
+      // A claim asks the syncer for an id: it names none (0).
+      if (h->purpose == Purpose::kClaim ? h->learner != 0 : h->learner >= impl.opt.learners)
         return refuse(c, RejectReason::kUnknownLearner,
                       "learner id " + std::to_string(h->learner) + " is not in this topology of " +
                           std::to_string(impl.opt.learners) + " learners (ids 0.." +
@@ -608,10 +609,7 @@ Result<std::unique_ptr<Door>> Door::open(DoorOptions options, DoorEvents events)
   }
   impl->opt = std::move(options);
   impl->ev = std::move(events);
-  while (impl->opt.process == 0) {
-    const std::string random = make_nonce();
-    std::memcpy(&impl->opt.process, random.data(), sizeof impl->opt.process);
-  }
+  if (impl->opt.process == 0) impl->opt.process = this_process();
 
   std::mutex mu;
   std::condition_variable cv;
@@ -711,5 +709,17 @@ void Door::drain(double seconds) {
 
 const DoorCounters& Door::counters() const { return impl_->counters; }
 const DoorOptions& Door::options() const { return impl_->opt; }
+
+uint64_t this_process() {
+  static const uint64_t id = [] {
+    uint64_t x = 0;
+    while (x == 0) {
+      const std::string random = make_nonce();
+      std::memcpy(&x, random.data(), sizeof x);
+    }
+    return x;
+  }();
+  return id;
+}
 
 }  // namespace atl

@@ -59,6 +59,9 @@ void write_learner_json(JsonWriter& j, const LearnerReport& l) {
   j.field("last_incarnation_tokens", l.last_incarnation_tokens);
   j.field("step_seconds", l.step_seconds);
   j.field("gave_up", l.gave_up);
+  j.field("member", l.record.member);
+  j.field("departures", l.record.departures);
+  j.field("member_seconds", l.record.member_seconds);
 }
 
 std::string Report::to_json() const {
@@ -72,6 +75,9 @@ std::string Report::to_json() const {
   j.field("tokens", tokens);
   j.field("tokens_per_second", tokens_per_second);
   j.field("goodput", goodput);
+  j.field("allocated_learner_seconds", allocated_learner_seconds);
+  j.field("joins", joins);
+  j.field("departures", departures);
   j.field("uptime", uptime);
   j.open("eval", '{');
   j.field("loss", eval.loss);
@@ -155,7 +161,9 @@ std::string Report::to_table() const {
     return std::string(buf);
   };
   o << "run summary\n";
-  row("mode", mode + ", " + std::to_string(learners) + " learners");
+  row("mode", mode + ", " + std::to_string(learners) + " learners" +
+                  (joins + departures ? " (" + std::to_string(joins) + " joined, " + std::to_string(departures) + " departed)"
+                                      : std::string()));
   row("model", model);
   row("data", data);
   row("wall time", num("%.1f s", wall_seconds));

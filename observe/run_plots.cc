@@ -17,6 +17,9 @@ namespace {
 constexpr const char* kSeriesHeader = "seconds,tokens,loss,goodput,alive,versions_min,versions_max,bytes_up,bytes_down";
 // Written since evaluators report held-out losses; files without it still read.
 constexpr const char* kEvalColumn = ",eval_loss";
+// Written since learners join and leave (members up now); files without it
+// still read. A learner's steps cell is empty while it is not a member.
+constexpr const char* kPresentColumn = ",present";
 
 Status write_text(const std::string& path, const std::string& text) {
   return write_file_atomic(path, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
@@ -24,7 +27,8 @@ Status write_text(const std::string& path, const std::string& text) {
 
 std::string series_csv(const RunSeries& s) {
   std::ostringstream out;
-  out << "# atoll run series: mode=" << s.mode << " learners=" << s.learners << "\n" << kSeriesHeader << kEvalColumn;
+  out << "# atoll run series: mode=" << s.mode << " learners=" << s.learners << "\n" << kSeriesHeader << kEvalColumn
+      << kPresentColumn;
   for (int i = 0; i < s.learners; ++i) out << ",steps_" << i;
   out << "\n";
   char buf[256];
@@ -34,9 +38,14 @@ std::string series_csv(const RunSeries& s) {
                   static_cast<unsigned long long>(p.versions_min), static_cast<unsigned long long>(p.versions_max),
                   static_cast<unsigned long long>(p.bytes_up), static_cast<unsigned long long>(p.bytes_down));
     out << buf;
-    std::snprintf(buf, sizeof buf, ",%.6g", p.eval_loss);
+    std::snprintf(buf, sizeof buf, ",%.6g,%d", p.eval_loss, p.present);
     out << buf;
-    for (int i = 0; i < s.learners; ++i) out << "," << (i < static_cast<int>(p.learner_steps.size()) ? p.learner_steps[i] : 0);
+    for (int i = 0; i < s.learners; ++i) {
+      const auto at = static_cast<size_t>(i);
+      out << ",";
+      if (at < p.learner_member.size() && !p.learner_member[at]) continue;  // not a member then
+      out << (at < p.learner_steps.size() ? p.learner_steps[at] : 0);
+    }
     out << "\n";
   }
   return out.str();
@@ -152,12 +161,25 @@ Chart learners_chart(const RunSeries& s) {
   for (int i = 0; i < s.learners; ++i) {
     ChartLine l;
     l.name = "learner " + std::to_string(i);
+    const auto at = static_cast<size_t>(i);
     for (const auto& p : s.points) {
+      // Drawn only while it is a member: a departed learner's line stops, a newcomer's starts at its join.
+      const bool member = at >= p.learner_member.size() || p.learner_member[at];
       l.xs.push_back(p.seconds);
-      l.ys.push_back(i < static_cast<int>(p.learner_steps.size()) ? static_cast<double>(p.learner_steps[i]) : NAN);
+      l.ys.push_back(member && at < p.learner_steps.size() ? static_cast<double>(p.learner_steps[at]) : NAN);
     }
     c.lines.push_back(std::move(l));
   }
+  c.marks = marks_of(s.events);
+  return c;
+}
+
+Chart present_chart(const RunSeries& s) {
+  Chart c;
+  c.title = "learners present (members up; " + s.mode + ")";
+  c.x_label = "seconds";
+  c.y_label = "learners";
+  c.lines.push_back(column(s, "", seconds_of, [](const SeriesPoint& p) { return static_cast<double>(p.present); }));
   c.marks = marks_of(s.events);
   return c;
 }
@@ -183,7 +205,7 @@ Result<std::vector<std::string>> write_run_plots(const std::string& stem, const 
       {stem + ".series.csv", series_csv(s)},
       {stem + ".events.csv", events_csv(s)},
       {stem + ".loss.svg", svg_charts({loss_chart(s, true), loss_chart(s, false)})},
-      {stem + ".learners.svg", svg_charts({learners_chart(s)})},
+      {stem + ".learners.svg", svg_charts({learners_chart(s), present_chart(s)})},
       {stem + ".goodput.svg", svg_charts({goodput_chart(s)})},
   };
   for (const auto& [path, text] : files) {
@@ -212,7 +234,8 @@ Result<RunSeries> read_run_series(const std::string& stem) {
     }
     if (line.starts_with("seconds,")) {
       if (!line.starts_with(kSeriesHeader)) return Status::invalid_argument(where + ": not an atoll series header");
-      fixed = line.starts_with(std::string(kSeriesHeader) + kEvalColumn) ? 10 : 9;
+      const std::string header = std::string(kSeriesHeader) + kEvalColumn;
+      fixed = line.starts_with(header + kPresentColumn) ? 11 : line.starts_with(header) ? 10 : 9;
       s.learners = static_cast<int>(split(line, ',', SIZE_MAX).size() - fixed);
       continue;
     }
@@ -221,12 +244,17 @@ Result<RunSeries> read_run_series(const std::string& stem) {
       return Status::invalid_argument(where + ": " + std::to_string(cells.size()) + " columns, the header has " +
                                       std::to_string(fixed + static_cast<size_t>(s.learners)));
     std::vector<double> v;
-    for (const auto& c : cells) {
-      auto x = number(c, where);
+    SeriesPoint p;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (i >= fixed) p.learner_member.push_back(!cells[i].empty());  // empty: not a member then
+      if (i >= fixed && cells[i].empty()) {
+        v.push_back(0);
+        continue;
+      }
+      auto x = number(cells[i], where);
       if (!x.ok()) return x.status();
       v.push_back(*x);
     }
-    SeriesPoint p;
     p.seconds = v[0];
     p.tokens = static_cast<uint64_t>(v[1]);
     p.loss = v[2];
@@ -236,7 +264,8 @@ Result<RunSeries> read_run_series(const std::string& stem) {
     p.versions_max = static_cast<uint64_t>(v[6]);
     p.bytes_up = static_cast<uint64_t>(v[7]);
     p.bytes_down = static_cast<uint64_t>(v[8]);
-    if (fixed == 10) p.eval_loss = v[9];
+    if (fixed >= 10) p.eval_loss = v[9];
+    if (fixed >= 11) p.present = static_cast<int>(v[10]);
     for (size_t i = fixed; i < v.size(); ++i) p.learner_steps.push_back(static_cast<uint64_t>(v[i]));
     s.points.push_back(std::move(p));
   }

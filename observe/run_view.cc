@@ -36,12 +36,16 @@ SeriesPoint RunView::point() const {
   p.loss = train_loss;
   p.goodput = goodput;
   p.alive = alive;
+  p.present = present;
   p.versions_min = versions_min();
   p.versions_max = versions_max();
   p.bytes_up = bytes_up;
   p.bytes_down = bytes_down;
   p.eval_loss = eval_loss;
-  for (const auto& l : per_learner) p.learner_steps.push_back(l.steps);
+  for (const auto& l : per_learner) {
+    p.learner_steps.push_back(l.steps);
+    p.learner_member.push_back(l.record.member);
+  }
   return p;
 }
 
@@ -51,6 +55,7 @@ const char* learner_state_name(LearnerState s) {
     case LearnerState::kUp: return "up";
     case LearnerState::kDown: return "down";
     case LearnerState::kGaveUp: return "gave up";
+    case LearnerState::kLeft: return "left";
   }
   return "waiting";
 }
@@ -67,7 +72,6 @@ RunView fold_view(const Topology& topology, const SyncerSample& syncer, const Ru
   RunView v;
   const int m = static_cast<int>(topology.learners.size());
   v.mode = mode_name(topology.mode);
-  v.learners = m;
   v.token_budget = topology.tokens;
   v.seconds_limit = topology.seconds;
   v.seconds = syncer.seconds;
@@ -83,24 +87,39 @@ RunView fold_view(const Topology& topology, const SyncerSample& syncer, const Ru
   v.syncer_cpu_seconds = syncer.cpu_seconds;
   v.stats = syncer.stats;
   v.max_adopted_versions = std::move(max_adopted);
-  const double allocated = syncer.seconds * static_cast<double>(syncer.learners.size());
-  v.goodput = allocated > 0 ? syncer.stats.good_seconds / allocated : 0.0;
+  v.allocated_seconds = syncer.allocated_seconds;
+  v.goodput = v.allocated_seconds > 0 ? syncer.stats.good_seconds / v.allocated_seconds : 0.0;
   if (const EvaluationPoint* e = newest_evaluation(syncer.stats)) {  // a learner's evaluator (atoll.Evaluator)
     v.eval_loss = e->loss;
     v.eval_bits_per_byte = e->bits_per_byte;
   }
 
-  v.per_learner.resize(static_cast<size_t>(m));
+  // Shown: the fixed learners, and open slots up to the highest ever used
+  // (slots are claimed lowest first), so that per_learner[id] is learner id.
+  size_t shown = static_cast<size_t>(m);
+  for (size_t id = 0; id < syncer.learners.size(); ++id)
+    if (syncer.learners[id].registrations > 0) shown = std::max(shown, id + 1);
+  for (const TimedEvent& te : events)
+    if (const int64_t id = learner_of(te.event); id >= 0 && id < kMaxLearnerSlots)
+      shown = std::max(shown, static_cast<size_t>(id) + 1);
+  v.learners = static_cast<int>(shown);
+  v.per_learner.resize(shown);
   int connected = 0;
   double loss = 0.0;
-  for (uint32_t id = 0; id < static_cast<uint32_t>(m); ++id) {
+  for (uint32_t id = 0; id < shown; ++id) {
     LearnerView& l = v.per_learner[id];
     l.id = id;
-    l.speed = topology.learners[id].speed;
-    l.batch_size = topology.learners[id].batch_size;
+    const LearnerSpec spec = default_spec(topology, id);
+    l.speed = spec.speed;
+    l.batch_size = spec.batch_size;
     if (id >= syncer.learners.size()) continue;
     const LearnerRecord& rec = syncer.learners[id];
-    l.state = rec.registrations == 0 ? LearnerState::kWaiting : rec.connected ? LearnerState::kUp : LearnerState::kDown;
+    l.state = rec.registrations == 0 ? LearnerState::kWaiting
+              : rec.connected && rec.member ? LearnerState::kUp
+              : !rec.member                 ? LearnerState::kLeft
+                                            : LearnerState::kDown;
+    v.members += rec.member ? 1 : 0;
+    v.present += rec.member && rec.connected ? 1 : 0;
     l.record = rec;
     l.incarnation = rec.incarnation;
     l.steps = rec.past_steps + rec.steps;
@@ -114,13 +133,13 @@ RunView fold_view(const Topology& topology, const SyncerSample& syncer, const Ru
     for (size_t p = 0; p < rec.progress.size() && p < v.versions.size(); ++p)
       if (v.versions[p] > rec.progress[p].version)
         l.staleness = std::max(l.staleness, v.versions[p] - rec.progress[p].version);
-    if (rec.connected) ++connected, loss += rec.loss;
+    if (rec.connected && rec.member) ++connected, loss += rec.loss;
   }
   v.train_loss = connected ? loss / connected : 0.0;
-  v.alive = m ? double(connected) / m : 0.0;
+  v.alive = v.members ? double(v.present) / v.members : 0.0;
 
   const auto learner = [&](int64_t id) -> LearnerView* {
-    return id >= 0 && id < m ? &v.per_learner[static_cast<size_t>(id)] : nullptr;
+    return id >= 0 && static_cast<size_t>(id) < v.per_learner.size() ? &v.per_learner[static_cast<size_t>(id)] : nullptr;
   };
   for (const TimedEvent& te : events) {
     std::visit(Overload{
@@ -144,6 +163,8 @@ RunView fold_view(const Topology& topology, const SyncerSample& syncer, const Ru
                    [&](const event::Reintegrated& x) { v.reintegration_seconds.push_back(x.seconds); },
                    [&](const event::VersionDecreased&) { ++v.version_decreases; },
                    [&](const event::Failed&) {},
+                   [&](const event::Joined&) { ++v.joins; },
+                   [&](const event::Departed& x) { v.departures += x.orderly ? 1 : 0; },
                },
                te.event);
   }
@@ -160,7 +181,11 @@ Report report_from_view(const RunView& v, double wall) {
   r.wall_seconds = wall;
   for (const auto& l : v.per_learner) r.tokens += l.tokens;
   r.tokens_per_second = wall > 0 ? double(r.tokens) / wall : 0.0;
-  r.goodput = wall > 0 && m > 0 ? v.stats.good_seconds / (m * wall) : 0.0;
+  // Allocated learner time to the end of the run: the members now stay until `wall`.
+  r.allocated_learner_seconds = v.allocated_seconds + v.members * std::max(0.0, wall - v.seconds);
+  r.goodput = r.allocated_learner_seconds > 0 ? v.stats.good_seconds / r.allocated_learner_seconds : 0.0;
+  r.joins = v.joins;
+  r.departures = v.departures;
   // The syncer's own clock: its last word may come a little before `wall`.
   r.uptime = uptime_of(v.stats.round_ends, v.seconds > 0 ? v.seconds : wall);
   r.bytes.learner_to_syncer = v.bytes_up;
@@ -219,6 +244,10 @@ std::string view_json(const RunView& v, size_t max_points) {
   j.field("train_loss", v.train_loss);
   j.field("goodput", v.goodput);
   j.field("alive", v.alive);
+  j.field("members", v.members);
+  j.field("present", v.present);
+  j.field("joins", v.joins);
+  j.field("departures", v.departures);
   j.field("rounds", v.stats.rounds);
   j.field("merged", v.stats.merged_pushes);
   j.field("late", v.stats.late);
@@ -260,6 +289,7 @@ std::string view_json(const RunView& v, size_t max_points) {
   column("loss", [](const SeriesPoint& p) { return p.loss; });
   column("goodput", [](const SeriesPoint& p) { return p.goodput; });
   column("alive", [](const SeriesPoint& p) { return p.alive; });
+  column("present", [](const SeriesPoint& p) { return p.present; });
   j.close('}');
   j.open("events", '[');
   for (const auto& e : v.events) {

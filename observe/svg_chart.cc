@@ -111,11 +111,22 @@ void panel(std::ostringstream& svg, const Chart& c, double ox, double oy) {
   int colour = 0;
   for (const auto& l : c.lines) {
     const std::string color = l.color.empty() ? kPalette[colour++ % std::size(kPalette)] : l.color;
-    svg << "<polyline class=\"line\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.8\" points=\"";
-    for (size_t i = 0; i < l.xs.size() && i < l.ys.size(); ++i)
-      if (std::isfinite(l.xs[i]) && std::isfinite(l.ys[i]))
-        svg << fmt("%.1f", X(std::clamp(l.xs[i], x0, x1))) << "," << fmt("%.1f", Y(std::clamp(l.ys[i], y0, y1))) << " ";
-    svg << "\"/>\n";
+    // A point that is not finite is a gap: the line stops there and starts again after it.
+    std::string points;
+    const auto flush = [&] {
+      if (!points.empty())
+        svg << "<polyline class=\"line\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.8\" points=\""
+            << points << "\"/>\n";
+      points.clear();
+    };
+    for (size_t i = 0; i < l.xs.size() && i < l.ys.size(); ++i) {
+      if (!std::isfinite(l.xs[i]) || !std::isfinite(l.ys[i])) {
+        flush();
+        continue;
+      }
+      points += fmt("%.1f", X(std::clamp(l.xs[i], x0, x1))) + "," + fmt("%.1f", Y(std::clamp(l.ys[i], y0, y1))) + " ";
+    }
+    flush();
     if (c.lines.size() > 1 || !l.name.empty()) {
       svg << "<text x=\"" << fmt("%.1f", legend) << "\" y=\"" << fmt("%.1f", oy + 34) << "\" fill=\"" << color
           << "\">" << escape(l.name) << "</text>\n";

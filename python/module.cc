@@ -96,7 +96,7 @@ atl::Topology topology_from(const std::string& toml) { return value_or_raise(atl
 
 class Learner {
  public:
-  static std::unique_ptr<Learner> join(const std::string& syncer, uint32_t id, const std::string& token,
+  static std::unique_ptr<Learner> join(const std::string& syncer, std::optional<uint32_t> id, const std::string& token,
                                        const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors,
                                        double speed, uint32_t batch_size, const std::string& tls_cert,
                                        const std::string& tls_key, const std::string& tls_ca,
@@ -205,6 +205,12 @@ class Learner {
     ex.hand(std::move(step));
   }
 
+  void leave(const std::string& reason, double drain_seconds) {
+    auto& learner = get();
+    py::gil_scoped_release nogil;
+    learner.leave(reason, drain_seconds);
+  }
+
   py::dict state() {
     const atl::ReplicaState s = get().state();
     py::dict d;
@@ -309,6 +315,16 @@ class PyRun {
   }
 
   py::object view() { return json_object(run_ ? atl::view_json(run_->view()) : view_); }
+
+  uint32_t add_learner(double speed, int batch_size) {
+    auto& run = get();
+    atl::Result<uint32_t> id = atl::Status::unavailable("not asked");
+    {
+      py::gil_scoped_release nogil;
+      id = run.add_learner(atl::LearnerSpec{speed, batch_size});
+    }
+    return value_or_raise(std::move(id));
+  }
   FloatArray parameters() { return to_numpy(run_ ? run_->parameters() : parameters_); }
 
  private:
@@ -335,6 +351,8 @@ PYBIND11_MODULE(_atoll, m) {
                   py::arg("tls_ca"), py::arg("tls_name"), py::arg("wait_seconds"), py::arg("give_up_seconds"),
                   py::arg("timeout_seconds"))
       .def("topology", [](Learner& l) { return atl::to_toml(l.get().topology()); })
+      .def("id", [](Learner& l) { return l.get().id(); })
+      .def("leave", &Learner::leave, py::arg("reason"), py::arg("drain_seconds"))
       .def("layout", [](Learner& l) { return shapes_to(atl::shapes_of(l.get().exchange().layout())); })
       .def("fragments", &Learner::fragments)
       .def("request", &Learner::request)
@@ -352,6 +370,12 @@ PYBIND11_MODULE(_atoll, m) {
       .def("finished", [](PyRun& r) { return r.get().finished(); })
       .def("port", [](PyRun& r) { return r.get().port(); })
       .def("kill_learner", [](PyRun& r, uint32_t id) { return r.get().kill_learner(id); }, py::arg("id"))
+      .def("add_learner", &PyRun::add_learner, py::arg("speed"), py::arg("batch_size"))
+      .def("leave_learner",
+           [](PyRun& r, uint32_t id, const std::string& reason, double drain) {
+             return r.get().leave_learner(id, reason, drain);
+           },
+           py::arg("id"), py::arg("reason"), py::arg("drain_seconds"))
       .def("stall_learner", [](PyRun& r, uint32_t id, double s) { return r.get().stall_learner(id, s); },
            py::arg("id"), py::arg("seconds"))
       .def("wait", &PyRun::wait)

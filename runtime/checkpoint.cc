@@ -54,6 +54,8 @@ std::vector<uint8_t> encode_checkpoint(const CheckpointState& state) {
     ls[i].setPastTokens(state.learners[i].past_tokens);
     ls[i].setSteps(state.learners[i].steps);
     ls[i].setTokens(state.learners[i].tokens);
+    ls[i].setMember(state.learners[i].member);
+    ls[i].setProcess(state.learners[i].process);
   }
   if (state.optimizer) {
     auto o = root.initOptimizer();
@@ -98,7 +100,8 @@ Result<CheckpointState> decode_checkpoint(std::span<const uint8_t> bytes) {
     }
     for (auto l : root.getLearners())
       s.learners.push_back(
-          {l.getLearner(), l.getIncarnation(), l.getPastSteps(), l.getPastTokens(), l.getSteps(), l.getTokens()});
+          {l.getLearner(), l.getIncarnation(), l.getPastSteps(), l.getPastTokens(), l.getSteps(), l.getTokens(),
+           l.getMember(), l.getProcess()});
     if (root.hasOptimizer()) {
       const auto o = root.getOptimizer();
       CheckpointState::OptimizerRecord r{o.getStep(), floats_of(o.getM(), "optimizer first moment"),

@@ -56,6 +56,27 @@ class DecoupledRounds final : public RoundProtocol {
     }
   }
 
+  void on_departure(uint32_t learner, SteadyTime now, SyncerEffects& fx) override {
+    for (uint32_t p = 0; p < rounds_.size(); ++p) {
+      if (rounds_[p].open) {
+        rounds_[p].waiting.erase(learner);
+        check_round(p, now, fx);
+      } else {
+        check_due(p, now, fx);  // its last answer makes the fragment due; or fewer count toward K now
+      }
+    }
+  }
+
+  bool holds_answers_of(uint32_t learner) const override {
+    for (uint32_t p = 0; p < rounds_.size(); ++p) {
+      const Round& r = rounds_[p];
+      if (r.open && r.waiting.count(learner)) return true;
+      const auto it = r.answers.find(learner);
+      if (it != r.answers.end() && mergeable(p, it->second)) return true;
+    }
+    return false;
+  }
+
   void on_timer(const SyncerEffects::Timer& t, SteadyTime now, SyncerEffects& fx) override {
     if (t.kind == SyncerEffects::TimerKind::kFlush) {
       for (uint32_t p = 0; p < rounds_.size(); ++p)
@@ -101,6 +122,7 @@ class DecoupledRounds final : public RoundProtocol {
     uint64_t id = 0;            // of the open (or last) round
     SteadyTime opened{}, quorum_at{};
     bool quorum = false;
+    int quorum_needed = 1;      // K as the round opened: a newcomer never raises it
     bool last = false;          // the final round of the fragment (begin_flush)
     std::set<uint32_t> waiting;            // pulled, not yet answered
     std::map<uint32_t, Answer> answers;    // by learner: this round's, or early (unasked) ones
@@ -112,16 +134,26 @@ class DecoupledRounds final : public RoundProtocol {
     for (uint32_t p = 0; p < rounds_.size(); ++p) check_due(p, now, fx);
   }
 
+  // An answer that a round of fragment p could still merge.
+  bool mergeable(uint32_t p, const Answer& a) const {
+    const auto staleness = static_cast<uint64_t>(s_.topology.outer.max_staleness);
+    return a.steps > 0 && a.base_version + staleness >= s_.global[p].version;
+  }
+
   void check_due(uint32_t p, SteadyTime now, SyncerEffects& fx) {
     Round& r = rounds_[p];
     if (r.open || flushing()) return;
+    // A leaver's last answer does not wait for the others to fall due.
+    for (const auto& [m, a] : r.answers)
+      if (s_.learners[m].leaving == LearnerRecord::Leaving::kMerging && mergeable(p, a))
+        return open_round(p, now, fx);
     const uint64_t version = s_.global[p].version;
     const uint64_t threshold = steps_until_due(static_cast<int>(p), static_cast<int>(rounds_.size()),
                                                sync_interval(s_.topology.outer, version), version);
     int due = 0;
     for (uint32_t m = 0; m < s_.learners.size(); ++m) {
       const auto& l = s_.learners[m];
-      if (!l.connected) continue;
+      if (!s_.present(m)) continue;
       const auto it = r.answers.find(m);
       const bool pushed = it != r.answers.end() && it->second.base_version == version && it->second.steps >= threshold;
       const bool reported = p < l.progress.size() && l.progress[p].version == version && l.progress[p].steps >= threshold;
@@ -137,11 +169,12 @@ class DecoupledRounds final : public RoundProtocol {
     r.id = next_round_++;
     r.opened = now;
     r.quorum = false;
+    r.quorum_needed = s_.effective_quorum();
     r.waiting.clear();
     const auto staleness = static_cast<uint64_t>(s_.topology.outer.max_staleness);
     std::erase_if(r.answers, [&](const auto& kv) { return kv.second.base_version + staleness < version; });
     for (uint32_t m = 0; m < s_.learners.size(); ++m) {
-      if (!s_.learners[m].connected) continue;
+      if (!s_.present(m)) continue;
       const auto it = r.answers.find(m);
       if (it != r.answers.end() && it->second.base_version == version && it->second.steps > 0)
         continue;  // pushed its progress unasked: already answered
@@ -172,7 +205,8 @@ class DecoupledRounds final : public RoundProtocol {
     }
     int with_progress = 0;
     for (const auto& [m, a] : r.answers) with_progress += a.steps > 0 ? 1 : 0;
-    if (!r.quorum && with_progress >= s_.effective_quorum()) {
+    // Fewer may count toward K than when the round opened (failures, departures), never more.
+    if (!r.quorum && with_progress >= std::min(r.quorum_needed, s_.effective_quorum())) {
       r.quorum = true;
       r.quorum_at = now;
       const double grace = grace_seconds(r);
@@ -270,7 +304,7 @@ class DecoupledRounds final : public RoundProtocol {
     const auto staleness = static_cast<uint64_t>(s_.topology.outer.max_staleness);
     std::erase_if(r.answers, [&](const auto& kv) { return kv.second.base_version + staleness < s_.global[p].version; });
     for (uint32_t m = 0; m < s_.learners.size(); ++m) {
-      if (!s_.learners[m].connected) continue;
+      if (!s_.present(m)) continue;  // a leaver's last answers are in already
       r.waiting.insert(m);
       fx.sends.push_back({m, Pull{p, r.id, true}});
     }

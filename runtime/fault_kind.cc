@@ -8,7 +8,8 @@ namespace {
 constexpr FaultKind kAllKinds[] = {FaultKind::kKill,      FaultKind::kCrash,     FaultKind::kStall,
                                    FaultKind::kSlow,      FaultKind::kPartition, FaultKind::kDelay,
                                    FaultKind::kDuplicate, FaultKind::kReorder,   FaultKind::kCorrupt,
-                                   FaultKind::kKillSyncer, FaultKind::kKillCheckpointer};
+                                   FaultKind::kKillSyncer, FaultKind::kKillCheckpointer, FaultKind::kJoin,
+                                   FaultKind::kLeave,     FaultKind::kPreempt};
 
 }  // namespace
 
@@ -25,6 +26,9 @@ const char* fault_kind_name(FaultKind k) {
     case FaultKind::kCorrupt: return "corrupt";
     case FaultKind::kKillSyncer: return "kill_syncer";
     case FaultKind::kKillCheckpointer: return "kill_checkpointer";
+    case FaultKind::kJoin: return "join";
+    case FaultKind::kLeave: return "leave";
+    case FaultKind::kPreempt: return "preempt";
   }
   return "unknown";
 }
@@ -39,6 +43,10 @@ Result<FaultKind> parse_fault_kind(std::string_view name) {
 }
 
 bool targets_learners(FaultKind k) { return k != FaultKind::kKillSyncer && k != FaultKind::kKillCheckpointer; }
+
+bool is_membership_fault(FaultKind k) {
+  return k == FaultKind::kJoin || k == FaultKind::kLeave || k == FaultKind::kPreempt;
+}
 
 bool is_message_fault(FaultKind k) {
   return k == FaultKind::kPartition || k == FaultKind::kDelay || k == FaultKind::kDuplicate ||

@@ -111,7 +111,9 @@ Result<std::shared_ptr<const Job>> Job::load(const Topology& t, const std::strin
   ATOLL_RETURN_IF_ERROR(validate(t));
   std::shared_ptr<Job> job(new Job());
   job->topology_ = t;
-  const int m = static_cast<int>(t.learners.size());
+  // One shard per learner slot, open ones included: a slot is held by one
+  // member at a time, so no two members train the same bytes at once.
+  const int m = static_cast<int>(learner_slots(t));
   if (t.model.kind == ModelKind::kExternal)  // the learners bring their own data, and evaluate on their own
     return without_data(t, "the learners' own (model.kind = \"external\")");
   switch (t.data.kind) {
@@ -177,7 +179,7 @@ Result<std::shared_ptr<const Job>> Job::load(const Topology& t, const std::strin
   }
   if (job->examples_->size() < static_cast<size_t>(m))
     return Status::invalid_argument("data has " + std::to_string(job->examples_->size()) +
-                                    " training examples, fewer than the " + std::to_string(m) + " learners");
+                                    " training examples, fewer than the " + std::to_string(m) + " learner slots");
   job->shards_ = split_indices(job->examples_->size(), m, Rng::derive(t.seed, 0x5a4d));
   return std::shared_ptr<const Job>(std::move(job));
 }

@@ -18,17 +18,15 @@ namespace {
 // Exponential moving average that starts at its first sample.
 double ema(double avg, double x, uint64_t n, double alpha = 0.2) { return n <= 1 ? x : avg + alpha * (x - avg); }
 
-AdamWConfig inner_config(const Topology& t, uint32_t id) {
+AdamWConfig inner_config(const Topology& t, uint32_t id, const LearnerSpec& spec) {
   AdamWConfig c = t.inner;
   if (c.total_steps == 0 && t.tokens > 0) {
-    // Spread the cosine over this learner's expected share of the token budget.
-    double share = 0.0, total = 0.0;
-    for (uint32_t m = 0; m < t.learners.size(); ++m) {
-      const double rate = t.learners[m].speed * static_cast<double>(tokens_per_step(t, m));
-      total += rate;
-      if (m == id) share = rate;
-    }
-    const double steps = static_cast<double>(t.tokens) * share / total / static_cast<double>(tokens_per_step(t, id));
+    // Spread the cosine over this learner's expected share of the token
+    // budget: with the fixed learners, and itself if it holds an open slot.
+    const auto rate = [&](const LearnerSpec& l) { return l.speed * static_cast<double>(tokens_per_step(t, l)); };
+    double total = id < t.learners.size() ? 0.0 : rate(spec);
+    for (const LearnerSpec& l : t.learners) total += rate(l);
+    const double steps = static_cast<double>(t.tokens) * rate(spec) / total / static_cast<double>(tokens_per_step(t, spec));
     c.total_steps = std::max<int64_t>(c.warmup_steps + 1, static_cast<int64_t>(steps));
   }
   return c;
@@ -37,28 +35,29 @@ AdamWConfig inner_config(const Topology& t, uint32_t id) {
 }  // namespace
 
 Result<std::unique_ptr<LearnerCore>> LearnerCore::create(uint32_t id, uint64_t incarnation,
-                                                         std::shared_ptr<const Job> job) {
+                                                         std::shared_ptr<const Job> job,
+                                                         std::optional<LearnerSpec> spec) {
   const Topology& t = job->topology();
   if (t.model.kind == ModelKind::kExternal)
     return Status::invalid_argument("model.kind = \"external\": atoll does not run this model; its learners are "
                                     "Python processes (atoll.Learner) that join the syncer");
-  if (id >= t.learners.size())
+  if (id >= learner_slots(t))
     return Status::invalid_argument("learner " + std::to_string(id) + " does not exist: the topology has " +
-                                    std::to_string(t.learners.size()) + " learners");
+                                    std::to_string(learner_slots(t)) + " learner slots");
   auto model = make_model(t);
   if (!model.ok()) return model.status();
   auto fragments = plan_fragments((*model)->layout(), t);
   if (!fragments.ok()) return fragments.status();
-  return std::unique_ptr<LearnerCore>(
-      new LearnerCore(id, incarnation, std::move(job), std::move(*model), std::move(*fragments)));
+  return std::unique_ptr<LearnerCore>(new LearnerCore(id, incarnation, std::move(job), spec.value_or(default_spec(t, id)),
+                                                      std::move(*model), std::move(*fragments)));
 }
 
 Result<std::unique_ptr<LearnerCore>> LearnerCore::create_external(uint32_t id, uint64_t incarnation,
                                                                   const Topology& t, const ParamLayout& layout,
                                                                   double speed_label, uint32_t batch_label) {
-  if (id >= t.learners.size())
+  if (id >= learner_slots(t))
     return Status::invalid_argument("learner " + std::to_string(id) + " does not exist: the topology has " +
-                                    std::to_string(t.learners.size()) + " learners");
+                                    std::to_string(learner_slots(t)) + " learner slots");
   if (t.mode != Mode::kDecoupled || t.outer.barrier)
     return Status::invalid_argument(std::string("a learner trained outside atoll needs mode = \"decoupled\" without "
                                                 "outer.barrier (this run: ") + mode_name(t.mode) +
@@ -76,6 +75,7 @@ LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, const Topology& topo
     : id_(id),
       incarnation_(incarnation),
       topology_(topology),
+      spec_(default_spec(topology, id)),
       fragments_(std::move(fragments)),
       params_(layout.size()),
       tracks_(fragments_.size()),
@@ -84,20 +84,23 @@ LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, const Topology& topo
       external_layout_(layout),
       readable_(fragments_.size(), false) {}
 
-LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<const Job> job,
+LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<const Job> job, LearnerSpec spec,
                          std::unique_ptr<Model> model, std::vector<Fragment> fragments)
     : id_(id),
       incarnation_(incarnation),
       topology_(job->topology()),
+      spec_(spec),
       job_(std::move(job)),
       model_(std::move(model)),
       fragments_(std::move(fragments)),
       stream_(job_->make_stream(id, incarnation)),
-      adamw_(std::make_unique<AdamW>(model_->layout(), inner_config(job_->topology(), id))),
+      adamw_(std::make_unique<AdamW>(model_->layout(), inner_config(job_->topology(), id, spec_))),
       params_(model_->layout().size()),
       grads_(params_.size()),
       tracks_(fragments_.size()),
-      initial_crc_(parameters_crc(initial_parameters(*model_, job_->topology()))) {}
+      initial_crc_(parameters_crc(initial_parameters(*model_, job_->topology()))),
+      speed_label_(spec_.speed),
+      batch_label_(static_cast<uint32_t>(spec_.batch_size)) {}
 
 const ParamLayout& LearnerCore::layout() const { return external_ ? external_layout_ : model_->layout(); }
 

@@ -142,6 +142,7 @@ void put(const Topology& t, s::Topology::Builder b) {
   c.setEveryRounds(static_cast<uint32_t>(t.checkpoint.every_rounds));
   c.setEverySeconds(t.checkpoint.every_seconds);
   c.setKeep(static_cast<uint32_t>(t.checkpoint.keep));
+  b.initMembership().setMaxLearners(static_cast<uint32_t>(t.membership.max_learners));
 }
 
 // Unsigned wire fields become int knobs; anything above INT32_MAX is out of
@@ -215,6 +216,7 @@ Topology get(s::Topology::Reader r) {
   t.checkpoint.every_rounds = as_int(c.getEveryRounds());
   t.checkpoint.every_seconds = c.getEverySeconds();
   t.checkpoint.keep = as_int(c.getKeep());
+  t.membership.max_learners = as_int(r.getMembership().getMaxLearners());  // absent (an older sender): 0
   if (Status st = validate(t); !st.ok()) throw DecodeError{"topology: " + std::string(st.message())};
   return t;
 }
@@ -248,6 +250,12 @@ struct Encoder {
   }
   void operator()(const MomentsPull& m) { env.initMomentsPull().setRequest(m.request); }
   void operator()(const Done& m) { env.initDone().setReason(m.reason); }
+  void operator()(const Leave& m) {
+    auto b = env.initLeave();
+    b.setLearner(m.learner);
+    b.setIncarnation(m.incarnation);
+    b.setReason(m.reason);
+  }
   void operator()(const Challenge& m) { env.initChallenge().setNonce(bytes_of(m.nonce)); }
   void operator()(const Hello& m) {
     auto b = env.initHello();
@@ -391,7 +399,7 @@ Message decode_envelope(s::Envelope::Reader env) {
     case s::Envelope::HELLO: {
       auto r = env.getHello();
       const auto proof = r.getProof();
-      return Hello{r.getLearner(), checked_enum<Purpose>(static_cast<uint16_t>(r.getPurpose()), 1, "purpose"),
+      return Hello{r.getLearner(), checked_enum<Purpose>(static_cast<uint16_t>(r.getPurpose()), 2, "purpose"),
                    std::string(proof.begin(), proof.end()), r.getProcess()};
     }
     case s::Envelope::EVALUATION: {
@@ -401,9 +409,13 @@ Message decode_envelope(s::Envelope::Reader env) {
       for (uint64_t v : r.getVersions()) e.versions.push_back(v);
       return e;
     }
+    case s::Envelope::LEAVE: {
+      auto r = env.getLeave();
+      return Leave{r.getLearner(), r.getIncarnation(), r.getReason().cStr()};
+    }
     case s::Envelope::REJECT: {
       auto r = env.getReject();
-      return Reject{checked_enum<RejectReason>(static_cast<uint16_t>(r.getReason()), 9, "reject reason"),
+      return Reject{checked_enum<RejectReason>(static_cast<uint16_t>(r.getReason()), 10, "reject reason"),
                     r.getFragment(), r.getDetail().cStr()};
     }
   }
@@ -431,6 +443,7 @@ const char* reject_reason_name(RejectReason r) {
     case RejectReason::kTooLarge: return "too_large";
     case RejectReason::kFingerprintMismatch: return "fingerprint_mismatch";
     case RejectReason::kDuplicateLearner: return "duplicate_learner";
+    case RejectReason::kFull: return "full";
   }
   return "unknown";
 }
@@ -438,7 +451,7 @@ const char* reject_reason_name(RejectReason r) {
 const char* message_name(const Message& m) {
   static constexpr const char* kNames[] = {"register", "welcome", "pull",   "push",         "broadcast",
                                            "progress", "reject",  "moments_pull", "moments", "done",
-                                           "challenge", "hello", "evaluation"};
+                                           "challenge", "hello", "evaluation", "leave"};
   return kNames[m.index()];
 }
 

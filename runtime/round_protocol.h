@@ -44,6 +44,12 @@ class RoundProtocol {
   virtual void on_no_answer(uint32_t learner, uint32_t fragment, SteadyTime now, SyncerEffects& fx) = 0;
   // `learner` went down (the core has marked its record).
   virtual void on_learner_down(uint32_t learner, SteadyTime now, SyncerEffects& fx) = 0;
+  // `learner` stopped being a member (it left in order, or was released):
+  // rounds stop waiting for it; a leaver's last answers make their fragments due.
+  virtual void on_departure(uint32_t learner, SteadyTime now, SyncerEffects& fx) = 0;
+  // True while a round holds an answer of `learner` it may still merge, or
+  // waits for one: a leaver is told Done only when this is false.
+  virtual bool holds_answers_of(uint32_t learner) const = 0;
   // A timer of the protocol's kinds fired (grace, quorum, reconfigure, flush).
   virtual void on_timer(const SyncerEffects::Timer& timer, SteadyTime now, SyncerEffects& fx) = 0;
   // The fragment's global copy was replaced (recovered from a learner's

@@ -202,6 +202,8 @@ int64_t learner_of(const RunEvent& e) {
                         [](const event::Reintegrated& x) { return int64_t{x.learner}; },
                         [](const event::VersionDecreased&) { return int64_t{-1}; },
                         [](const event::Failed&) { return int64_t{-1}; },
+                        [](const event::Joined& x) { return int64_t{x.learner}; },
+                        [](const event::Departed& x) { return int64_t{x.learner}; },
                     },
                     e);
 }
@@ -216,6 +218,8 @@ std::string kind_of(const RunEvent& e) {
                         [](const event::Reintegrated&) { return std::string("reintegrated"); },
                         [](const event::VersionDecreased&) { return std::string("version decreased"); },
                         [](const event::Failed&) { return std::string("failed"); },
+                        [](const event::Joined&) { return std::string("joined"); },
+                        [](const event::Departed&) { return std::string("departed"); },
                     },
                     e);
 }
@@ -236,6 +240,8 @@ Line line_of(const TimedEvent& te) {
             if (x.kind == FaultKind::kSlow) l.number("factor", x.factor);
             if (x.seconds > 0) l.number("seconds", x.seconds);
             if (x.probability < 1) l.number("probability", x.probability);
+            if (x.speed > 0) l.number("speed", x.speed);
+            if (x.batch_size > 0) l.integer("batch_size", x.batch_size);
             if (!x.plan.empty()) l.text("plan", x.plan);
             if (!x.by.empty()) l.text("by", x.by);
             return l;
@@ -277,6 +283,18 @@ Line line_of(const TimedEvent& te) {
             l.text("why", x.why);
             return l;
           },
+          [t](const event::Joined& x) {
+            Line l(t, "joined");
+            l.integer("learner", x.learner).integer("incarnation", int64_of(x.incarnation)).number("speed", x.speed);
+            l.integer("batch_size", x.batch_size);
+            return l;
+          },
+          [t](const event::Departed& x) {
+            Line l(t, "departed");
+            l.integer("learner", x.learner).integer("incarnation", int64_of(x.incarnation));
+            l.integer("orderly", x.orderly ? 1 : 0).text("reason", x.reason);
+            return l;
+          },
       },
       te.event);
 }
@@ -313,6 +331,8 @@ Result<std::optional<TimedEvent>> decode_event_line(std::string_view line) {
     x.factor = number(f, "factor", 1);
     x.seconds = number(f, "seconds", 0);
     x.probability = number(f, "probability", 1);
+    x.speed = number(f, "speed", 0);
+    x.batch_size = static_cast<uint32_t>(std::min<uint64_t>(whole(f, "batch_size"), UINT32_MAX));
     x.plan = text(f, "plan");
     x.by = text(f, "by");
     te.event = x;
@@ -331,6 +351,11 @@ Result<std::optional<TimedEvent>> decode_event_line(std::string_view line) {
                                        whole(f, "from"), whole(f, "to")};
   } else if (name == "failed") {
     te.event = event::Failed{text(f, "why")};
+  } else if (name == "joined") {
+    te.event = event::Joined{learner(), whole(f, "incarnation"), number(f, "speed", 0),
+                             static_cast<uint32_t>(std::min<uint64_t>(whole(f, "batch_size"), UINT32_MAX))};
+  } else if (name == "departed") {
+    te.event = event::Departed{learner(), whole(f, "incarnation"), number(f, "orderly", 1) == 1, text(f, "reason")};
   } else if (name.empty()) {
     return Status::corruption("no \"event\"");
   } else {

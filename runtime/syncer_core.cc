@@ -22,17 +22,23 @@ RejectReason decode_reason(const Status& s) {
 
 // ---- the state both the core and the round protocol use
 
+bool SyncerState::counts_toward_quorum(uint32_t m) const {
+  const LearnerRecord& l = learners[m];
+  if (!l.member || l.leaving != LearnerRecord::Leaving::kNo) return false;
+  if (!open_slot(m)) return l.connected || !l.down_at;
+  return l.connected && l.qualified;
+}
+
 int SyncerState::effective_quorum() const {
-  int failed = 0;
-  for (const auto& l : learners) failed += (!l.connected && l.down_at) ? 1 : 0;
-  const int live = static_cast<int>(learners.size()) - failed;
-  return std::max(1, std::min(topology.outer.quorum, live));
+  int counted = 0;
+  for (uint32_t m = 0; m < learners.size(); ++m) counted += counts_toward_quorum(m) ? 1 : 0;
+  return std::max(1, std::min(topology.outer.quorum, counted));
 }
 
 double SyncerState::slowest_step_seconds() const {
   double t = 0.0;
-  for (const auto& l : learners)
-    if (l.connected) t = std::max(t, l.step_seconds);
+  for (uint32_t m = 0; m < learners.size(); ++m)
+    if (present(m)) t = std::max(t, learners[m].step_seconds);
   return t;
 }
 
@@ -88,6 +94,7 @@ Broadcast SyncerState::broadcast(uint32_t p, std::vector<uint32_t> merged) {
 void SyncerState::note_merged(uint32_t learner, SteadyTime now, SyncerEffects& fx) {
   LearnerRecord& l = learners[learner];
   ++l.merged;
+  l.qualified = true;  // merged progress: it has trained on a version it adopted
   if (l.awaiting_first_merge) {
     fx.events.push_back(event::FirstMerge{learner, l.incarnation, seconds_between(*l.awaiting_first_merge, now)});
     l.awaiting_first_merge.reset();
@@ -107,7 +114,9 @@ Result<std::unique_ptr<SyncerCore>> SyncerCore::create(const Topology& topology,
   s->model = std::move(*model);
   s->fragments = std::move(*fragments);
   s->global.resize(s->fragments.size());
-  s->learners.resize(topology.learners.size());
+  s->learners.resize(learner_slots(topology));
+  s->fixed = static_cast<uint32_t>(topology.learners.size());
+  for (uint32_t m = 0; m < s->fixed; ++m) s->learners[m].member = true;  // from the start (member_since 0)
   s->created = now;
   s->start = started.value_or(now);
   return std::unique_ptr<SyncerCore>(new SyncerCore(std::move(s)));
@@ -182,6 +191,12 @@ Status SyncerCore::restore(const CheckpointState& state) {
       l.registrations = saved.incarnation > 0 ? 1 : 0;  // the same incarnation coming back is not new
     }
     l.incarnation = std::max(l.incarnation, saved.incarnation);
+    // A member of an open slot may come back to it: nobody else takes it meanwhile.
+    if (s_->open_slot(saved.learner) && saved.member && !l.connected && l.reserved_for == 0) {
+      l.reserved_for = saved.process;
+      l.reserved_until = s_->created + std::chrono::duration_cast<SteadyTime::duration>(
+                                           std::chrono::duration<double>(kHoldSeconds));
+    }
   }
   s_->stats.rounds = std::max(s_->stats.rounds, state.rounds);
   return {};
@@ -207,6 +222,16 @@ void SyncerCore::continue_from(const SyncerStats& stats, const std::vector<Learn
     l.failures = old.failures;
     l.step_seconds = old.step_seconds;
     l.registrations = old.registrations;
+    // Membership goes on. A leaver departed at its Leave (not a member); its
+    // last answers went with the old syncer, and if it registers again it
+    // joins anew.
+    l.member = old.member;
+    l.qualified = old.qualified;
+    l.member_seconds = old.member_seconds;
+    l.member_since = old.member_since;
+    l.departures = old.departures;
+    l.reserved_for = old.reserved_for;
+    l.reserved_until = old.reserved_until;
   }
 }
 
@@ -221,7 +246,8 @@ CheckpointState SyncerCore::checkpoint(int64_t unix_ms) const {
   }
   for (size_t m = 0; m < s_->learners.size(); ++m) {
     const LearnerRecord& l = s_->learners[m];
-    c.learners.push_back({static_cast<uint32_t>(m), l.incarnation, l.past_steps, l.past_tokens, l.steps, l.tokens});
+    c.learners.push_back({static_cast<uint32_t>(m), l.incarnation, l.past_steps, l.past_tokens, l.steps, l.tokens,
+                          l.member, l.sender.process});
   }
   if (!s_->topology.checkpoint.moments) return c;
   if (auto o = rounds_->optimizer()) c.optimizer = std::move(o);
@@ -300,8 +326,14 @@ Admission SyncerCore::admit(const Register& r, const Sender& from) const {
     return Admission::refuse(RejectReason::kFingerprintMismatch,
                              "model fingerprint " + std::to_string(r.fingerprint) + ", the syncer's is " +
                                  std::to_string(layout().fingerprint()));
+  if (!l.connected && l.reserved_for != 0 && l.reserved_for != from.process)
+    return Admission::refuse(RejectReason::kDuplicateLearner,
+                             "learner slot " + std::to_string(r.learner) + " is " +
+                                 (l.member ? "held for its member, which failed and may come back"
+                                           : "claimed by another learner") +
+                                 "; join without an id to be given a free slot");
   if (l.connected) {
-    if (same_sender && r.incarnation == l.incarnation) return {V::kResync, {}, {}};  // it missed something
+    if (same_sender && r.incarnation == l.incarnation) return {V::kResync, {}, {}, 0};  // it missed something
     if (r.incarnation <= l.incarnation)
       return Admission::refuse(RejectReason::kDuplicateLearner,
                                "learner " + std::to_string(r.learner) + " incarnation " +
@@ -309,11 +341,12 @@ Admission SyncerCore::admit(const Register& r, const Sender& from) const {
                                    std::to_string(r.incarnation));
   }
   if (l.moments_request != 0 && l.moments_incarnation == r.incarnation)
-    return {V::kWait, {}, {}};  // a retry while we ask a peer
-  return {V::kAccept, {}, {}};
+    return {V::kWait, {}, {}, 0};  // a retry while we ask a peer
+  return {V::kAccept, {}, {}, 0};
 }
 
 Admission SyncerCore::on_register(const Register& r, const Sender& from, SteadyTime now, SyncerEffects& fx) {
+  expire_reservations(now, fx);
   const Admission a = admit(r, from);
   switch (a.verdict) {
     case Admission::Verdict::kRefuse:
@@ -326,12 +359,15 @@ Admission SyncerCore::on_register(const Register& r, const Sender& from, SteadyT
       s_->learners[r.learner].initial_crc = r.initial_crc;
       adopt_bases(r, now, fx);
       welcome(r.learner, r.incarnation, std::nullopt, now, fx);
+      settle_departures(fx);
       return a;
     case Admission::Verdict::kAccept:
       break;
   }
   LearnerRecord& l = s_->learners[r.learner];
   l.sender = from;  // this sender is learner r.learner from now on
+  l.reserved_for = 0;  // a claim or a hold ends with its registration
+  l.reserved_until.reset();
   l.initial_crc = r.initial_crc;
   l.speed = r.speed;
   l.batch_size = r.batch_size;
@@ -341,7 +377,10 @@ Admission SyncerCore::on_register(const Register& r, const Sender& from, SteadyT
   // (At the start of a run every learner is fresh alike.)
   // After a restore from a checkpoint a learner without bases is not fresh
   // either (a whole restart): the checkpoint's moments stand in for a peer's.
-  if (r.bases.empty() && (r.incarnation > 1 || restored_) && s_->topology.mode == Mode::kDecoupled) {
+  // Nor is a newcomer once the global model has moved on.
+  const bool moved = std::any_of(s_->global.begin(), s_->global.end(), [](const GlobalFragment& g) { return g.version > 0; });
+  const bool newcomer = !l.member && moved;
+  if (r.bases.empty() && (r.incarnation > 1 || restored_ || newcomer) && s_->topology.mode == Mode::kDecoupled) {
     std::optional<uint32_t> peer;
     for (uint32_t m = 0; m < s_->learners.size(); ++m)
       if (m != r.learner && s_->learners[m].connected && s_->learners[m].steps > 0 &&
@@ -352,16 +391,17 @@ Admission SyncerCore::on_register(const Register& r, const Sender& from, SteadyT
       l.moments_incarnation = r.incarnation;
       fx.sends.push_back({*peer, MomentsPull{l.moments_request}});
       fx.timers.push_back({SyncerEffects::TimerKind::kMoments, r.learner, l.moments_request, kMomentsSeconds});
-      return a;
-    }
-    if (const auto& o = checkpoint_moments_) {
+    } else if (const auto& o = checkpoint_moments_) {
       welcome(r.learner, r.incarnation,
               OptimizerState{o->step, encode_payload(Codec::kBf16, 0, o->m), encode_payload(Codec::kBf16, 0, o->v)},
               now, fx);
-      return a;
+    } else {
+      welcome(r.learner, r.incarnation, std::nullopt, now, fx);
     }
+  } else {
+    welcome(r.learner, r.incarnation, std::nullopt, now, fx);
   }
-  welcome(r.learner, r.incarnation, std::nullopt, now, fx);
+  settle_departures(fx);  // a recovered base replaces a fragment, and the answers a leaver waits on with it
   return a;
 }
 
@@ -403,9 +443,12 @@ void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<O
   if (l.moments_incarnation == incarnation) l.moments_request = l.moments_incarnation = 0;  // no longer waiting
   const bool resync = l.connected && l.incarnation == incarnation;
   if (!resync) {
-    // A new incarnation of a learner known before is back after a failure,
-    // even one this syncer did not see (it happened while the syncer was down).
-    const bool replaced = l.registrations > 0 && incarnation != l.incarnation;
+    // A learner that is not a member joins (an open slot, or a fixed one it
+    // had departed from). Otherwise a new incarnation of a learner known
+    // before is back after a failure, even one this syncer did not see (it
+    // happened while the syncer was down).
+    const bool joins = !l.member;
+    const bool replaced = !joins && l.registrations > 0 && incarnation != l.incarnation;
     if (incarnation != l.incarnation || l.registrations == 0) {
       l.past_steps += l.steps;
       l.past_tokens += l.tokens;
@@ -418,7 +461,15 @@ void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<O
     for (size_t p = 0; p < s_->global.size(); ++p) l.progress[p].version = s_->global[p].version;
     l.merged_base.assign(s_->global.size(), std::nullopt);
     l.dropped = false;
-    if (l.down_at || replaced) {
+    if (l.leaving == LearnerRecord::Leaving::kMerging) --s_->merging;  // a new incarnation replaces a leaver
+    l.leaving = LearnerRecord::Leaving::kNo;
+    l.qualified = false;
+    if (joins) {
+      l.member = true;
+      l.member_since = s_->elapsed(now);
+      l.down_at.reset();
+      fx.events.push_back(event::Joined{learner, incarnation, l.speed, l.batch_size});
+    } else if (l.down_at || replaced) {
       // Seconds since the failure, when this syncer saw it; unknown (NaN) otherwise.
       double recovery = std::numeric_limits<double>::quiet_NaN();
       if (l.down_at) {
@@ -483,10 +534,23 @@ void SyncerCore::on_learner_down(uint32_t learner, SteadyTime now, SyncerEffects
   l.sender.actor = 0;  // unbound; the process it came from is remembered
   if (!l.connected) return;
   l.connected = false;
+  if (l.leaving != LearnerRecord::Leaving::kNo) {  // it departed in order: gone, not failed
+    if (l.leaving == LearnerRecord::Leaving::kMerging) --s_->merging;
+    l.leaving = LearnerRecord::Leaving::kNo;
+    fx.notes.push_back("learner " + std::to_string(learner) + " has gone");
+    rounds_->on_learner_down(learner, now, fx);
+    return settle_departures(fx);
+  }
   l.down_at = now;
   ++l.failures;
   fx.notes.push_back("learner " + std::to_string(learner) + " is down");
+  if (s_->open_slot(learner)) {  // its slot waits for it a while, then is released
+    l.reserved_for = l.sender.process;
+    l.reserved_until = now + std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(kHoldSeconds));
+    fx.timers.push_back({SyncerEffects::TimerKind::kRelease, learner, l.failures, kHoldSeconds});
+  }
   rounds_->on_learner_down(learner, now, fx);
+  settle_departures(fx);
 }
 
 void SyncerCore::on_malformed(std::optional<uint32_t> learner, const Status& why, SyncerEffects& fx) {
@@ -511,7 +575,9 @@ void SyncerCore::on_progress(const Progress& m, SteadyTime now, SyncerEffects& f
   if (std::isfinite(m.step_seconds)) l.step_seconds = std::clamp(m.step_seconds, 0.0, 3600.0);
   if (std::isfinite(m.loss)) l.loss = m.loss;
   l.progress = m.fragments;
+  qualify(m.learner);
   rounds_->on_progress(m.learner, now, fx);
+  settle_departures(fx);
 }
 
 void SyncerCore::on_evaluation(const Evaluation& e, SteadyTime now, SyncerEffects& fx) {
@@ -557,6 +623,11 @@ void SyncerCore::on_evaluation(const Evaluation& e, SteadyTime now, SyncerEffect
 // ---- pushes: the checks every mode shares
 
 void SyncerCore::on_push(const Push& m, SteadyTime now, SyncerEffects& fx) {
+  check_push(m, now, fx);
+  settle_departures(fx);
+}
+
+void SyncerCore::check_push(const Push& m, SteadyTime now, SyncerEffects& fx) {
   if (!current(m.learner, m.incarnation))
     return s_->refuse(m.learner, RejectReason::kUnknownLearner, m.fragment,
                       "learner " + std::to_string(m.learner) + " incarnation " + std::to_string(m.incarnation) +
@@ -605,7 +676,15 @@ void SyncerCore::on_push(const Push& m, SteadyTime now, SyncerEffects& fx) {
 // ---- timers and the end of a run
 
 void SyncerCore::on_timer(const SyncerEffects::Timer& t, SteadyTime now, SyncerEffects& fx) {
-  if (t.kind != SyncerEffects::TimerKind::kMoments) return rounds_->on_timer(t, now, fx);
+  if (t.kind == SyncerEffects::TimerKind::kRelease) {
+    if (t.id < s_->learners.size() && !s_->learners[t.id].connected && s_->learners[t.id].failures == t.round)
+      expire_reservations(now, fx);
+    return;
+  }
+  if (t.kind != SyncerEffects::TimerKind::kMoments) {
+    rounds_->on_timer(t, now, fx);
+    return settle_departures(fx);
+  }
   if (t.id >= s_->learners.size()) return;
   LearnerRecord& l = s_->learners[t.id];
   if (l.moments_request == 0 || l.moments_request != t.round) return;
@@ -616,6 +695,7 @@ void SyncerCore::on_timer(const SyncerEffects::Timer& t, SteadyTime now, SyncerE
 void SyncerCore::begin_flush(SteadyTime now, SyncerEffects& fx) {
   if (flushing()) return;
   rounds_->begin_flush(now, fx);
+  settle_departures(fx);
 }
 
 }  // namespace atl

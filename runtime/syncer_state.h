@@ -51,14 +51,25 @@ struct SyncerState {
   SyncerStats stats;
   SteadyTime created;  // this syncer's start (recovery window)
   SteadyTime start;    // the run's start (time base of statistics)
+  uint32_t fixed = 0;  // the topology's [[learners]]: slots below are fixed, the others open
+  uint32_t merging = 0;  // learners whose last answers are being merged (Leaving::kMerging)
 
   const ParamLayout& layout() const { return model->layout(); }
   double elapsed(SteadyTime now) const { return seconds_between(start, now); }
+  bool open_slot(uint32_t m) const { return m >= fixed; }
 
-  // Failed learners that are not back leave the set a round waits for, or
-  // K = M would hang; learners still joining (or being welcomed) do not.
+  // Connected and not leaving: pulled, counted as due, timed for the grace.
+  bool present(uint32_t m) const {
+    return learners[m].connected && learners[m].leaving == LearnerRecord::Leaving::kNo;
+  }
+  // Whether a round may wait for learner m (docs/design.md section 6): a
+  // fixed member unless it failed and is not back (K = M must not hang on a
+  // dead learner; one still joining counts), an open slot's member once it
+  // is present and qualified. Leavers and non-members never.
+  bool counts_toward_quorum(uint32_t m) const;
+  // K capped at the learners that count toward it (at least 1).
   int effective_quorum() const;
-  // The slowest connected learner's moving-average step time (0: none yet).
+  // The slowest present learner's moving-average step time (0: none yet).
   double slowest_step_seconds() const;
 
   // A Reject to `learner`, counted and noted.

@@ -62,6 +62,12 @@ class SynchronousRounds final : public RoundProtocol {
     check_step(now, fx);
   }
 
+  void on_departure(uint32_t learner, SteadyTime now, SyncerEffects& fx) override {
+    gradients_.erase(learner);  // the group shrinks: one step of its work is not merged
+    check_step(now, fx);
+  }
+  bool holds_answers_of(uint32_t) const override { return false; }
+
   void fragment_replaced(uint32_t, SyncerEffects*) override { gradients_.clear(); }
 
   void begin_flush(SteadyTime, SyncerEffects&) override { flushed_ = true; }
@@ -78,8 +84,10 @@ class SynchronousRounds final : public RoundProtocol {
 
  private:
   bool in_group(uint32_t m) const {
-    if (s_.topology.mode == Mode::kDp) return true;  // waits for every learner, dead or alive
-    return s_.learners[m].connected || !s_.learners[m].dropped;
+    const LearnerRecord& l = s_.learners[m];
+    if (!l.member) return false;                      // departed, or an open slot nobody holds
+    if (s_.topology.mode == Mode::kDp) return true;  // waits for every member, dead or alive
+    return l.connected || !l.dropped;
   }
 
   // The barrier: a step is applied once every learner of the group sent its gradient.

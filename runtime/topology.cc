@@ -1,5 +1,6 @@
 #include "atoll/topology.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -96,9 +97,20 @@ int sync_interval(const OuterSpec& o, uint64_t version) {
   return std::max(1, static_cast<int>(std::lround(o.sync_every_start + f * (o.sync_every - o.sync_every_start))));
 }
 
-int64_t tokens_per_step(const Topology& t, uint32_t learner) {
-  const int64_t batch = t.learners[learner].batch_size;
+int64_t tokens_per_step(const Topology& t, const LearnerSpec& spec) {
+  const int64_t batch = spec.batch_size;
   return t.data.kind == DataKind::kText ? batch * t.model.context : batch;
+}
+
+int64_t tokens_per_step(const Topology& t, uint32_t learner) { return tokens_per_step(t, t.learners[learner]); }
+
+uint32_t learner_slots(const Topology& t) {
+  return static_cast<uint32_t>(std::max<size_t>(t.learners.size(), static_cast<size_t>(std::max(0, t.membership.max_learners))));
+}
+
+LearnerSpec default_spec(const Topology& t, uint32_t id) {
+  if (id < t.learners.size()) return t.learners[id];
+  return LearnerSpec{1.0, t.learners.empty() ? LearnerSpec{}.batch_size : t.learners.front().batch_size};
 }
 
 Status validate(const Topology& t) {
@@ -174,8 +186,9 @@ Status validate(const Topology& t) {
                 " needs outer.sync_ramp_rounds > 0: the rounds over which H grows to outer.sync_every");
   c.range("outer.overlap", o.overlap, 0, 1 << 20);
   c.range("outer.quorum", o.quorum, 1, 1024);
-  c.require(o.quorum <= m, "outer.quorum = " + std::to_string(o.quorum) + " exceeds the " +
-                               std::to_string(m) + " learners");
+  const int slots = static_cast<int>(learner_slots(t));
+  c.require(o.quorum <= slots, "outer.quorum = " + std::to_string(o.quorum) + " exceeds the " + std::to_string(slots) +
+                                   (slots == m ? " learners" : " learner slots (membership.max_learners)"));
   c.range("outer.grace_gamma", o.grace_gamma, 0.0, 100.0);
   c.range("outer.grace_cap_steps", o.grace_cap_steps, 0.0, 1000.0);
   c.range("outer.max_staleness", o.max_staleness, 0, 1 << 20);
@@ -192,6 +205,10 @@ Status validate(const Topology& t) {
   c.range("checkpoint.every_rounds", t.checkpoint.every_rounds, 0, 1 << 30);
   c.range("checkpoint.every_seconds", t.checkpoint.every_seconds, 0.0, 1e7);
   c.range("checkpoint.keep", t.checkpoint.keep, 2, 1000);
+  c.range("membership.max_learners", t.membership.max_learners, 0, kMaxLearnerSlots);
+  c.require(t.membership.max_learners == 0 || t.membership.max_learners >= m,
+            "membership.max_learners = " + std::to_string(t.membership.max_learners) + " is below the " +
+                std::to_string(m) + " [[learners]]: give 0 (no open slots) or at least " + std::to_string(m));
   return c.status();
 }
 

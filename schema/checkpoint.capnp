@@ -19,6 +19,8 @@ struct LearnerRecord {
   pastTokens @3 :UInt64;
   steps @4 :UInt64;         # trained by that incarnation, as last reported
   tokens @5 :UInt64;
+  member @6 :Bool;          # a member of the run (membership): an open slot is held for it
+  process @7 :UInt64;       # the process it registered from (a restarted syncer holds its slot for it)
 }
 
 # AdamW state, fp32 little-endian. dp: the syncer's optimizer on Theta.

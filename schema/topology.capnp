@@ -102,6 +102,10 @@ struct CheckpointSpec {
   keep @3 :UInt32;
 }
 
+struct MembershipSpec {
+  maxLearners @0 :UInt32;   # slots in all; 0: the number of learners (no open slots)
+}
+
 struct Topology {
   mode @0 :Mode;
   seed @1 :UInt64;
@@ -113,4 +117,5 @@ struct Topology {
   inner @7 :InnerSpec;
   outer @8 :OuterSpec;
   checkpoint @9 :CheckpointSpec;
+  membership @10 :MembershipSpec;
 }

@@ -107,6 +107,7 @@ enum RejectReason {
   tooLarge @7;
   fingerprintMismatch @8;
   duplicateLearner @9;
+  full @10;                 # no open learner slot is free (membership.max_learners)
 }
 
 # syncer -> learner: a push or registration was refused.
@@ -151,6 +152,8 @@ struct Hello {
 enum Purpose {
   join @0;                  # frames both ways until either side closes
   topology @1;              # one Welcome that carries the topology, then close
+  claim @2;                 # ask for an open learner slot: one Welcome naming it (with the
+                            # topology), or a Reject (full), then close; the Hello's learner is 0
 }
 
 # learner -> syncer: the held-out quality of the global model as this learner
@@ -164,6 +167,15 @@ struct Evaluation {
   bitsPerByte @4 :Float64;    # NaN: not a byte-level model
   accuracy @5 :Float64;       # NaN: none
   count @6 :UInt64;           # tokens (or examples) evaluated
+}
+
+# learner -> syncer: this learner departs in order (SIGTERM, a preemption
+# notice, Learner.leave()). Its last progress went ahead as unasked pushes;
+# the syncer merges them, then answers with Done. A departure, not a failure.
+struct Leave {
+  learner @0 :UInt32;
+  incarnation @1 :UInt64;
+  reason @2 :Text;          # for the log and the event tape
 }
 
 struct Envelope {
@@ -181,5 +193,6 @@ struct Envelope {
     challenge @10 :Challenge;
     hello @11 :Hello;
     evaluation @12 :Evaluation;
+    leave @13 :Leave;
   }
 }

@@ -284,7 +284,9 @@ class Learner:
             the run's model (``atoll syncer`` tells it when the learner
             joins): otherwise ValueError names both layouts where they differ.
         syncer: ``"HOST:PORT"`` of ``atoll syncer``.
-        id: this learner's id, 0 .. the topology's learners - 1.
+        id: this learner's id: one of the topology's learners (0 .. M-1), or
+            a free open slot. None: the syncer gives it the lowest free open
+            slot (``membership.max_learners``); :attr:`id` tells which.
         token / token_file: the cluster token, as a value or a file (mode
             600); neither: ``$ATOLL_TOKEN``.
         optimizer: your optimizer. With ``torch.optim.AdamW`` (or Adam), a
@@ -292,7 +294,9 @@ class Learner:
             its own moments are given to restarted peers. Other optimizers:
             nothing of theirs is exchanged; a restarted learner starts with a
             fresh optimizer state (its first steps are larger than usual).
-        speed, batch_size: labels for the syncer's report (0: the topology's).
+        speed, batch_size: its speed and batch size for the syncer's report
+            (0: the topology's); the batch size also weighs its merges, as
+            tokens per step.
         evaluator: an :class:`Evaluator` that measures the global model.
         tls_cert, tls_key, tls_ca, tls_name: TLS 1.3 with mutual
             certificates (``atoll certs``), as for ``atoll learner``.
@@ -303,8 +307,8 @@ class Learner:
 
     Raises at construction: TypeError / ValueError for parameters atoll
     cannot exchange or a layout that is not the run's; :class:`Refused`
-    when the syncer refuses (token, id); :class:`Unavailable` when no
-    syncer answers within ``wait_seconds``.
+    when the syncer refuses (token, id, or "full": no free open slot);
+    :class:`Unavailable` when no syncer answers within ``wait_seconds``.
 
     The learner joins at once and is welcomed shortly after (its parameters
     are then set to the global model, and with AdamW a peer's moments are
@@ -312,10 +316,12 @@ class Learner:
     welcome overwrites them. :meth:`wait_welcome` waits for it.
 
     Use it as a context manager, or call :meth:`close`: a Ctrl-C in the loop
-    then leaves in order.
+    then leaves in order. To depart while the run goes on (a preemption
+    notice, a machine needed elsewhere), call :meth:`leave`: the last
+    progress is merged and the syncer records a departure, not a failure.
     """
 
-    def __init__(self, model: Any, syncer: str, *, id: int, token: Optional[str] = None,
+    def __init__(self, model: Any, syncer: str, *, id: Optional[int] = None, token: Optional[str] = None,
                  token_file: Optional[PathLike] = None, optimizer: Any = None, speed: float = 0.0,
                  batch_size: int = 0, evaluator: Optional[Evaluator] = None, tls_cert: Optional[PathLike] = None,
                  tls_key: Optional[PathLike] = None, tls_ca: Optional[PathLike] = None, tls_name: str = "",
@@ -326,8 +332,8 @@ class Learner:
         self._closed = True  # until joined: __del__ has nothing to close
         if not isinstance(syncer, str):
             raise TypeError(f"Learner: syncer must be 'HOST:PORT', got {type(syncer).__name__}")
-        if isinstance(id, bool) or not isinstance(id, int) or id < 0:
-            raise ValueError(f"Learner: id must be an int >= 0, got {id!r}")
+        if id is not None and (isinstance(id, bool) or not isinstance(id, int) or id < 0):
+            raise ValueError(f"Learner: id must be an int >= 0 or None (a free open slot), got {id!r}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 0:
             raise ValueError(f"Learner: batch_size must be an int >= 0, got {batch_size!r}")
         if not isinstance(speed, (int, float)) or isinstance(speed, bool) or not 0 <= speed <= 1e6:
@@ -420,6 +426,27 @@ class Learner:
         (or call ``step(tokens=0)`` once to put it there before training).
         """
         return self._live().wait_welcome(float(seconds))
+
+    @property
+    def id(self) -> int:
+        """This learner's id: the one given, or the open slot the syncer gave it."""
+        return self._live().id()
+
+    def leave(self, seconds: float = 30.0) -> Optional[dict]:
+        """Departs in order while the run goes on, and returns this learner's side of the report.
+
+        The learner stops, hands its last progress over (it reads the
+        parameters once more, here, in this thread), the syncer merges it and
+        records a departure, not a failure; then the learner is closed. Waits
+        up to ``seconds`` for the syncer to confirm; past that the last
+        progress may be lost. Safe to call after :meth:`close` (returns None).
+        """
+        if self._closed or self._native is None:
+            return None
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 < seconds < 1e7:
+            raise ValueError(f"Learner.leave: seconds must be a positive number, got {seconds!r}")
+        self._native.leave("Learner.leave()", float(seconds))
+        return self.close(seconds)
 
     @property
     def state(self) -> LearnerState:
@@ -731,8 +758,10 @@ class Run:
     losses, goodput, each learner), ``stop()`` ends it early, ``wait()`` blocks
     until it ends and returns the report (the JSON ``atoll run --report``
     writes). ``kill_learner(id)`` and ``stall_learner(id, seconds)`` inject
-    faults; ``port`` is where it serves learners (``listen=``); ``parameters()``
-    is the global model after ``wait()``.
+    faults; ``add_learner(speed, batch_size)`` starts a newcomer in a free open
+    slot (``membership.max_learners``) and ``leave_learner(id)`` makes one
+    depart in order; ``port`` is where it serves learners (``listen=``);
+    ``parameters()`` is the global model after ``wait()``.
     """
 
     def __init__(self, native: Any) -> None:
@@ -758,6 +787,17 @@ class Run:
 
     def stall_learner(self, id: int, seconds: float) -> bool:
         return self._native.stall_learner(id, float(seconds))
+
+    def add_learner(self, speed: float = 1.0, batch_size: int = 8) -> int:
+        """A newcomer joins this run in a free open slot and trains; returns its id.
+
+        Raises :class:`Refused` ("full") when every open slot is taken.
+        """
+        return self._native.add_learner(float(speed), int(batch_size))
+
+    def leave_learner(self, id: int, drain_seconds: float = 30.0) -> bool:
+        """Learner ``id`` departs in order (its last progress is merged); False if it is not running."""
+        return self._native.leave_learner(id, "Run.leave_learner()", float(drain_seconds))
 
     def wait(self) -> dict:
         if self.report is None:

@@ -49,7 +49,8 @@ std::vector<Message> one_of_each() {
           Progress{1, 2, 100, 6400, 0.001, {{3, 24}}},
           Reject{RejectReason::kNonFinite, 0, "value 7 is NaN"},
           Done{"budget reached"},
-          Evaluation{1, 2, {3, 3}, 1.5, 2.16, 0.5, 4096}};
+          Evaluation{1, 2, {3, 3}, 1.5, 2.16, 0.5, 4096},
+          Leave{1, 2, "preempted"}};
 }
 
 }  // namespace

@@ -152,6 +152,59 @@ BOOST_AUTO_TEST_CASE(mistakes_name_the_file_line_and_key) {
   t.expect_error("replay = \".\"\n", "replay: event tape: " + t.dir.path() + "/.: is a folder, not a file");
 }
 
+// Spot capacity: joins, leaves and preemptions mean what they say, and need open slots.
+BOOST_AUTO_TEST_CASE(membership_faults_mean_what_they_say_and_need_open_slots) {
+  Plans t;
+  auto p = t.load(R"(set = ["membership.max_learners=6"]
+[[fault]]
+kind = "join"
+at = 0.5
+count = 2
+speed = 0.5
+batch_size = 16
+[[fault]]
+kind = "leave"
+at = 1
+learner = 5
+[[fault]]
+kind = "preempt"
+at = 2
+learner = 4
+grace = 1.5
+[random]
+kind = "preempt"
+mtbf_seconds = 40
+grace = 3
+)");
+  BOOST_REQUIRE_MESSAGE(p.ok(), p.status().to_string());
+  BOOST_REQUIRE_EQUAL(p->faults.size(), 3u);
+  const Fault& join = p->faults[0];
+  BOOST_CHECK(join.kind == FaultKind::kJoin && join.count == 2 && join.speed == 0.5 && join.batch_size == 16);
+  BOOST_CHECK_EQUAL(join.learner, -1);
+  BOOST_CHECK(p->faults[1].kind == FaultKind::kLeave && p->faults[1].learner == 5);  // an open slot's id
+  BOOST_CHECK(p->faults[2].kind == FaultKind::kPreempt && p->faults[2].duration == 1.5);
+  BOOST_CHECK(p->random->kind == FaultKind::kPreempt && p->random->grace == 3);
+
+  t.expect_error("[[fault]]\nkind = \"join\"\nat = 1\n",
+                 "fault[0].kind: join needs open slots: set membership.max_learners above the topology's [[learners]]");
+  t.expect_error("set = [\"membership.max_learners=6\"]\n[[fault]]\nkind = \"join\"\nat = 1\nlearner = 4\n",
+                 "fault[0].learner: a join names no learner");
+  t.expect_error("[[fault]]\nkind = \"kill\"\nat = 1\nlearner = 0\nspeed = 2\n", "fault[0].speed: only a join has speed");
+  t.expect_error("[[fault]]\nkind = \"leave\"\nat = 1\nlearner = 0\ngrace = 2\n", "fault[0].grace: only a preempt has grace");
+  t.expect_error("[random]\nkind = \"preempt\"\nmtbf_seconds = 3\n", "random.kind: preempt hits the learners of open slots");
+  t.expect_error("[random]\nkind = \"kill\"\nmtbf_seconds = 3\ngrace = 1\n", "random.grace: only random preemptions");
+  t.expect_error("set = [\"membership.max_learners=6\"]\n[[fault]]\nkind = \"leave\"\nat = 1\nlearner = 6\n",
+                 "fault[0].learner: 6 is outside [0, 5]");
+  // A tape's join replays as a join (the syncer gives the slot again).
+  const auto replayed = parse_fault_tape(
+      "{\"t\":1.5,\"event\":\"inject\",\"kind\":\"join\",\"hit\":1,\"learner\":4,\"speed\":0.7,\"batch_size\":4}\n",
+      "spot.jsonl");
+  BOOST_REQUIRE_MESSAGE(replayed.ok(), replayed.status().to_string());
+  BOOST_REQUIRE_EQUAL(replayed->size(), 1u);
+  BOOST_CHECK((*replayed)[0].kind == FaultKind::kJoin && (*replayed)[0].learner == -1 &&
+              (*replayed)[0].speed == 0.7 && (*replayed)[0].batch_size == 4);
+}
+
 BOOST_AUTO_TEST_CASE(a_missing_plan_is_not_found_by_name) {
   auto p = load_fault_plan("/nonexistent/plan.toml");
   BOOST_CHECK(p.status().code() == Status::Code::kNotFound);

@@ -71,6 +71,29 @@ BOOST_AUTO_TEST_CASE(a_learner_back_late_breaks_the_bound_unless_the_run_ended_f
   BOOST_CHECK_EQUAL(v.violations.size(), 1u);
 }
 
+// Learners that join and leave: the alive share is of the learner time
+// allocated to the run, and a preemption (a departure) is no down time.
+BOOST_AUTO_TEST_CASE(membership_counts_allocated_time_and_a_preemption_is_no_failure) {
+  Invariants inv;
+  inv.reintegrate_within_seconds = 5;
+  inv.min_goodput = 0.9;
+  Report r = healthy();
+  r.learners = 3;                       // two fixed, one open slot used
+  r.allocated_learner_seconds = 250.0;  // 2 x 100 s, and the joiner's 50 s
+  r.goodput = 0.95;
+  TimedEvent preempt = kill(60, 2, 1.0);
+  std::get<event::Injected>(preempt.event).kind = FaultKind::kPreempt;
+  const std::vector<TimedEvent> events = {{50, event::Joined{2, 1, 1.0, 8}}, preempt,
+                                          {60, event::Departed{2, 1, true, "preempted"}}, kill(70, 0, 1), back(75, 0)};
+  const ChaosVerdict v = judge(plan_with(inv), r, kTheta, events);
+  BOOST_CHECK_MESSAGE(v.violations.empty(), (v.violations.empty() ? std::string() : v.violations[0]));
+  BOOST_CHECK_CLOSE(v.alive_fraction, 1.0 - 5.0 / 250.0, 1e-9);  // the kill's 5 s; the preemption none
+  BOOST_CHECK_EQUAL(v.faults_injected, 2u);
+  // The same goodput against M x wall would have read a different share: the allocated time is what counts.
+  r.goodput = 0.85;
+  BOOST_CHECK_EQUAL(judge(plan_with(inv), r, kTheta, events).violations.size(), 1u);
+}
+
 BOOST_AUTO_TEST_CASE(a_miss_is_not_a_fault_and_needs_no_recovery) {
   Invariants inv;
   inv.reintegrate_within_seconds = 1;

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
       Challenge{std::string(32, 'n')},
       Hello{1, Purpose::kJoin, std::string(32, 'p'), 0x1234},
       Evaluation{1, 2, {3, 3}, 1.5, 2.16, 0.5, 4096},
+      Leave{1, 2, "SIGTERM"},
   };
   for (const auto& m : messages) put(dir / "message" / message_name(m), encode_message(m));
 

@@ -41,7 +41,10 @@ def tiny_topology(model_file: Path, **extra: str) -> str:
     lines = [f'mode = "decoupled"', f"tokens = {extra.pop('tokens', 100000000)}",
              "[model]", 'kind = "external"', f'path = "{model_file}"',
              "[outer]", "fragments = 2", f"sync_every = {extra.pop('sync_every', 4)}",
-             "[checkpoint]", 'dir = ""', "[[learners]]", "[[learners]]"]
+             "[checkpoint]", 'dir = ""']
+    if "max_learners" in extra:  # open slots for learners without an id
+        lines += ["[membership]", f"max_learners = {extra.pop('max_learners')}"]
+    lines += ["[[learners]]", "[[learners]]"]
     return "\n".join(lines) + "\n"
 
 

@@ -24,7 +24,7 @@ CheckpointState state_of(uint64_t rounds) {
   s.rounds = rounds;
   s.fragments = {{0, rounds, testing::random_vector(100, rounds), testing::random_vector(100, rounds + 7)},
                  {1, rounds + 1, testing::random_vector(33, rounds + 1), std::vector<float>(33, 0.0f)}};
-  s.learners = {{0, 1, 0, 0, 12, 768}, {1, 3, 40, 2560, 7, 448}};
+  s.learners = {{0, 1, 0, 0, 12, 768, true, 1}, {1, 3, 40, 2560, 7, 448, false, 0x8000000000000042ULL}};
   s.optimizer = CheckpointState::OptimizerRecord{static_cast<int64_t>(rounds) * 10, testing::random_vector(133, rounds + 3),
                                                  testing::random_vector(133, rounds + 4)};
   for (float& v : s.optimizer->v) v = v * v;

@@ -60,6 +60,7 @@ Topology unusual_topology() {
   t.outer.broadcast_block = 32;
   t.outer.sync_every_start = 6;
   t.outer.sync_ramp_rounds = 40;
+  t.membership.max_learners = 9;
   return t;
 }
 
@@ -95,6 +96,9 @@ std::vector<Message> one_of_each() {
       topology_answer,
       labelled,
       Evaluation{2, 7, {12, 11, 12}, 1.2345, 1.781, std::nan(""), 4096},
+      Leave{5, 3, "SIGTERM"},
+      Reject{RejectReason::kFull, 0xffffffffu, "all 2 open slots are taken"},
+      Hello{0, Purpose::kClaim, std::string(32, 'p'), 0x77},
   };
 }
 

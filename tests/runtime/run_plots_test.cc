@@ -89,8 +89,8 @@ BOOST_AUTO_TEST_CASE(plots_have_a_line_per_series_and_a_mark_per_fault) {
   BOOST_REQUIRE(write_run_plots(dir.file("r"), sample_series()).ok());
   const std::string learners = slurp(dir.file("r.learners.svg"));
   BOOST_CHECK(learners.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
-  BOOST_CHECK_EQUAL(count(learners, "<polyline"), 3u);  // one per learner
-  BOOST_CHECK_EQUAL(count(learners, "class=\"mark\""), 2u);  // the kill and the restart
+  BOOST_CHECK_EQUAL(count(learners, "<polyline"), 4u);  // one per learner, and the learners present
+  BOOST_CHECK_EQUAL(count(learners, "class=\"mark\""), 4u);  // the kill and the restart, on both charts
   BOOST_CHECK(learners.find(">kill 2</text>") != std::string::npos);
   const std::string loss = slurp(dir.file("r.loss.svg"));
   BOOST_CHECK_EQUAL(count(loss, "class=\"panel\""), 2u);  // against tokens and against time
@@ -100,6 +100,36 @@ BOOST_AUTO_TEST_CASE(plots_have_a_line_per_series_and_a_mark_per_fault) {
   BOOST_CHECK_EQUAL(count(points, ","), 19u);
   const std::string goodput = slurp(dir.file("r.goodput.svg"));
   BOOST_CHECK_EQUAL(count(goodput, "<polyline"), 2u);  // goodput and alive
+}
+
+// Learners that join and leave: a learner's line is drawn only while it is
+// a member, the members present are a chart of their own, and both read back.
+BOOST_AUTO_TEST_CASE(a_learners_line_is_drawn_only_while_it_is_a_member) {
+  testing::TempDir dir;
+  RunSeries s = sample_series();
+  for (size_t i = 0; i < s.points.size(); ++i) {
+    SeriesPoint& p = s.points[i];
+    const bool joined = i >= 5 && i < 15;  // learner 2 joins at point 5 and departs at 15
+    p.learner_member = {true, true, joined};
+    p.present = joined ? 3 : 2;
+  }
+  BOOST_REQUIRE(write_run_plots(dir.file("r"), s).ok());
+  const std::string learners = slurp(dir.file("r.learners.svg"));
+  BOOST_CHECK(learners.find("learners present") != std::string::npos);
+  // Learners 0 and 1 one line each, learner 2 one line for its membership only, and the learners present.
+  BOOST_CHECK_EQUAL(count(learners, "<polyline"), 4u);
+  const auto back = read_run_series(dir.file("r"));
+  BOOST_REQUIRE_MESSAGE(back.ok(), back.status().to_string());
+  BOOST_REQUIRE_EQUAL(back->points.size(), s.points.size());
+  for (size_t i = 0; i < s.points.size(); ++i) {
+    BOOST_CHECK_EQUAL(back->points[i].present, s.points[i].present);
+    BOOST_REQUIRE_EQUAL(back->points[i].learner_member.size(), 3u);
+    BOOST_CHECK_EQUAL(back->points[i].learner_member[2], s.points[i].learner_member[2]);
+  }
+  // Twice a member (left, then back in its slot): two pieces of line, not one across the gap.
+  for (size_t i = 0; i < s.points.size(); ++i) s.points[i].learner_member[2] = i < 5 || i >= 15;
+  BOOST_REQUIRE(write_run_plots(dir.file("gap"), s).ok());
+  BOOST_CHECK_EQUAL(count(slurp(dir.file("gap.learners.svg")), "<polyline"), 5u);
 }
 
 BOOST_AUTO_TEST_CASE(held_out_losses_an_evaluator_reported_are_a_line_of_their_own) {
@@ -147,7 +177,7 @@ BOOST_AUTO_TEST_CASE(bad_series_files_name_the_file_and_line) {
   BOOST_REQUIRE(write_run_plots(dir.file("r"), sample_series()).ok());
   {
     std::ofstream out(dir.file("r.series.csv"), std::ios::app);
-    out << "1.0,2,not-a-number,0,0,0,0,0,0,nan,1,2,3\n";
+    out << "1.0,2,not-a-number,0,0,0,0,0,0,nan,3,1,2,3\n";
   }
   auto bad = read_run_series(dir.file("r"));
   BOOST_REQUIRE(!bad.ok());

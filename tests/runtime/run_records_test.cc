@@ -50,6 +50,18 @@ BOOST_AUTO_TEST_CASE(every_event_survives_its_tape_line) {
   BOOST_CHECK(d.fragment == 4 && d.from == 12 && d.to == 11);
   const auto f = std::get<event::Failed>(round_trip({8, event::Failed{"refused: \"bad\" token\n"}}).event);
   BOOST_CHECK_EQUAL(f.why, "refused: \"bad\" token\n");
+  const auto j = std::get<event::Joined>(round_trip({9, event::Joined{4, 7, 0.5, 16}}).event);
+  BOOST_CHECK(j.learner == 4 && j.incarnation == 7 && j.speed == 0.5 && j.batch_size == 16);
+  const auto left = std::get<event::Departed>(round_trip({10, event::Departed{4, 7, false, "released"}}).event);
+  BOOST_CHECK(left.learner == 4 && left.incarnation == 7 && !left.orderly && left.reason == "released");
+  event::Injected join;
+  join.kind = FaultKind::kJoin;
+  join.hit = true;
+  join.learner = 5;
+  join.speed = 0.7;
+  join.batch_size = 4;
+  const auto jn = std::get<event::Injected>(round_trip({11, join}).event);
+  BOOST_CHECK(jn.kind == FaultKind::kJoin && jn.learner == 5 && jn.speed == 0.7 && jn.batch_size == 4);
 }
 
 // Before this format had types, a registration the syncer did not see fail
@@ -91,7 +103,7 @@ BOOST_AUTO_TEST_CASE(old_tapes_still_read) {
   BOOST_REQUIRE(big.ok() && big->has_value());
   BOOST_CHECK_EQUAL(std::get<event::Registered>((**big).event).incarnation, 1152921504606846977ull);
   // A newer tape's event is skipped, not an error; a broken line is one, by column.
-  auto newer = decode_event_line(R"({"t":1,"event":"joined","learner":9})");
+  auto newer = decode_event_line(R"({"t":1,"event":"promoted","learner":9})");
   BOOST_CHECK(newer.ok() && !newer->has_value());
   auto broken = decode_event_line(R"({"t":1,"event":"inject","kind":)");
   BOOST_CHECK(!broken.ok());

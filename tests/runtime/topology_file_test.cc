@@ -81,6 +81,10 @@ BOOST_AUTO_TEST_CASE(wrong_types_name_file_line_and_key) {
 
 BOOST_AUTO_TEST_CASE(out_of_range_values_name_file_line_and_key) {
   expect_error("\n\n[outer]\nquorum = 9\n", "topo.toml:4: outer.quorum = 9 exceeds the 4 learners");
+  expect_error("[membership]\nmax_learners = 3\n",
+               "topo.toml:2: membership.max_learners = 3 is below the 4 [[learners]]: give 0 (no open slots) or at least 4");
+  expect_error("[membership]\nmax_learners = 5\n[outer]\nquorum = 6\n",
+               "topo.toml:4: outer.quorum = 6 exceeds the 5 learner slots (membership.max_learners)");
   expect_error("[[learners]]\nspeed = 0.0\n", "topo.toml:2: learners[0].speed = 0 is outside");
   expect_error("[inner]\nlr = -1\n", "topo.toml:2: inner.lr = -1 is outside");
   expect_error("[outer]\nquorum = 99999999999\n", "topo.toml:2: outer.quorum: 99999999999 is outside");
@@ -121,6 +125,7 @@ BOOST_AUTO_TEST_CASE(printed_topologies_read_back_unchanged) {
   t.data.kind = DataKind::kMnist;
   t.model.hidden = {128, 64};
   t.learners = {{1.0, 32}, {0.7, 48}};
+  t.membership.max_learners = 6;
   auto back = parse_topology(to_toml(t), "printed.toml");
   BOOST_REQUIRE_MESSAGE(back.ok(), back.status().to_string());
   BOOST_CHECK(*back == t);

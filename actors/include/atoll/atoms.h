@@ -93,6 +93,25 @@ CAF_BEGIN_TYPE_ID_BLOCK(atoll, caf::first_custom_type_id)
   // (seal) no more waiting for them: the global model is final now
   CAF_ADD_ATOM(atoll, atl, end_atom, "endrun")
   CAF_ADD_ATOM(atoll, atl, seal_atom, "seal")
+  // Membership (docs/design.md section 6):
+  // -> syncer: (claim) -> Packet, a Welcome naming a free open slot for a
+  // learner of the asker's process, or a Reject (full); the gateway asks
+  // (claim, process) for a learner process that proved `process` at the door
+  CAF_ADD_ATOM(atoll, atl, claim_atom, "claim")
+  // -> learner supervisor: (join, speed, batch) -> uint32_t: claim a slot and
+  // start a learner in it; (retire, learner): do not restart it again
+  CAF_ADD_ATOM(atoll, atl, join_atom, "join")
+  CAF_ADD_ATOM(atoll, atl, retire_atom, "retire")
+  // -> learner: (leave, reason, drain seconds) depart in order; learner ->
+  // itself: (drain) its departure was not confirmed in time
+  CAF_ADD_ATOM(atoll, atl, leave_atom, "leave")
+  CAF_ADD_ATOM(atoll, atl, drain_atom, "drain")
+  // chaos -> itself: (evict, learner) a preempted learner's grace is over;
+  // (spot, slot) the next random preemption of an open slot's learner;
+  // (rejoin, speed, batch) spot capacity is back: a newcomer joins
+  CAF_ADD_ATOM(atoll, atl, evict_atom, "evict")
+  CAF_ADD_ATOM(atoll, atl, spot_atom, "spot")
+  CAF_ADD_ATOM(atoll, atl, rejoin_atom, "rejoin")
 CAF_END_TYPE_ID_BLOCK(atoll)
 
 namespace atl {

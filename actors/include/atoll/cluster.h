@@ -6,6 +6,7 @@
 //   syncer process:  Run::start(topology, {.cluster = {.listen = "0.0.0.0:7070", .token = ...}})
 //   learner process: auto t = fetch_topology(endpoint, id, cluster, 60);
 //                    Run::start(*t, {.cluster = {.join = "host:7070", .learner_ids = {id}, .token = ...}})
+//   ... without an id: auto c = claim_slot(endpoint, cluster, 60);  (then as above with c->learner)
 //
 // The syncer process listens on a door; each connection that proves the
 // cluster token (and, with TLS, shows a learner certificate of the cluster's
@@ -46,5 +47,18 @@ Result<Endpoint> parse_endpoint(std::string_view text);
 // `layout`, if given, receives the model's layout as the syncer has it.
 Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const RunOptions::Cluster& cluster,
                                 double wait_seconds, std::vector<NamedShape>* layout = nullptr);
+
+// A learner without an id (open membership, docs/design.md section 6): asks
+// the syncer at `syncer` for a free open slot, proving the cluster token.
+// The slot is reserved for this process for SyncerCore::kLeaseSeconds: start
+// the learner (Run::start with cluster.learner_ids = {learner}) before then.
+// Refused at once with the syncer's reason ("full": every open slot is
+// taken); Unavailable when no syncer answers within wait_seconds.
+struct SlotClaim {
+  uint32_t learner = 0;
+  Topology topology;
+  std::vector<NamedShape> layout;  // the model's, as the syncer has it
+};
+Result<SlotClaim> claim_slot(const Endpoint& syncer, const RunOptions::Cluster& cluster, double wait_seconds);
 
 }  // namespace atl

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,9 @@ class ExternalLearner {
  public:
   struct Options {
     std::string join;            // HOST:PORT of the syncer
-    uint32_t id = 0;             // 0 .. the topology's learners - 1
+    // One of the topology's learners (0 .. M-1) or a free open slot; unset:
+    // the syncer gives the lowest free open slot (open membership).
+    std::optional<uint32_t> id;
     RunOptions::Cluster cluster; // token (required), TLS files, timeouts; `join` and ids are set by join()
     std::vector<NamedShape> tensors;  // the module's parameters, in named_parameters() order
     double speed = 0.0;          // labels for the report (0: the topology's entry for `id`)
@@ -47,11 +50,12 @@ class ExternalLearner {
     double wait_seconds = 60.0;  // for the syncer to answer at start (it may start later)
   };
 
-  // Asks the syncer for the run's topology and model layout, checks that
-  // `tensors` are that layout (InvalidArgument naming both where they
-  // differ), that the run trains in decoupled mode, and starts the learner.
-  // Fails with the syncer's reason on a refusal (bad token, unknown id), and
-  // with Unavailable when no syncer answers within wait_seconds.
+  // Asks the syncer for the run's topology and model layout (and, without an
+  // id, for a free open slot), checks that `tensors` are that layout
+  // (InvalidArgument naming both where they differ), that the run trains in
+  // decoupled mode, and starts the learner. Fails with the syncer's reason on
+  // a refusal (bad token, unknown id, full), and with Unavailable when no
+  // syncer answers within wait_seconds.
   static Result<std::unique_ptr<ExternalLearner>> join(Options options);
 
   ~ExternalLearner();  // close(0) if not closed
@@ -59,10 +63,19 @@ class ExternalLearner {
   ExternalLearner& operator=(const ExternalLearner&) = delete;
 
   const Topology& topology() const { return topology_; }
+  uint32_t id() const { return id_; }
   ReplicaExchange& exchange() { return *exchange_; }
   // The exchange's state, with the run's failure (a lost syncer past the
   // give-up time, a refusal) as over and failed.
   ReplicaState state() const;
+
+  // Starts an orderly departure (open membership): the learner asks the
+  // training thread to read every fragment at its next boundary, pushes that
+  // last progress, and tells the syncer it leaves; state().stopping is set
+  // when this returns (at most a few seconds), and state().over once the
+  // syncer merged it (or drain_seconds passed). Then close() as usual: the
+  // frozen handover it does is this last progress.
+  void leave(const std::string& reason, double drain_seconds);
 
   // Ends this learner. When the run is ending (state().stopping), first
   // waits up to `seconds` for the syncer's Done, so that its last progress
@@ -73,6 +86,7 @@ class ExternalLearner {
   ExternalLearner() = default;
 
   Topology topology_;
+  uint32_t id_ = 0;
   std::shared_ptr<ReplicaExchange> exchange_;
   std::unique_ptr<Run> run_;
   bool closed_ = false;

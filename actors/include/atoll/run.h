@@ -9,11 +9,13 @@
 //
 // Everything the `atoll` command does goes through this class. It needs no
 // CAF headers: the actors live behind it. Thread-safety: view(), stop(),
-// kill_learner() and stall_learner() may be called from any thread; wait() from one.
+// kill_learner(), stall_learner(), add_learner(), leave_learner() and leave()
+// may be called from any thread; wait() from one.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +83,11 @@ struct RunOptions {
     LinkShape link;
   } cluster;
 
+  // The speed and batch size of this process's learners (a learner process
+  // in an open slot brings its own). Unset: their slots' defaults
+  // (default_spec(), atoll/topology.h).
+  std::optional<LearnerSpec> learner_spec;
+
   // Joining with one learner id: that learner trains outside atoll (a Python
   // loop, atoll.Learner) through this exchange (atoll/replica_exchange.h), and
   // no data is loaded here. Null: atoll's own learners on the topology's data.
@@ -131,6 +138,21 @@ class Run {
   // Learner `id` takes no inner step for `seconds` (a stall fault). False if
   // it is not running.
   bool stall_learner(uint32_t id, double seconds);
+
+  // Open membership (docs/design.md section 6), in the syncer's process: a
+  // new learner with `spec` claims the lowest free open slot and trains;
+  // returns its id, or the syncer's reason (full: every open slot is taken,
+  // membership.max_learners). Like a kill, it goes on the run's event log.
+  Result<uint32_t> add_learner(const LearnerSpec& spec);
+  // Learner `id` departs in order: no more steps, its last progress pushed
+  // and merged (waiting up to drain_seconds for the syncer to say so), then
+  // it stops and is not restarted; a departure, not a failure. False if it
+  // is not running here.
+  bool leave_learner(uint32_t id, const std::string& reason, double drain_seconds = 30.0);
+  // Every learner of this process leaves (a learner process asked to stop:
+  // SIGTERM, a preemption notice); the run is over here once they are gone,
+  // at most drain_seconds (and a little) later.
+  void leave(const std::string& reason, double drain_seconds = 30.0);
 
  private:
   struct Impl;

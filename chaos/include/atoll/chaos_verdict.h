@@ -19,8 +19,9 @@ namespace atl {
 struct ChaosVerdict {
   uint64_t faults_injected = 0;  // injections that hit a running target
   uint64_t recoveries = 0;       // children restarted by their supervisor
-  // Share of learner time the learners were up: each kill or crash to that
-  // learner's next registration. Bounds any mode's goodput.
+  // Share of the learner time allocated to the run (members' time as
+  // members) that the learners were up: each kill or crash to that learner's
+  // next registration is down. Bounds any mode's goodput.
   double alive_fraction = 1.0;
   std::vector<std::string> violations;  // each broken invariant, with its figures
   std::vector<std::string> notes;       // planned faults never injected (the run ended first), and why

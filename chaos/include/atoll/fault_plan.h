@@ -11,19 +11,25 @@
 //
 //   [[fault]]
 //   kind = "kill"          # kill crash stall slow partition delay duplicate reorder corrupt
-//                          # kill_syncer kill_checkpointer
+//                          # kill_syncer kill_checkpointer join leave preempt
 //   at = 2.0               # seconds after the start ...
 //   at_step = 500          # ... or when `learner` reaches this inner step (one of the two)
-//   learner = 1            # a learner id, or "*" for every learner
+//   learner = 1            # a learner id, or "*" for every learner (join: none, the syncer gives a slot)
 //   recover_after = 1.0    # kill, crash, kill_*: seconds before the supervisor may restart it
 //   duration = 2.0         # stall, slow, partition, delay, duplicate, reorder, corrupt
 //   factor = 3.0           # slow: steps take factor times as long
 //   seconds = 0.05         # delay: added latency; reorder: the window
 //   probability = 1.0      # delay, duplicate, reorder, corrupt: share of messages
+//   speed = 1.0            # join: the newcomers' speed ...
+//   batch_size = 8         # ... and batch size (default: an open slot's, atoll/topology.h)
+//   count = 2              # join: how many learners join
+//   grace = 2.0            # preempt: the notice before the kill (a leave, then a kill if still there)
 //
 //   [random]               # Poisson failures, per learner, seeded
-//   kind = "kill"          # kill or crash
-//   mtbf_seconds = 30
+//   kind = "kill"          # kill or crash (each fixed learner), or preempt (each open slot's
+//                          # learner: spot capacity; a replacement joins after the recovery)
+//   mtbf_seconds = 30      # preempt: the mean lifetime of a spot learner
+//   grace = 2              # preempt: the notice before the kill
 //   recovery = "uniform"   # fixed (recovery_seconds) | uniform (recovery_min..max) | exponential (mean recovery_seconds)
 //   recovery_min = 4
 //   recovery_max = 6
@@ -66,6 +72,9 @@ struct Fault {
   double factor = 1.0;
   double seconds = 0.0;
   double probability = 1.0;
+  double speed = 0.0;        // join: 0: the open slot's default
+  int batch_size = 0;        // join: 0: the open slot's default
+  int count = 1;             // join: learners that join
   std::string where;         // "plan.toml:12", for messages
 };
 
@@ -76,6 +85,7 @@ struct RandomFaults {
   Recovery recovery = Recovery::kFixed;
   double recovery_seconds = 5.0;             // fixed, or the exponential's mean
   double recovery_min = 4.0, recovery_max = 6.0;  // uniform
+  double grace = 2.0;                        // preempt: the notice before the kill
 };
 
 struct Invariants {

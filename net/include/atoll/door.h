@@ -89,7 +89,7 @@ struct DoorOptions {
   double handshake_seconds = 10.0;          // TLS and Hello, from the connection's start
   int max_unauthenticated_per_address = 16;
   // Connecting: this process's name in every Hello, so that the syncer
-  // knows its reconnections for the same process (0: a random one).
+  // knows its reconnections for the same process (0: this_process()).
   uint64_t process = 0;
   double heartbeat_seconds = 1.0;  // a keepalive goes out when nothing else did for this long
   double timeout_seconds = 5.0;    // a connection that receives nothing this long is closed
@@ -151,5 +151,10 @@ class Door {
   explicit Door(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// This process's name at the door: random, drawn once, the same for every
+// door it opens, so that a slot claimed through one door (atoll/cluster.h)
+// is taken by the learner that registers through another.
+uint64_t this_process();
 
 }  // namespace atl

@@ -35,7 +35,11 @@ struct Report {
   double wall_seconds = 0.0;
   uint64_t tokens = 0;              // trained by every learner (lost work included)
   double tokens_per_second = 0.0;
-  double goodput = 0.0;             // merged learner step time / (learners x wall)
+  double goodput = 0.0;             // merged learner step time / allocated learner time
+  // Learner time allocated to the run (docs/design.md section 7): each
+  // member's seconds as a member, M x wall when membership never changed.
+  double allocated_learner_seconds = 0.0;
+  uint64_t joins = 0, departures = 0;  // members that joined; that left in order
   double uptime = 0.0;              // share of wall time the global model kept advancing
   struct {
     double loss = 0.0, accuracy = 0.0, bits_per_byte = 0.0;

@@ -19,13 +19,15 @@ struct SeriesPoint {
   uint64_t tokens = 0;
   double loss = 0.0;     // training loss, mean of the connected learners
   double goodput = 0.0;  // so far
-  double alive = 0.0;    // share of learners up now
+  double alive = 0.0;    // share of members up now
+  int present = 0;       // members up now (docs/design.md section 6)
   uint64_t versions_min = 0, versions_max = 0;
   uint64_t bytes_up = 0, bytes_down = 0;
   // The newest held-out loss a learner's evaluator reported (atoll.Evaluator;
   // models atoll does not run); NaN: none yet.
   double eval_loss = std::numeric_limits<double>::quiet_NaN();
   std::vector<uint64_t> learner_steps;  // per learner, all incarnations
+  std::vector<bool> learner_member;     // per learner: a member now (its line is drawn only then)
 };
 
 // A line of the event tape, for people: a fault, a restart, a re-integration.

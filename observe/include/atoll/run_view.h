@@ -32,8 +32,9 @@ enum class LearnerState : uint8_t {
   kUp,       // registered and connected
   kDown,     // known to be down
   kGaveUp,   // its supervisor gave up on it
+  kLeft,     // departed in order (or released): not a member now
 };
-const char* learner_state_name(LearnerState s);  // "waiting", "up", "down", "gave up"
+const char* learner_state_name(LearnerState s);  // "waiting", "up", "down", "gave up", "left"
 
 // A learner as a live view shows it: the report's figures and its state now.
 struct LearnerView : LearnerReport {
@@ -45,7 +46,9 @@ struct LearnerView : LearnerReport {
 
 struct RunView {
   std::string mode;
-  int learners = 0;
+  int learners = 0;               // in per_learner: the fixed ones and every open slot used so far
+  int members = 0;                // members now (docs/design.md section 6); up or down
+  int present = 0;                // members up now
   uint64_t token_budget = 0;      // 0: none
   double seconds_limit = 0.0;     // 0: none
   double seconds = 0.0;           // since the run started
@@ -54,8 +57,10 @@ struct RunView {
 
   uint64_t tokens = 0;
   double train_loss = 0.0;
-  double goodput = 0.0;           // merged learner step time / (learners x seconds)
-  double alive = 0.0;             // share of learners up now
+  double goodput = 0.0;           // merged learner step time / allocated learner time
+  double alive = 0.0;             // share of members up now
+  double allocated_seconds = 0.0; // learner time allocated: each member's seconds as a member
+  uint64_t joins = 0, departures = 0;  // members that joined (open slots, or back after departing); left in order
   std::vector<uint64_t> versions; // per fragment, the global version
   uint64_t bytes_up = 0, bytes_down = 0;  // learner -> syncer, syncer -> learners
   uint64_t gateway_refusals = 0;  // refused at a syncer process's door

@@ -16,6 +16,11 @@
 //            AdamW moments
 //   accept   a new incarnation, or the first: the id is bound to the sender
 //            until it goes down
+//
+// An open slot (membership, atoll/syncer_core.h) reserved for another
+// process (claimed by it, or held for a member of it that failed) is refused
+// too. A claim (SyncerCore::claim) is an admission to a slot: kAccept with
+// the slot in `learner`, or kRefuse with kFull.
 #pragma once
 
 #include <cstdint>
@@ -38,9 +43,10 @@ struct Admission {
   Verdict verdict = Verdict::kRefuse;
   RejectReason reason = RejectReason::kMalformed;  // kRefuse
   std::string detail;                              // kRefuse: why, for the Reject and the log
+  uint32_t learner = 0;                            // kAccept of a claim: the slot given
 
   static Admission refuse(RejectReason reason, std::string detail) {
-    return {Verdict::kRefuse, reason, std::move(detail)};
+    return {Verdict::kRefuse, reason, std::move(detail), 0};
   }
   bool accepted() const { return verdict == Verdict::kAccept; }
   bool refused() const { return verdict == Verdict::kRefuse; }

@@ -39,6 +39,10 @@ struct CheckpointState {
     // continues the token budget: by earlier incarnations, and by the last
     // one as it last reported (it may come back and report more).
     uint64_t past_steps = 0, past_tokens = 0, steps = 0, tokens = 0;
+    // Membership: a restarted syncer holds a member's open slot for the
+    // process it registered from, so that no newcomer takes it meanwhile.
+    bool member = false;
+    uint64_t process = 0;
     friend bool operator==(const LearnerRecord&, const LearnerRecord&) = default;
   };
 

@@ -23,6 +23,10 @@ enum class FaultKind : uint8_t {
   kCorrupt,           // ... with a byte flipped
   kKillSyncer,
   kKillCheckpointer,
+  // Spot capacity (docs/design.md section 6, "Membership"):
+  kJoin,              // a new learner (`speed`, `batch_size`) asks for an open slot and trains
+  kLeave,             // the learner departs in order: its last progress is merged, it is not restarted
+  kPreempt,           // a leave notice, then a kill after `duration` (the grace) if it is still there
 };
 
 // The names of plan files and tapes: "kill", "kill_syncer", ...
@@ -30,5 +34,6 @@ const char* fault_kind_name(FaultKind kind);
 Result<FaultKind> parse_fault_kind(std::string_view name);
 bool targets_learners(FaultKind kind);   // all but kill_syncer and kill_checkpointer
 bool is_message_fault(FaultKind kind);   // partition, delay, duplicate, reorder, corrupt
+bool is_membership_fault(FaultKind kind); // join, leave, preempt
 
 }  // namespace atl

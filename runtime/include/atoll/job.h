@@ -53,8 +53,10 @@ class Job {
   // "MNIST: 60000 training / 10000 held-out examples"
   const std::string& description() const { return description_; }
 
-  // Learner `learner`'s training stream: its own shard, seeded by learner and
-  // incarnation (a restarted learner draws a fresh order from the same shard).
+  // Learner `learner`'s training stream: its slot's own shard (one per
+  // learner slot, atoll/topology.h), seeded by learner and incarnation (a
+  // restarted learner, or the next member of an open slot, draws a fresh
+  // order from the same shard). REQUIRES: learner < learner_slots().
   // REQUIRES: the model is not external (its learners bring their own data).
   std::unique_ptr<DataSource> make_stream(uint32_t learner, uint64_t incarnation) const;
 

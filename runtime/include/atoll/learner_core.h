@@ -38,8 +38,12 @@ namespace atl {
 
 class LearnerCore {
  public:
+  // `spec`: its speed and batch size; default: default_spec(topology, id)
+  // (a fixed learner's [[learners]] entry). A learner in an open slot brings
+  // its own (atoll/topology.h).
   static Result<std::unique_ptr<LearnerCore>> create(uint32_t id, uint64_t incarnation,
-                                                     std::shared_ptr<const Job> job);
+                                                     std::shared_ptr<const Job> job,
+                                                     std::optional<LearnerSpec> spec = std::nullopt);
   // A learner whose replica is trained outside atoll, with `layout` (the
   // run's, checked by the caller) and its own labels for the report.
   static Result<std::unique_ptr<LearnerCore>> create_external(uint32_t id, uint64_t incarnation,
@@ -49,7 +53,7 @@ class LearnerCore {
   uint32_t id() const { return id_; }
   uint64_t incarnation() const { return incarnation_; }
   const Topology& topology() const { return topology_; }
-  const LearnerSpec& spec() const { return topology().learners[id_]; }
+  const LearnerSpec& spec() const { return spec_; }
   bool external() const { return external_; }
 
   // Carries the learner's bases once it has some: a restarted syncer recovers
@@ -171,8 +175,8 @@ class LearnerCore {
     double seconds_at_push = 0.0;
   };
 
-  LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<const Job> job, std::unique_ptr<Model> model,
-              std::vector<Fragment> fragments);
+  LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<const Job> job, LearnerSpec spec,
+              std::unique_ptr<Model> model, std::vector<Fragment> fragments);
   LearnerCore(uint32_t id, uint64_t incarnation, const Topology& topology, const ParamLayout& layout,
               std::vector<Fragment> fragments);
   bool data_parallel() const { return topology().mode != Mode::kDecoupled; }
@@ -184,6 +188,7 @@ class LearnerCore {
   uint32_t id_;
   uint64_t incarnation_;
   Topology topology_;
+  LearnerSpec spec_;
   std::shared_ptr<const Job> job_;   // null for an external replica
   std::unique_ptr<Model> model_;     // null for an external replica
   std::vector<Fragment> fragments_;
@@ -198,12 +203,14 @@ class LearnerCore {
   double last_seconds_ = 0.0;
   double loss_ema_ = 0.0, step_ema_ = 0.0;
   uint32_t initial_crc_;  // of the seed's initialization: a welcome may leave it out (0: not given)
+  // Its speed and batch size as its Register tells the syncer (the report's
+  // labels): its spec, or an external learner's own (0: the topology's).
+  double speed_label_ = 0.0;
+  uint32_t batch_label_ = 0;
 
   // External replicas.
   bool external_ = false;
   ParamLayout external_layout_;
-  double speed_label_ = 0.0;
-  uint32_t batch_label_ = 0;
   std::vector<bool> readable_;                 // by fragment, at this boundary
   std::optional<OptimizerMoments> moments_read_;  // at this boundary
   std::vector<FragmentUpdate> updates_;        // adopted, not yet taken

@@ -124,6 +124,7 @@ enum class RejectReason : uint8_t {
   kTooLarge = 7,
   kFingerprintMismatch = 8,
   kDuplicateLearner = 9,
+  kFull = 10,  // no open learner slot is free
 };
 const char* reject_reason_name(RejectReason reason);
 
@@ -170,7 +171,8 @@ struct Challenge {
   friend bool operator==(const Challenge&, const Challenge&) = default;
 };
 
-enum class Purpose : uint8_t { kJoin = 0, kTopology = 1 };  // wire values
+// Wire values. kClaim: ask for an open learner slot (the Hello's learner is 0).
+enum class Purpose : uint8_t { kJoin = 0, kTopology = 1, kClaim = 2 };
 
 struct Hello {
   uint32_t learner = 0;
@@ -180,8 +182,17 @@ struct Hello {
   friend bool operator==(const Hello&, const Hello&) = default;
 };
 
+// The learner departs in order: its last progress went ahead as unasked
+// pushes; the syncer answers with Done once they are merged.
+struct Leave {
+  uint32_t learner = 0;
+  uint64_t incarnation = 0;
+  std::string reason;
+  friend bool operator==(const Leave&, const Leave&) = default;
+};
+
 using Message = std::variant<Register, Welcome, Pull, Push, Broadcast, Progress, Reject, MomentsPull, Moments, Done,
-                             Challenge, Hello, Evaluation>;
+                             Challenge, Hello, Evaluation, Leave>;
 
 // "register", "welcome", ...
 const char* message_name(const Message& message);

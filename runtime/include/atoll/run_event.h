@@ -9,6 +9,8 @@
 //   {"t":30.000,"event":"gave_up","child":"learner 3"}
 //   {"t":31.000,"event":"version_decreased","fragment":4,"from":12,"to":11}
 //   {"t":32.000,"event":"failed","why":"a learner process was refused: bad token"}
+//   {"t":40.000,"event":"joined","learner":4,"incarnation":1,"speed":1,"batch_size":8}
+//   {"t":90.000,"event":"departed","learner":4,"incarnation":1,"orderly":1,"reason":"SIGTERM"}
 // `t` is seconds since the run started. A number that is not finite is left
 // out (JSON has no NaN); a reader takes the field's default.
 #pragma once
@@ -48,7 +50,8 @@ constexpr double kUnknownSeconds = std::numeric_limits<double>::quiet_NaN();
 
 namespace event {
 
-// A fault the injector (or Run::kill_learner) tried: `hit` if its target was running.
+// A fault the injector (or Run::kill_learner) tried: `hit` if its target was
+// running (join: if a slot was free; `learner` is the slot it was given).
 struct Injected {
   FaultKind kind = FaultKind::kKill;
   bool hit = false;
@@ -58,6 +61,8 @@ struct Injected {
   double factor = 1.0;        // slow
   double seconds = 0.0;       // delay, reorder
   double probability = 1.0;
+  double speed = 0.0;         // join: the newcomer's speed (0: its slot's default)
+  uint32_t batch_size = 0;    // join: its batch size (0: its slot's default)
   std::string plan;           // where the plan says so ("plan.toml:12", "random"); "" none
   std::string by;             // who, outside a plan ("Run::kill_learner"); "" none
 };
@@ -76,11 +81,19 @@ struct Reintegrated { uint32_t learner = 0; uint64_t incarnation = 0; double sec
 struct VersionDecreased { uint32_t fragment = 0; uint64_t from = 0, to = 0; };
 // The run cannot go on (a learner process refused for a bad token, ...).
 struct Failed { std::string why; };
+// A learner became a member of the run (docs/design.md section 6): it was
+// welcomed into an open slot, or back into a fixed one it had departed from.
+// Its own speed and batch size (0: not given).
+struct Joined { uint32_t learner = 0; uint64_t incarnation = 0; double speed = 0.0; uint32_t batch_size = 0; };
+// A member left the run: in order (it said so; its last progress is merged,
+// not a failure), or released (it failed and did not come back in time).
+struct Departed { uint32_t learner = 0; uint64_t incarnation = 0; bool orderly = true; std::string reason; };
 
 }  // namespace event
 
 using RunEvent = std::variant<event::Injected, event::Restarted, event::GaveUp, event::Registered,
-                              event::FirstMerge, event::Reintegrated, event::VersionDecreased, event::Failed>;
+                              event::FirstMerge, event::Reintegrated, event::VersionDecreased, event::Failed,
+                              event::Joined, event::Departed>;
 
 struct TimedEvent {
   double t = 0.0;  // seconds since the run started
@@ -90,7 +103,8 @@ struct TimedEvent {
 // The learner an event is about; -1: none.
 int64_t learner_of(const RunEvent& e);
 // A short kind for people and plots: "fault kill", "restart", "registration",
-// "first_merge", "reintegrated", "gave up", "version decreased", "failed".
+// "first_merge", "reintegrated", "gave up", "version decreased", "failed",
+// "joined", "departed".
 std::string kind_of(const RunEvent& e);
 
 // One tape line, without the newline.

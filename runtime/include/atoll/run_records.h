@@ -82,6 +82,7 @@ struct SyncerSample {
   double cpu_seconds = 0.0;  // its thread CPU on messages and timers (this incarnation)
   bool recovering = false;   // a restarted syncer still catching up: versions may lag
   uint64_t tokens = 0;       // trained by every learner, all incarnations
+  double allocated_seconds = 0.0;  // learner time allocated to the run: each member's time as a member
   SyncerStats stats;
   std::vector<LearnerRecord> learners;
   std::vector<uint64_t> versions;  // per fragment

@@ -42,6 +42,19 @@
 // are refused with a Reject (which also takes the learner out of the round),
 // and a merge whose result is not finite is rolled back.
 //
+// Membership (docs/design.md section 6): slots 0..M-1 are the topology's
+// [[learners]], members from the start; slots M..max_learners-1 are open. A
+// learner without an id claims the lowest free open slot (claim(): reserved
+// for its process for kLeaseSeconds until it registers) and is a member from
+// its welcome. A newcomer counts toward the quorum cap K only once it has
+// trained H steps on a version it adopted, and a round under way keeps the
+// quorum it opened with (it never waits for a newcomer, nor pulls one). A
+// member that says Leave is a departure, not a failure: it is pulled no more,
+// its last pushes make their fragments due, and once they are merged it gets
+// Done. A member of an open slot that fails keeps its slot for kHoldSeconds,
+// then is released. Goodput divides by the learner time allocated: each
+// member's time as a member (allocated_seconds()).
+//
 // dp / elastic_dp: every step each learner in the group sends its gradient;
 // when all did, their token-weighted mean drives AdamW on Theta. dp waits for
 // every learner, also a dead one; elastic_dp drops a dead learner from the
@@ -82,11 +95,12 @@ struct SyncerEffects {
     kReconfigure,  // elastic_dp: a failed learner leaves the group
     kMoments,      // a restarted learner is welcomed without a peer's moments
     kFlush,        // the final rounds stop waiting for answers
+    kRelease,      // a failed member's hold on its open slot ends
   };
   struct Timer {
     TimerKind kind;
-    uint32_t id;     // fragment (grace, quorum) or learner (reconfigure, moments)
-    uint64_t round;  // grace, quorum: the round; reconfigure: the learner's failure count;
+    uint32_t id;     // fragment (grace, quorum) or learner (reconfigure, moments, release)
+    uint64_t round;  // grace, quorum: the round; reconfigure, release: the learner's failure count;
                      // moments: the request
     double seconds;  // from now
   };
@@ -132,6 +146,25 @@ struct LearnerRecord {
   uint32_t batch_size = 0;
   bool dropped = false;             // elastic_dp: left the group after a failure
   bool expected_back = false;       // connected under the syncer this one replaced
+
+  // Membership (see SyncerCore). A slot's member is allocated to the run:
+  // a fixed slot from the start until it departs, an open slot from its
+  // welcome until it departs or is released.
+  bool member = false;
+  enum class Leaving : uint8_t {
+    kNo,
+    kMerging,  // it said Leave: its last answers are being merged
+    kDone,     // they are; it was told Done and is about to go
+  };
+  Leaving leaving = Leaving::kNo;
+  bool qualified = false;           // trained H steps on a version it adopted (open slots: counts toward K)
+  // An open slot claimed by, or held for (a member that failed), this
+  // process until then (0: not reserved).
+  uint64_t reserved_for = 0;
+  std::optional<SteadyTime> reserved_until;
+  double member_seconds = 0.0;      // learner time allocated before the current membership
+  double member_since = 0.0;        // seconds since the run started, when the current membership began
+  uint64_t departures = 0;          // orderly ones
 };
 
 // The held-out quality of the global model as a learner measured it with
@@ -213,6 +246,19 @@ class SyncerCore {
   // the learner id: the transport then routes that id's messages to it.
   Admission on_register(const Register& reg, const Sender& from, SteadyTime now, SyncerEffects& fx);
 
+  // ---- membership (docs/design.md section 6)
+  static constexpr double kLeaseSeconds = 30.0;  // a claimed slot waits this long for its learner's Register
+  static constexpr double kHoldSeconds = 60.0;   // a failed member's open slot waits this long for it
+  // Gives the lowest free open slot to a learner of `process` that has no
+  // id, reserved for that process for kLeaseSeconds: its Register takes it.
+  // kAccept with `learner` set, or kRefuse with kFull (none free, no open
+  // slots, or the run is ending).
+  Admission claim(uint64_t process, SteadyTime now, SyncerEffects& fx);
+  // The learner departs in order (see above). An unknown or old incarnation is ignored.
+  void on_leave(const Leave& leave, SteadyTime now, SyncerEffects& fx);
+  // Learner time allocated to the run so far: each member's seconds as a member.
+  double allocated_seconds(SteadyTime now) const;
+
   void on_moments(uint32_t learner, const Moments& moments, SteadyTime now, SyncerEffects& fx);
   void on_progress(const Progress& progress, SteadyTime now, SyncerEffects& fx);
   // A learner's evaluation of the versions it holds: kept in stats() when it
@@ -267,6 +313,14 @@ class SyncerCore {
   void welcome(uint32_t learner, uint64_t incarnation, std::optional<OptimizerState> moments, SteadyTime now,
                SyncerEffects& fx);
   bool current(uint32_t learner, uint64_t incarnation) const;
+  void check_push(const Push& push, SteadyTime now, SyncerEffects& fx);
+  // Membership (runtime/membership.cc).
+  void depart(uint32_t learner, SteadyTime now, bool orderly, std::string reason, SyncerEffects& fx);
+  void expire_reservations(SteadyTime now, SyncerEffects& fx);
+  // Leavers whose last answers are settled get Done.
+  void settle_departures(SyncerEffects& fx);
+  // An open slot's member that trained H steps on an adopted version counts toward K.
+  void qualify(uint32_t learner);
 
   std::unique_ptr<SyncerState> s_;
   std::unique_ptr<RoundProtocol> rounds_;

@@ -161,6 +161,20 @@ struct CheckpointSpec {
   friend bool operator==(const CheckpointSpec&, const CheckpointSpec&) = default;
 };
 
+// Who may be a learner of the run (docs/design.md section 6, "Membership").
+// The [[learners]] are its fixed members, ids 0..M-1, each started by id
+// (`atoll learner --id`). Slots M..max_learners-1 are open: a learner that
+// joins without an id is given the lowest free one, and leaves it when it
+// departs. Each slot owns one data shard, so no two members train the same
+// bytes at once.
+inline constexpr int kMaxLearnerSlots = 4096;
+
+struct MembershipSpec {
+  int max_learners = 0;  // slots in all; 0: the number of [[learners]] (no open slots)
+
+  friend bool operator==(const MembershipSpec&, const MembershipSpec&) = default;
+};
+
 // The defaults are the built-in job of `atoll run`: a byte-level transformer
 // on the State of the Union corpus, four learners of heterogeneous speed
 // (about 3 minutes on 2 cores). examples/topologies/mnist.toml is the MLP on
@@ -179,6 +193,7 @@ struct Topology {
   AdamWConfig inner = {3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 50, 0, 0.1f};
   OuterSpec outer;
   CheckpointSpec checkpoint;
+  MembershipSpec membership;
 
   friend bool operator==(const Topology&, const Topology&) = default;
 };
@@ -187,9 +202,17 @@ struct Topology {
 // after the ramp from outer.sync_every_start).
 int sync_interval(const OuterSpec& outer, uint64_t version);
 
-// Tokens one inner step of `learner` trains: batch_size examples, or
-// batch_size windows of model.context predicted bytes.
-int64_t tokens_per_step(const Topology& topology, uint32_t learner);
+// Tokens one inner step of a learner of `spec` trains: batch_size examples,
+// or batch_size windows of model.context predicted bytes.
+int64_t tokens_per_step(const Topology& topology, const LearnerSpec& spec);
+int64_t tokens_per_step(const Topology& topology, uint32_t learner);  // a fixed learner's
+
+// Learner slots of the run: the fixed [[learners]] and the open slots above
+// them (membership.max_learners). Ids run from 0 to slots - 1.
+uint32_t learner_slots(const Topology& topology);
+// The spec a learner of slot `id` trains with unless it brings its own: its
+// [[learners]] entry, or for an open slot speed 1 and the first entry's batch.
+LearnerSpec default_spec(const Topology& topology, uint32_t id);
 
 // Checks every value against its range and the others ("outer.quorum = 5
 // exceeds the 4 learners"). Model-dependent checks (fragments vs tensors)
