@@ -1,6 +1,7 @@
 #include "simulate_command.h"
 
 #include <cstdio>
+#include <string>
 #include <memory>
 
 #include "atoll/simulation.h"
@@ -19,9 +20,11 @@ int simulate_command(const SimulateArgs& args) {
   auto report = run_simulation(*plan, [&](const CellResult& r) {
     // Progress on stderr: the table on stdout stays clean to pipe.
     ++done;
-    std::fprintf(stderr, "\r[%zu] %s M=%d K=%d at %lld chips: %.1f%% goodput (+-%.1f, %.0f simulated hours)   ",
-                 done, mode_name(r.cell.mode), r.cell.learners, r.cell.quorum, static_cast<long long>(r.cell.chips),
-                 100.0 * r.goodput, 100.0 * r.goodput_halfwidth, r.simulated_hours);
+    const std::string scavenged = r.cell.scavenged >= 0 ? " +" + std::to_string(r.cell.scavenged) + " scavenged" : "";
+    std::fprintf(stderr, "\r[%zu] %s M=%d%s K=%d at %lld chips: %.1f%% goodput (+-%.1f, %.0f simulated hours)   ",
+                 done, mode_name(r.cell.mode), r.cell.learners, scavenged.c_str(), r.cell.quorum,
+                 static_cast<long long>(r.cell.chips), 100.0 * r.goodput, 100.0 * r.goodput_halfwidth,
+                 r.simulated_hours);
   });
   std::fprintf(stderr, "\n");
   if (!report.ok()) {

@@ -1,6 +1,9 @@
-// Simulation plans (TOML; examples/simulate/): errors name the file, line and key.
+// Simulation plans (TOML; examples/simulate/) and availability traces (CSV):
+// errors name the file, line and key.
+#include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 
 #include "atoll/file.h"
 #include "atoll/simulation.h"
@@ -112,7 +115,117 @@ std::vector<int> read_int32s(const toml::node& n, const std::string& key, int lo
   return out;
 }
 
+// A trace's field: a plain number of seconds, finite, at least 0.
+std::optional<double> seconds_field(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) text.remove_suffix(1);
+  double v = 0.0;
+  const auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), v);
+  const bool whole = !text.empty() && err == std::errc{} && end == text.data() + text.size();
+  if (!whole || !std::isfinite(v) || v < 0) return std::nullopt;
+  return v;
+}
+
+ScavengingPlan read_scavenging(const toml::table& t, const std::string& path) {
+  no_unknown_keys(t, "scavenging.", {"core", "scavenged", "quorum", "learner_chips", "availability", "mean_up_seconds",
+                                     "notice_seconds", "trace"});
+  ScavengingPlan s;
+  if (const toml::node* n = t.get("core"))
+    s.core = static_cast<int>(get_int(*n, "scavenging.core", 1, kMaxLearnerSlots));
+  if (const toml::node* n = t.get("scavenged"))
+    s.scavenged = read_int32s(*n, "scavenging.scavenged", 0, kMaxLearnerSlots - s.core);
+  if (const toml::node* n = t.get("quorum")) s.quorum = static_cast<int>(get_int(*n, "scavenging.quorum", 1, 1024));
+  if (const toml::node* n = t.get("learner_chips"))
+    s.learner_chips = get_int(*n, "scavenging.learner_chips", 1, int64_t{1} << 30);
+  // A machine that is never up lends nothing; 1: always up, never departs.
+  read_number(t, "availability", "scavenging.", 1e-6, 1.0, s.availability);
+  read_number(t, "mean_up_seconds", "scavenging.", 1e-3, 1e9, s.mean_up_seconds);
+  read_number(t, "notice_seconds", "scavenging.", 0.0, 1e7, s.notice_seconds);
+  if (const toml::node* n = t.get("trace")) {
+    for (const char* model : {"availability", "mean_up_seconds"})
+      if (t.get(model))
+        fail(*n, "scavenging.trace", std::string("a trace says when learners are up: drop scavenging.") + model);
+    s.trace_path = get_string(*n, "scavenging.trace");
+    std::string file = s.trace_path;
+    if (std::filesystem::path(file).is_relative()) file = (std::filesystem::path(path).parent_path() / file).string();
+    auto trace = load_availability_trace(file);
+    if (!trace.ok()) fail(*n, "scavenging.trace", std::string(trace.status().message()));
+    s.trace = std::move(*trace);
+    const toml::node* counts = t.get("scavenged");
+    for (int k : s.scavenged)
+      if (static_cast<size_t>(k) > s.trace.size())
+        fail(counts ? *counts : *n, "scavenging.scavenged",
+             std::to_string(k) + " scavenged learners, and the trace has " + std::to_string(s.trace.size()));
+  }
+  return s;
+}
+
 }  // namespace
+
+double ScavengingPlan::mean_cycle_seconds(int learners) const {
+  if (trace.empty()) return availability >= 1.0 ? 0.0 : mean_up_seconds / availability;
+  double sum = 0.0;
+  size_t n = 0;
+  for (int i = 0; i < learners && static_cast<size_t>(i) < trace.size(); ++i)
+    for (const AvailabilityPeriod& p : trace[static_cast<size_t>(i)]) {
+      sum += p.up_seconds + p.down_seconds;
+      ++n;
+    }
+  return n ? sum / double(n) : 0.0;
+}
+
+Result<AvailabilityTrace> load_availability_trace(const std::string& path) {
+  auto text = read_text(path);
+  if (!text.ok()) return text.status().with_context("availability trace");
+  return parse_availability_trace(*text, path);
+}
+
+Result<AvailabilityTrace> parse_availability_trace(std::string_view text, const std::string& path) {
+  std::istringstream in{std::string(text)};
+  AvailabilityTrace trace;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const std::string where = path + ":" + std::to_string(n) + ": ";
+    if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    std::vector<std::string_view> fields;
+    for (std::string_view rest = line;;) {
+      const size_t comma = rest.find(',');
+      fields.push_back(rest.substr(0, comma));
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+    if (fields.size() < 3 || fields.size() > 4)
+      return Status::invalid_argument(where + std::to_string(fields.size()) +
+                                      " fields; expected learner,up_seconds,down_seconds[,notice_seconds]");
+    const std::optional<double> learner = seconds_field(fields[0]);
+    if (!learner && trace.empty() && fields[0].find("learner") != std::string_view::npos) continue;  // the header
+    if (!learner || *learner != std::floor(*learner) || *learner >= kMaxLearnerSlots)
+      return Status::invalid_argument(where + "learner '" + std::string(fields[0]) +
+                                      "': expected a learner number from 0 (rows learner,up_seconds,down_seconds)");
+    const auto id = static_cast<size_t>(*learner);
+    if (id > trace.size())
+      return Status::invalid_argument(where + "learner " + std::to_string(id) + " before learner " +
+                                      std::to_string(trace.size()) + ": number learners from 0 without gaps");
+    AvailabilityPeriod p;
+    const char* names[] = {"up_seconds", "down_seconds", "notice_seconds"};
+    double* values[] = {&p.up_seconds, &p.down_seconds, &p.notice_seconds};
+    for (size_t f = 1; f < fields.size(); ++f) {
+      const std::optional<double> v = seconds_field(fields[f]);
+      if (!v || *v > 1e9)
+        return Status::invalid_argument(where + names[f - 1] + " '" + std::string(fields[f]) +
+                                        "': expected seconds, a number in [0, 1e9]");
+      *values[f - 1] = *v;
+    }
+    // The trace repeats: a period of no time would repeat forever at one instant.
+    if (p.up_seconds + p.down_seconds <= 0)
+      return Status::invalid_argument(where + "up_seconds and down_seconds are both 0");
+    if (id == trace.size()) trace.emplace_back();
+    trace[id].push_back(p);
+  }
+  if (trace.empty()) return Status::invalid_argument(path + ": no rows (learner,up_seconds,down_seconds)");
+  return trace;
+}
 
 Result<SimulationPlan> load_simulation_plan(const std::string& path, const std::vector<std::string>& overrides) {
   auto text = read_text(path, kMaxConfigFileBytes);
@@ -131,7 +244,7 @@ Result<SimulationPlan> parse_simulation_plan(std::string_view text, const std::s
   plan.name = std::filesystem::path(path).stem().string();
   try {
     no_unknown_keys(root, "", {"name", "seed", "precision", "min_hours", "max_hours", "failures", "training", "grid",
-                               "reference", "planning"});
+                               "reference", "planning", "scavenging"});
     if (const toml::node* n = root.get("name")) plan.name = get_string(*n, "name");
     if (const toml::node* n = root.get("seed")) plan.seed = static_cast<uint64_t>(get_int(*n, "seed", 0, INT64_MAX));
     read_number(root, "precision", "", 1e-4, 0.5, plan.precision);
@@ -220,8 +333,10 @@ Result<SimulationPlan> parse_simulation_plan(std::string_view text, const std::s
       read_number(t, "target", "planning.", 0.0, 1.0, v.target);
       plan.planning = v;
     }
-    if (plan.cells.empty() && !plan.planning)
-      fail(root, "grid", "nothing to simulate: give a [grid] or a [planning] table");
+    if (const toml::node* n = root.get("scavenging"))
+      plan.scavenging = read_scavenging(table_of(*n, "scavenging"), path);
+    if (plan.cells.empty() && !plan.planning && !plan.scavenging)
+      fail(root, "grid", "nothing to simulate: give a [grid], a [planning] or a [scavenging] table");
   } catch (const KeyError& e) {
     return Status::invalid_argument(e.text);
   }

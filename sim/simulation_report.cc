@@ -1,5 +1,6 @@
 // What `atoll simulate` prints and writes (atoll/simulation.h): a table beside
-// the paper's, its JSON, and the planning view as an SVG chart.
+// the paper's, the planning view, the scavenging table, their JSON, and the
+// planning view as an SVG chart.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -55,6 +56,54 @@ std::string describe_failures(const SimulationPlan& plan) {
   return out.str();
 }
 
+std::string describe_scavenging(const SimulationPlan& plan) {
+  const ScavengingPlan& s = *plan.scavenging;
+  std::ostringstream out;
+  out << "scavenging: a core of " << s.core << " learner" << (s.core == 1 ? "" : "s") << " (" << s.learner_chips
+      << " chip" << (s.learner_chips == 1 ? "" : "s") << " each, under [failures]), K = " << s.quorum << "; ";
+  if (!s.trace.empty()) out << "scavenged learners up and down as " << s.trace_path << " says";
+  else if (s.availability >= 1.0) out << "scavenged learners always up";
+  else
+    out << printf_string("scavenged learners up %.0f%% of the time, in up periods of mean %g s", 100.0 * s.availability,
+                         s.mean_up_seconds);
+  if (s.notice_seconds > 0) out << printf_string(", %g s notice before each departure\n", s.notice_seconds);
+  else out << ", no notice: each departure is a failure\n";
+  return out.str();
+}
+
+void write_scavenging_cell(JsonWriter& w, const char* key, const CellResult& r) {
+  w.open(key, '{');
+  w.field("scavenged", r.cell.scavenged);
+  w.field("goodput", r.goodput);
+  w.field("goodput_halfwidth", r.goodput_halfwidth);
+  w.field("allocated_learners", r.allocated_learners);
+  w.field("merged_learners", r.merged_learners);
+  w.field("merged_learners_halfwidth", r.merged_halfwidth);
+  w.field("trained_learners", r.trained_learners);
+  w.field("allocated_learner_hours", r.allocated_learners * r.measured_hours);
+  w.field("merged_learner_hours", r.merged_learners * r.measured_hours);
+  w.field("tokens", r.tokens);
+  w.field("speedup", r.speedup);
+  w.field("speedup_halfwidth", r.speedup_halfwidth);
+  w.field("tokens_speedup", r.tokens_speedup);
+  w.field("joins", r.joins);
+  w.field("departures", r.departures);
+  w.field("vanished", r.vanished);
+  w.field("released", r.released);
+  w.field("cut_short", r.cut_short);
+  w.field("claims_refused", r.claims_refused);
+  w.field("join_seconds_mean", r.join_seconds_mean);
+  w.field("join_seconds_max", r.join_seconds_max);
+  w.field("measured_hours", r.measured_hours);
+  w.field("uptime", r.uptime);
+  w.field("rounds", r.rounds);
+  w.field("simulated_hours", r.simulated_hours);
+  w.field("interruptions", r.interruptions);
+  w.field("events", r.events);
+  w.field("wall_seconds", r.wall_seconds);
+  w.close('}');
+}
+
 void write_cell(JsonWriter& w, const CellResult& r) {
   w.open(nullptr, '{');
   w.field("mode", mode_name(r.cell.mode));
@@ -86,8 +135,9 @@ void write_cell(JsonWriter& w, const CellResult& r) {
 
 std::string simulation_table(const SimulationPlan& plan, const SimulationReport& report) {
   std::ostringstream out;
-  out << plan.name << ": goodput % (the plan's reference in brackets)\n" << describe_failures(plan) << "\n";
   const auto& cells = report.cells;
+  out << plan.name << (cells.empty() ? "" : ": goodput % (the plan's reference in brackets)") << "\n"
+      << describe_failures(plan) << "\n";
   if (!cells.empty()) {
     const std::vector<int64_t> chips = columns_of(cells);
     std::vector<std::string> rows;
@@ -168,6 +218,34 @@ std::string simulation_table(const SimulationPlan& plan, const SimulationReport&
                                   100.0 * v.target, 100.0 * it->goodput));
     }
   }
+  if (plan.scavenging && !report.scavenging.empty()) {
+    out << "\n" << describe_scavenging(plan);
+    out << "goodput = merged / allocated learner time. Learners allocated, merged and trained (lost steps too),\n"
+           "as learner-hours per hour. Speed-up: merged learner time, and tokens trained, against the core alone.\n"
+           "Per hour: scavenged learners that joined, left in order, vanished (failures), claims refused; rounds.\n";
+    out << printf_string("%-10s%14s%11s%9s%9s%15s%8s%8s%7s%10s%10s%9s\n", "scavenged", "goodput %", "allocated",
+                         "merged", "trained", "speed-up", "tokens", "joins", "left", "vanished", "refused", "rounds");
+    for (const auto& c : report.scavenging) {
+      const double h = c.measured_hours > 0 ? c.measured_hours : 1.0;
+      const std::string goodput = printf_string("%.1f +-%.1f", 100.0 * c.goodput, 100.0 * c.goodput_halfwidth);
+      const std::string speedup = printf_string("%.2fx +-%.2f", c.speedup, c.speedup_halfwidth);
+      out << printf_string("%-10d%14s%11.2f%9.2f%9.2f%15s%7.2fx%8.2f%7.2f%10.2f%10.2f%9.0f\n", c.cell.scavenged,
+                           goodput.c_str(), c.allocated_learners, c.merged_learners, c.trained_learners,
+                           speedup.c_str(), c.tokens_speedup, double(c.joins) / h, double(c.departures) / h,
+                           double(c.vanished) / h, double(c.claims_refused) / h,
+                           c.simulated_hours > 0 ? double(c.rounds) / c.simulated_hours : 0.0);
+    }
+    uint64_t cut = 0, released = 0;
+    double join_max = 0.0;
+    for (const auto& c : report.scavenging) {
+      cut += c.cut_short;
+      released += c.released;
+      join_max = std::max(join_max, c.join_seconds_max);
+    }
+    out << printf_string("Departures whose notice ran out before Done: %llu; slots released after a hold: %llu; "
+                         "longest join (machine up to welcome): %.1f s.\n",
+                         static_cast<unsigned long long>(cut), static_cast<unsigned long long>(released), join_max);
+  }
   const uint64_t events = report.events();
   out << printf_string("\n%llu events simulated in %.1f s (%.2f million events/s)\n",
                        static_cast<unsigned long long>(events), report.wall_seconds,
@@ -200,6 +278,24 @@ std::string simulation_json(const SimulationPlan& plan, const SimulationReport& 
   w.open("planning", '[');
   for (const auto& c : report.planning) write_cell(w, c);
   w.close(']');
+  if (const auto& s = plan.scavenging) {
+    w.open("scavenging", '{');
+    w.field("core", s->core);
+    w.field("quorum", s->quorum);
+    w.field("learner_chips", s->learner_chips);
+    if (s->trace.empty()) {
+      w.field("availability", s->availability);
+      w.field("mean_up_seconds", s->mean_up_seconds);
+    } else {
+      w.field("trace", s->trace_path);
+    }
+    w.field("notice_seconds", s->notice_seconds);
+    w.open("rows", '[');
+    for (const auto& c : report.scavenging) write_scavenging_cell(w, nullptr, c);
+    w.close(']');
+    if (report.scavenging_core) write_scavenging_cell(w, "core_alone", *report.scavenging_core);
+    w.close('}');
+  }
   w.field("events", report.events());
   w.field("wall_seconds", report.wall_seconds);
   w.field("events_per_second", report.wall_seconds > 0 ? double(report.events()) / report.wall_seconds : 0.0);

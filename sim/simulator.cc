@@ -1,10 +1,12 @@
 // The cluster simulator (atoll/simulation.h): chips that fail, groups of
 // chips that pause or go down, simulated learners that speak the protocol,
-// and the real SyncerCore that decides every round. No CAF here.
+// machines lent to the run for a while (scavenging), and the real SyncerCore
+// that decides every round and every membership. No CAF here.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <queue>
 
@@ -21,6 +23,27 @@ constexpr double kZ95 = 1.96;
 constexpr int kMinBatches = 10;
 
 using WallClock = std::chrono::steady_clock;
+
+// Batch means: the mean of per-batch figures and the half-width of its 95%
+// interval (1 until there are two).
+struct BatchMeans {
+  std::vector<double> values;
+  double mean = 0.0, half_width = 1.0;
+
+  size_t size() const { return values.size(); }
+  void add(double v) {
+    values.push_back(v);
+    const size_t n = values.size();
+    mean = 0.0;
+    for (double x : values) mean += x;
+    mean /= double(n);
+    if (n < 2) return;
+    double var = 0.0;
+    for (double x : values) var += (x - mean) * (x - mean);
+    var /= double(n - 1);
+    half_width = kZ95 * std::sqrt(var / double(n));
+  }
+};
 
 // ---- one group of chips: a dp job, or one learner
 
@@ -56,6 +79,22 @@ struct ChipGroup {
   }
 };
 
+// ---- scavenging: machines lent to the run for a while
+
+// Up, then down, period after period. Each up period runs one learner
+// process: it claims an open slot, registers, trains, and leaves in order at
+// the notice or vanishes when the machine goes. `period` grows at every
+// change, so an event of an earlier period is void.
+struct Machine {
+  uint64_t period = 0;
+  double up_since = 0.0;
+  double down_seconds = 0.0;     // after the current up period
+  uint64_t process = 0;          // the current up period's learner process
+  int slot = -1;                 // the open slot it claimed (-1: none yet, or its learner is gone)
+  bool leaving = false;          // it had notice
+  size_t next_row = 0;           // of its trace
+};
+
 // ---- the event queue
 
 struct Event {
@@ -67,7 +106,13 @@ struct Event {
     kToSyncer,    // a message from learner `who` arrives (tag: mail slot)
     kToLearner,   // a message to learner `who` arrives (tag: mail slot)
     kTimer,       // a SyncerCore timer fires (tag: timer slot)
-    kDown,        // the syncer sees learner `who` go down
+    kDown,        // the syncer sees learner `who` go down (tag: its incarnation)
+    // Scavenging: machine `who` (tag: its period) ...
+    kMachineUp,   // ... is lent to the run
+    kNotice,      // ... will go in notice_seconds
+    kMachineGone, // ... is taken back
+    kClaim,       // ... asks the syncer for a slot (the claim arrives)
+    kClaimed,     // ... hears which slot it got
   };
   double t;
   uint64_t seq;
@@ -119,6 +164,9 @@ struct Track {  // one fragment, as LearnerCore counts it
 struct SimLearner {
   uint32_t id = 0;
   ChipGroup chips;
+  uint64_t process = 1;        // the core's learners share one; each scavenged learner is its own
+  int machine = -1;            // scavenging: the machine whose learner holds this open slot (-1: none)
+  bool leaving = false;        // it had notice: no more steps; last progress and Leave sent
   uint64_t incarnation = 1;
   bool registered = false;     // sent its Register, or welcomed: the syncer knows this incarnation
   bool welcomed = false;
@@ -138,12 +186,15 @@ class Simulator {
   Result<CellResult> run();
 
  private:
+  // The core alone (scavenged 0) draws what the same decoupled cell draws.
   static uint64_t cell_key(const SimulationCell& c) {
     return (static_cast<uint64_t>(c.mode) << 56) ^ (static_cast<uint64_t>(c.learners) << 40) ^
            (static_cast<uint64_t>(c.chips) << 4) ^ static_cast<uint64_t>(c.quorum) ^
-           (static_cast<uint64_t>(c.sync_every) << 20);
+           (static_cast<uint64_t>(c.sync_every) << 20) ^
+           (c.scavenged > 0 ? 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(c.scavenged) : 0);
   }
   bool decoupled() const { return cell_.mode == Mode::kDecoupled; }
+  bool scavenging() const { return cell_.scavenged >= 0; }
 
   void schedule(double t, Event::Kind kind, uint32_t who, uint64_t tag) {
     queue_.push(Event{t, next_seq_++, kind, who, tag});
@@ -174,6 +225,19 @@ class Simulator {
   void resync(SimLearner& l);
   void deliver_to_syncer(uint32_t from, const Message& m);
   void carry_out(SyncerEffects& fx);
+
+  // Scavenging: machines, and the learners they lend.
+  void init_machines();
+  void on_machine_up(uint32_t h);
+  void on_notice(uint32_t h);
+  void on_machine_gone(uint32_t h);
+  void on_claim(uint32_t h);
+  void on_claimed(uint32_t h);
+  void send_last_progress(SimLearner& l);
+  void learner_gone(SimLearner& l);  // its process ends (after Done, or with its machine)
+  AvailabilityPeriod next_period(uint32_t h);  // the next up and down period of machine h
+  // The learner of machine `h` (null: it holds no slot, or its process ended).
+  SimLearner* learner_of(uint32_t h);
   SteadyTime core_time() const {
     return SteadyTime{} + std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(now_));
   }
@@ -216,6 +280,17 @@ class Simulator {
   int64_t chips_per_learner_ = 0;
   double syncer_seconds_ = 0.0;
   std::vector<double> reintegrations_;  // a restarted learner: from its Register to its welcome (seconds)
+
+  // Scavenging.
+  std::vector<Machine> machines_;
+  Rng availability_rng_{0};            // apart from the training's draws: the same machines for any model
+  uint64_t next_process_ = 2;          // 1 is the core's
+  std::vector<double> joins_seconds_;  // a machine up to its learner's welcome
+  // Counted as they happen (the measured share is taken after the warm-up).
+  struct Counts {
+    uint64_t joins = 0, departures = 0, released = 0, cut_short = 0, claims_refused = 0, tokens = 0;
+    double trained_seconds = 0.0;
+  } counts_;
 };
 
 // ---- chips
@@ -238,11 +313,19 @@ void Simulator::init_groups() {
     return;
   }
   chips_per_learner_ = cell_.chips / cell_.learners;
-  learners_.resize(static_cast<size_t>(cell_.learners));
+  learners_.resize(static_cast<size_t>(cell_.learners + std::max(0, cell_.scavenged)));
   for (uint32_t m = 0; m < learners_.size(); ++m) {
     learners_[m].id = m;
     learners_[m].chips = make(chips_per_learner_, plan_.training.learner_failure == LearnerFailure::kElastic);
-    reschedule_interrupt(m);
+    if (m < static_cast<uint32_t>(cell_.learners)) {
+      reschedule_interrupt(m);
+      continue;
+    }
+    // An open slot: no process until a machine's learner claims it. Only
+    // availability takes scavenged learners away ([failures] is the core's).
+    learners_[m].chips.phase = ChipGroup::Phase::kDown;
+    learners_[m].incarnation = 0;
+    learners_[m].registered = false;
   }
 }
 
@@ -353,8 +436,9 @@ Status Simulator::init_protocol() {
   t.data.features = 2;
   t.data.classes = 2;
   t.learners.assign(static_cast<size_t>(cell_.learners), LearnerSpec{1.0, 1});
+  if (cell_.scavenged > 0) t.membership.max_learners = cell_.learners + cell_.scavenged;
   t.outer = plan_.training.outer;
-  t.outer.quorum = std::min(cell_.quorum, cell_.learners);
+  t.outer.quorum = std::min(cell_.quorum, cell_.learners + std::max(0, cell_.scavenged));
   if (cell_.sync_every > 0) t.outer.sync_every = cell_.sync_every;
   t.outer.final_flush = false;
   t.checkpoint.dir.clear();
@@ -368,7 +452,7 @@ Status Simulator::init_protocol() {
     zero_delta_.push_back(encode_payload(t.outer.push_codec, t.outer.push_block, std::vector<float>(f.size, 0.0f)));
   const std::vector<float> zeros(core_->layout().size(), 0.0f);
   moments_ = OptimizerState{1, encode_payload(Codec::kBf16, 0, zeros), encode_payload(Codec::kBf16, 0, zeros)};
-  for (auto& l : learners_) send_register(l);
+  for (uint32_t m = 0; m < static_cast<uint32_t>(cell_.learners); ++m) send_register(learners_[m]);
   return {};
 }
 
@@ -390,10 +474,14 @@ void Simulator::resync(SimLearner& l) { to_syncer(l, Register{l.id, l.incarnatio
 void Simulator::deliver_to_syncer(uint32_t from, const Message& m) {
   SyncerEffects fx;
   in_core([&] {
-    if (const auto* r = std::get_if<Register>(&m)) core_->on_register(*r, Sender{1, uint64_t{from} + 1}, core_time(), fx);
+    // One actor per learner process (the core's share process 1).
+    const uint64_t process = learners_[from].process;
+    const Sender sender{process, ((process - 1) << 20) + from + 1};
+    if (const auto* r = std::get_if<Register>(&m)) core_->on_register(*r, sender, core_time(), fx);
     else if (const auto* p = std::get_if<Push>(&m)) core_->on_push(*p, core_time(), fx);
     else if (const auto* g = std::get_if<Progress>(&m)) core_->on_progress(*g, core_time(), fx);
     else if (const auto* mo = std::get_if<Moments>(&m)) core_->on_moments(from, *mo, core_time(), fx);
+    else if (const auto* lv = std::get_if<Leave>(&m)) core_->on_leave(*lv, core_time(), fx);
   });
   carry_out(fx);
 }
@@ -408,6 +496,13 @@ void Simulator::carry_out(SyncerEffects& fx) {
       if (core_->learners()[id].connected) schedule(arrive, Event::Kind::kToLearner, id, mail_.put(Mail{shared}));
   }
   for (const auto& t : fx.timers) schedule(now_ + std::max(0.0, t.seconds), Event::Kind::kTimer, 0, timers_.put(t));
+  // The scavenged learners' comings and goings, as the core decided them.
+  for (const auto& e : fx.events) {
+    if (const auto* j = std::get_if<event::Joined>(&e); j && j->learner >= static_cast<uint32_t>(cell_.learners))
+      ++counts_.joins;
+    else if (const auto* d = std::get_if<event::Departed>(&e))
+      ++(d->orderly ? counts_.departures : counts_.released);
+  }
 }
 
 void Simulator::start_step(uint32_t g) {
@@ -458,7 +553,11 @@ void Simulator::learner_step_done(SimLearner& l) {
     t.tokens += tokens;
     t.seconds += seconds;
   }
+  counts_.tokens += tokens;
+  counts_.trained_seconds += seconds;
   drain_inbox(l);
+  if (!l.registered) return;                    // its process ended meanwhile
+  if (l.leaving) return send_last_progress(l);  // the step under way at the notice was its last
   const auto& o = plan_.training.outer;
   bool pushed = false;
   for (uint32_t p = 0; p < l.tracks.size(); ++p) {
@@ -508,7 +607,8 @@ void Simulator::adopt_welcome(SimLearner& l, const Welcome& w) {
     t = Track{};
     t.version = fv.version;
   }
-  if (first && l.incarnation > 1) reintegrations_.push_back(now_ - l.registered_at);
+  if (first && l.machine >= 0) joins_seconds_.push_back(now_ - machines_[static_cast<size_t>(l.machine)].up_since);
+  else if (first && l.incarnation > 1) reintegrations_.push_back(now_ - l.registered_at);
   l.welcomed = true;
   l.reported = false;
   if (first && l.chips.phase == ChipGroup::Phase::kTraining && !l.chips.stepping) start_step(l.id);
@@ -542,10 +642,161 @@ void Simulator::handle(SimLearner& l, const Message& m) {
   if (const auto* p = std::get_if<Pull>(&m)) return answer_pull(l, *p);
   if (const auto* b = std::get_if<Broadcast>(&m)) return apply_broadcast(l, *b);
   if (const auto* mp = std::get_if<MomentsPull>(&m)) return to_syncer(l, Moments{mp->request, moments_});
+  if (std::holds_alternative<Done>(m)) {  // it left in order: its last progress is settled
+    if (l.machine >= 0) learner_gone(l);
+    return;
+  }
   if (const auto* r = std::get_if<Reject>(&m)) {
     if (r->fragment < l.tracks.size()) l.tracks[r->fragment].pushed = false;
+    if (l.leaving) return;  // it said Leave: it only waits for Done
     if (r->reason == RejectReason::kStale || r->reason == RejectReason::kUnknownLearner) resync(l);
   }
+}
+
+// ---- scavenging: machines and their learners
+
+double exponential(Rng& rng, double mean) {
+  double u = rng.uniform();
+  while (u <= 0.0) u = rng.uniform();
+  return -mean * std::log(u);
+}
+
+void Simulator::init_machines() {
+  const ScavengingPlan& s = *plan_.scavenging;
+  // Drawn apart from the training: the machines come and go alike whatever the model.
+  availability_rng_ = Rng(Rng::derive(plan_.seed, ~cell_key(cell_)));
+  machines_.resize(static_cast<size_t>(cell_.scavenged));
+  for (uint32_t h = 0; h < machines_.size(); ++h) {
+    // Random availability starts stationary: up with probability a (the rest
+    // of an exponential up period is exponential too), else down.
+    if (s.trace.empty() && availability_rng_.uniform() >= s.availability)
+      schedule(now_ + exponential(availability_rng_, s.mean_up_seconds * (1.0 - s.availability) / s.availability),
+               Event::Kind::kMachineUp, h, machines_[h].period);
+    else
+      on_machine_up(h);
+  }
+}
+
+AvailabilityPeriod Simulator::next_period(uint32_t h) {
+  const ScavengingPlan& s = *plan_.scavenging;
+  AvailabilityPeriod p;
+  if (!s.trace.empty()) {
+    const auto& rows = s.trace[h];
+    p = rows[machines_[h].next_row++ % rows.size()];  // a trace repeats
+  } else if (s.availability >= 1.0) {
+    p.up_seconds = std::numeric_limits<double>::infinity();
+  } else {
+    p.up_seconds = exponential(availability_rng_, s.mean_up_seconds);
+    p.down_seconds = exponential(availability_rng_, s.mean_up_seconds * (1.0 - s.availability) / s.availability);
+  }
+  if (p.notice_seconds < 0) p.notice_seconds = s.notice_seconds;
+  return p;
+}
+
+// A new learner process asks for a slot; the machine's end is known now
+// (as a spot machine's is not, but the simulation only acts on it when due).
+void Simulator::on_machine_up(uint32_t h) {
+  Machine& m = machines_[h];
+  const AvailabilityPeriod p = next_period(h);
+  ++m.period;
+  m.down_seconds = p.down_seconds;
+  if (!(p.up_seconds > 0)) {  // a trace's row that stays down
+    schedule(now_ + p.down_seconds, Event::Kind::kMachineUp, h, m.period);
+    return;
+  }
+  m.up_since = now_;
+  m.leaving = false;
+  m.slot = -1;
+  m.process = next_process_++;
+  schedule(now_ + plan_.training.latency_seconds, Event::Kind::kClaim, h, m.period);
+  if (!std::isfinite(p.up_seconds)) return;  // availability 1: never taken back
+  const double gone = now_ + p.up_seconds;
+  if (p.notice_seconds > 0) schedule(std::max(now_, gone - p.notice_seconds), Event::Kind::kNotice, h, m.period);
+  schedule(gone, Event::Kind::kMachineGone, h, m.period);
+}
+
+void Simulator::on_claim(uint32_t h) {
+  Machine& m = machines_[h];
+  if (m.leaving) return;  // with notice, it does not join any more
+  SyncerEffects fx;
+  Admission a;
+  in_core([&] { a = core_->claim(m.process, core_time(), fx); });
+  carry_out(fx);
+  if (!a.accepted()) {  // every open slot taken or held: ask again later
+    ++counts_.claims_refused;
+    schedule(now_ + ScavengingPlan::kClaimRetrySeconds, Event::Kind::kClaim, h, m.period);
+    return;
+  }
+  m.slot = static_cast<int>(a.learner);
+  schedule(now_ + plan_.training.latency_seconds, Event::Kind::kClaimed, h, m.period);
+}
+
+// The learner takes its slot as a new incarnation of it (a slot's
+// incarnations grow across its members) and registers without bases.
+void Simulator::on_claimed(uint32_t h) {
+  Machine& m = machines_[h];
+  if (m.leaving || m.slot < 0) return;  // it will not register: the claim lapses in the core
+  SimLearner& l = learners_[static_cast<size_t>(m.slot)];
+  l.machine = static_cast<int>(h);
+  l.process = m.process;
+  ++l.incarnation;
+  l.leaving = false;
+  l.tracks.clear();
+  l.inbox.clear();
+  l.steps = l.tokens = 0;
+  l.step_ema = 0.0;
+  l.chips.advance(now_);
+  l.chips.phase = ChipGroup::Phase::kTraining;
+  send_register(l);
+}
+
+// Notice: a learner not yet welcomed has nothing to hand over and goes;
+// one that trains finishes its step, pushes its progress, says Leave, and
+// waits for Done (or for its machine to go).
+void Simulator::on_notice(uint32_t h) {
+  Machine& m = machines_[h];
+  m.leaving = true;
+  SimLearner* l = learner_of(h);
+  if (!l) return;
+  if (!l->welcomed) return learner_gone(*l);
+  l->leaving = true;
+  l->chips.advance(now_);
+  l->chips.phase = ChipGroup::Phase::kPaused;  // no step after the one under way
+  if (!l->chips.stepping) send_last_progress(*l);
+}
+
+void Simulator::send_last_progress(SimLearner& l) {
+  for (uint32_t p = 0; p < l.tracks.size(); ++p)
+    if (l.tracks[p].steps > 0) to_syncer(l, make_push(l, p, 0));
+  to_syncer(l, Leave{l.id, l.incarnation, "its machine is taken back"});
+}
+
+// Without notice, or when the notice ran out before Done, the learner
+// vanishes with its machine: a failure, unless it said Leave.
+void Simulator::on_machine_gone(uint32_t h) {
+  Machine& m = machines_[h];
+  if (SimLearner* l = learner_of(h)) {
+    if (l->leaving) ++counts_.cut_short;
+    learner_gone(*l);
+  }
+  m.leaving = false;
+  m.slot = -1;
+  ++m.period;
+  schedule(now_ + m.down_seconds, Event::Kind::kMachineUp, h, m.period);
+}
+
+void Simulator::learner_gone(SimLearner& l) {
+  machines_[static_cast<size_t>(l.machine)].slot = -1;
+  l.machine = -1;
+  l.leaving = false;
+  stop_training(l.id, ChipGroup::Phase::kDown);  // the syncer sees it go one latency later
+}
+
+SimLearner* Simulator::learner_of(uint32_t h) {
+  const Machine& m = machines_[h];
+  if (m.slot < 0) return nullptr;
+  SimLearner& l = learners_[static_cast<size_t>(m.slot)];
+  return l.machine == static_cast<int>(h) && l.process == m.process ? &l : nullptr;
 }
 
 double Simulator::good_chip_seconds() const {
@@ -565,19 +816,33 @@ Result<CellResult> Simulator::run() {
   init_groups();
   if (decoupled()) ATOLL_RETURN_IF_ERROR(init_protocol());
 
+  if (scavenging() && cell_.scavenged > 0) init_machines();
+
   // Batch means: a batch is long enough for about 100 interruptions over the
-  // whole cluster, and at least 20 syncs of a learner.
+  // whole cluster, and at least 20 syncs of a learner (scavenging: 2 up and
+  // down periods of a machine too).
   const double cluster_rate = static_cast<double>(cell_.chips) * interrupt_rate_per_chip_;
   const double sync_seconds = plan_.training.step_seconds * (cell_.sync_every > 0 ? cell_.sync_every : plan_.training.outer.sync_every);
   const double max_seconds = plan_.max_hours * 3600.0, min_seconds = plan_.min_hours * 3600.0;
-  const double batch = std::min(std::max(100.0 / cluster_rate, decoupled() ? 20.0 * sync_seconds : 0.0),
-                                max_seconds / double(kMinBatches + 1));
+  double batch = std::max(100.0 / cluster_rate, decoupled() ? 20.0 * sync_seconds : 0.0);
+  if (scavenging() && cell_.scavenged > 0)
+    batch = std::max(batch, 2.0 * plan_.scavenging->mean_cycle_seconds(cell_.scavenged));
+  batch = std::min(batch, max_seconds / double(kMinBatches + 1));
   const double allocated_per_second = decoupled() ? double(cell_.learners) : 1.0;
+  // Scavenging: allocated learner time is the core's figure (members come and go).
+  const auto allocated = [&] { return core_->allocated_seconds(core_time()); };
 
-  std::vector<double> goodputs;  // per batch, the first (warm-up) left out
-  double batch_start = 0.0, good_at_batch_start = 0.0, trained_at_warmup = 0.0, half_width = 1.0;
+  BatchMeans goodputs, merged;  // per batch, the first (warm-up) left out; merged: learners' worth, scavenging
+  double batch_start = 0.0, good_at_batch_start = 0.0, allocated_at_batch_start = 0.0, trained_at_warmup = 0.0;
   uint64_t interruptions = 0;
-  double mean = 0.0;
+  Counts at_warmup;
+  uint64_t vanished_at_warmup = 0;
+  double allocated_at_warmup = 0.0;
+  const auto vanished = [&] {  // open slots' failures, as the core counted them
+    uint64_t n = 0;
+    for (size_t m = static_cast<size_t>(cell_.learners); m < learners_.size(); ++m) n += core_->learners()[m].failures;
+    return n;
+  };
   for (double batch_end = batch;; batch_end += batch) {
     while (!queue_.empty() && queue_.top().t <= batch_end) {
       const Event e = queue_.top();
@@ -625,34 +890,51 @@ Result<CellResult> Simulator::run() {
           carry_out(fx);
           break;
         }
+        case Event::Kind::kMachineUp:
+        case Event::Kind::kNotice:
+        case Event::Kind::kMachineGone:
+        case Event::Kind::kClaim:
+        case Event::Kind::kClaimed:
+          if (e.tag != machines_[e.who].period) break;  // of a period that has ended
+          if (e.kind == Event::Kind::kMachineUp) on_machine_up(e.who);
+          else if (e.kind == Event::Kind::kNotice) on_notice(e.who);
+          else if (e.kind == Event::Kind::kMachineGone) on_machine_gone(e.who);
+          else if (e.kind == Event::Kind::kClaim) on_claim(e.who);
+          else on_claimed(e.who);
+          break;
       }
     }
     now_ = batch_end;
     if (decoupled()) for (auto& l : learners_) l.chips.advance(now_);
     else job_.advance(now_);
     const double good = good_chip_seconds();
-    if (batch_start > 0.0) goodputs.push_back((good - good_at_batch_start) / (allocated_per_second * batch));
-    else trained_at_warmup = decoupled() ? 0.0 : job_.trained;
+    const double alloc = scavenging() ? allocated() : 0.0;
+    if (batch_start > 0.0) {
+      const double given = scavenging() ? alloc - allocated_at_batch_start : allocated_per_second * batch;
+      goodputs.add(given > 0 ? (good - good_at_batch_start) / given : 0.0);
+      if (scavenging()) merged.add((good - good_at_batch_start) / batch);
+    } else {
+      trained_at_warmup = decoupled() ? 0.0 : job_.trained;
+      if (scavenging()) {
+        at_warmup = counts_;
+        allocated_at_warmup = alloc;
+        vanished_at_warmup = vanished();
+      }
+    }
     batch_start = batch_end;
     good_at_batch_start = good;
-    const size_t n = goodputs.size();
-    if (n >= 2) {
-      mean = 0.0;
-      for (double g : goodputs) mean += g;
-      mean /= double(n);
-      double var = 0.0;
-      for (double g : goodputs) var += (g - mean) * (g - mean);
-      var /= double(n - 1);
-      half_width = kZ95 * std::sqrt(var / double(n));
-    }
-    if (n >= kMinBatches && half_width <= plan_.precision && batch_end >= min_seconds) break;
+    allocated_at_batch_start = alloc;
+    // Scavenging: the merged learner time (the speed-up) is as precise as the goodput, relatively.
+    const bool precise = goodputs.half_width <= plan_.precision &&
+                         (cell_.scavenged <= 0 || merged.half_width <= plan_.precision * merged.mean);
+    if (goodputs.size() >= kMinBatches && precise && batch_end >= min_seconds) break;
     if (batch_end >= max_seconds) break;
   }
 
   CellResult r;
   r.cell = cell_;
-  r.goodput = mean;
-  r.goodput_halfwidth = half_width;
+  r.goodput = goodputs.mean;
+  r.goodput_halfwidth = goodputs.half_width;
   const double measured = now_ - batch;  // after the warm-up batch
   r.simulated_hours = now_ / 3600.0;
   r.events = events_;
@@ -673,6 +955,24 @@ Result<CellResult> Simulator::run() {
     interruptions = job_.interruptions;
     r.uptime = (job_.trained - trained_at_warmup) / measured;
   }
+  if (scavenging() && measured > 0) {
+    r.measured_hours = measured / 3600.0;
+    r.allocated_learners = (allocated() - allocated_at_warmup) / measured;
+    r.merged_learners = merged.mean;
+    r.merged_halfwidth = merged.half_width;
+    r.trained_learners = (counts_.trained_seconds - at_warmup.trained_seconds) / measured;
+    r.tokens = counts_.tokens - at_warmup.tokens;
+    r.joins = counts_.joins - at_warmup.joins;
+    r.departures = counts_.departures - at_warmup.departures;
+    r.released = counts_.released - at_warmup.released;
+    r.cut_short = counts_.cut_short - at_warmup.cut_short;
+    r.claims_refused = counts_.claims_refused - at_warmup.claims_refused;
+    r.vanished = vanished() - vanished_at_warmup;
+    for (double s : joins_seconds_) {
+      r.join_seconds_max = std::max(r.join_seconds_max, s);
+      r.join_seconds_mean += s / double(joins_seconds_.size());
+    }
+  }
   r.interruptions = interruptions;
   r.wall_seconds = std::chrono::duration<double>(WallClock::now() - wall_start).count();
   return r;
@@ -681,19 +981,27 @@ Result<CellResult> Simulator::run() {
 }  // namespace
 
 Result<CellResult> simulate_cell(const SimulationPlan& plan, const SimulationCell& cell) {
+  if (cell.scavenged >= 0 && (!plan.scavenging || cell.mode != Mode::kDecoupled))
+    return Status::invalid_argument("a scavenging cell needs the plan's [scavenging] and decoupled learners");
+  if (cell.scavenged > 0 && !plan.scavenging->trace.empty() &&
+      static_cast<size_t>(cell.scavenged) > plan.scavenging->trace.size())
+    return Status::invalid_argument(std::to_string(cell.scavenged) + " scavenged learners, and the trace has " +
+                                    std::to_string(plan.scavenging->trace.size()));
   Simulator sim(plan, cell);
   auto r = sim.run();
   if (!r.ok()) return r.status();
   for (const auto& ref : plan.references)
-    if (ref.mode == cell.mode && ref.chips == cell.chips && (cell.mode != Mode::kDecoupled || ref.learners == cell.learners))
+    if (cell.scavenged < 0 && ref.mode == cell.mode && ref.chips == cell.chips &&
+        (cell.mode != Mode::kDecoupled || ref.learners == cell.learners))
       r->reference = ref.goodput;
   return r;
 }
 
 uint64_t SimulationReport::events() const {
   uint64_t n = 0;
-  for (const auto* v : {&cells, &rule_of_thumb, &planning})
+  for (const auto* v : {&cells, &rule_of_thumb, &planning, &scavenging})
     for (const auto& c : *v) n += c.events;
+  if (scavenging_core) n += scavenging_core->events;
   return n;
 }
 
@@ -722,6 +1030,38 @@ Result<SimulationReport> run_simulation(const SimulationPlan& plan,
         if (progress) progress(*r);
         report.planning.push_back(std::move(*r));
       }
+  }
+  if (const auto& s = plan.scavenging) {
+    const auto cell_of = [&](int k) {
+      return SimulationCell{Mode::kDecoupled, s->core, s->core * s->learner_chips, s->quorum, 0, k};
+    };
+    for (int k : s->scavenged) {
+      auto r = simulate_cell(plan, cell_of(k));
+      if (!r.ok()) return r.status();
+      if (progress) progress(*r);
+      report.scavenging.push_back(std::move(*r));
+    }
+    const auto alone = std::find_if(report.scavenging.begin(), report.scavenging.end(),
+                                    [](const CellResult& c) { return c.cell.scavenged == 0; });
+    if (alone == report.scavenging.end()) {
+      auto r = simulate_cell(plan, cell_of(0));
+      if (!r.ok()) return r.status();
+      report.scavenging_core = std::move(*r);
+      report.scavenging_core->speedup = report.scavenging_core->tokens_speedup = 1.0;
+    }
+    // The speed-up over the core alone; both intervals widen its own.
+    const CellResult& base = alone != report.scavenging.end() ? *alone : *report.scavenging_core;
+    for (auto& c : report.scavenging) {
+      if (&c == &base) {  // by definition
+        c.speedup = c.tokens_speedup = 1.0;
+        continue;
+      }
+      if (base.merged_learners <= 0 || base.tokens == 0) continue;
+      c.speedup = c.merged_learners / base.merged_learners;
+      c.speedup_halfwidth = c.speedup * std::hypot(c.merged_halfwidth / std::max(c.merged_learners, 1e-12),
+                                                   base.merged_halfwidth / base.merged_learners);
+      c.tokens_speedup = (double(c.tokens) / c.measured_hours) / (double(base.tokens) / base.measured_hours);
+    }
   }
   report.wall_seconds = std::chrono::duration<double>(WallClock::now() - start).count();
   return report;

@@ -1,12 +1,15 @@
 // The cluster simulator: plans that mean what they say (and name the file,
 // line and key when they don't), delays drawn as their distribution says,
-// goodput that matches closed forms where there is one, and decoupled rounds
-// that the real SyncerCore runs for any number of learners.
+// goodput that matches closed forms where there is one, decoupled rounds
+// that the real SyncerCore runs for any number of learners, and scavenged
+// learners that come and go through the real SyncerCore's membership.
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <fstream>
 
 #include "atoll/simulation.h"
+#include "test_support.h"
 
 namespace atl {
 namespace {
@@ -41,6 +44,33 @@ chips = [1000]
 CellResult simulate(const SimulationPlan& plan, Mode mode, int learners, int64_t chips, int quorum = 1) {
   auto r = simulate_cell(plan, SimulationCell{mode, learners, chips, quorum, 0});
   BOOST_REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+  return *r;
+}
+
+// A core of two learners that hardly fail, and machines that come and go
+// beside it as each test sets them.
+constexpr const char* kScavenging = R"(
+max_hours = 200
+precision = 0.01
+[failures]
+mtbi_chip_years = 1000000
+[training]
+step_seconds = 10
+set = ["outer.sync_every=12", "outer.fragments=4"]
+[scavenging]
+core = 2
+)";
+
+// The scavenging cell with k learners beside the plan's core.
+CellResult scavenge(const SimulationPlan& plan, int k) {
+  const ScavengingPlan& s = *plan.scavenging;
+  auto r = simulate_cell(plan, SimulationCell{Mode::kDecoupled, s.core, s.core * s.learner_chips, s.quorum, 0, k});
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+  BOOST_TEST_MESSAGE(k << " scavenged: goodput " << r->goodput << " +- " << r->goodput_halfwidth
+                       << ", learners allocated " << r->allocated_learners << ", merged " << r->merged_learners << ", trained "
+                       << r->trained_learners << "; " << r->joins << " joins, " << r->departures << " departures, "
+                       << r->vanished << " vanished, " << r->released << " released, " << r->cut_short
+                       << " cut short over " << r->measured_hours << " h");
   return *r;
 }
 
@@ -265,6 +295,206 @@ learners = [1, 2]
   const std::string svg = planning_svg(p, *r);
   BOOST_CHECK(svg.starts_with("<svg"));
   BOOST_CHECK_EQUAL(std::count(svg.begin(), svg.end(), '\n') > 10, true);
+}
+
+BOOST_AUTO_TEST_CASE(a_scavenging_plan_means_what_it_says) {
+  const SimulationPlan d = must("[scavenging]\n");
+  BOOST_REQUIRE(d.scavenging);
+  BOOST_CHECK(d.cells.empty());  // a plan may be only scavenging
+  BOOST_CHECK_EQUAL(d.scavenging->core, 2);
+  BOOST_CHECK(d.scavenging->scavenged == std::vector<int>({0, 2, 4, 8}));
+  BOOST_CHECK_EQUAL(d.scavenging->availability, 0.5);
+  BOOST_CHECK_EQUAL(d.scavenging->notice_seconds, 30.0);
+  BOOST_CHECK_CLOSE(d.scavenging->mean_cycle_seconds(8), 7200.0, 1e-9);  // an hour up, an hour down
+
+  // A trace is read relative to the plan, rows of a learner in order.
+  testing::TempDir dir;
+  std::ofstream(dir.file("spot.csv")) << "# two machines\nlearner,up_seconds,down_seconds,notice_seconds\n"
+                                      << "0, 600 ,60   # the first\n1,0,300\n\n1,1200,600,0\r\n0,300,30\n";
+  std::ofstream(dir.file("plan.toml")) << "[scavenging]\ncore = 3\nscavenged = [1, 2]\nquorum = 2\n"
+                                       << "learner_chips = 8\nnotice_seconds = 10\ntrace = \"spot.csv\"\n";
+  auto p = load_simulation_plan(dir.file("plan.toml"));
+  BOOST_REQUIRE_MESSAGE(p.ok(), p.status().to_string());
+  const ScavengingPlan& s = *p->scavenging;
+  BOOST_CHECK_EQUAL(s.core, 3);
+  BOOST_CHECK(s.scavenged == std::vector<int>({1, 2}));
+  BOOST_CHECK_EQUAL(s.quorum, 2);
+  BOOST_CHECK_EQUAL(s.learner_chips, 8);
+  BOOST_CHECK_EQUAL(s.trace_path, "spot.csv");
+  BOOST_REQUIRE_EQUAL(s.trace.size(), 2u);
+  BOOST_REQUIRE_EQUAL(s.trace[0].size(), 2u);
+  BOOST_CHECK_EQUAL(s.trace[0][0].up_seconds, 600.0);
+  BOOST_CHECK_EQUAL(s.trace[0][0].notice_seconds, -1.0);  // the plan's
+  BOOST_CHECK_EQUAL(s.trace[0][1].down_seconds, 30.0);
+  BOOST_REQUIRE_EQUAL(s.trace[1].size(), 2u);
+  BOOST_CHECK_EQUAL(s.trace[1][0].up_seconds, 0.0);  // it starts down
+  BOOST_CHECK_EQUAL(s.trace[1][1].notice_seconds, 0.0);
+  BOOST_CHECK_CLOSE(s.mean_cycle_seconds(1), (660.0 + 330.0) / 2, 1e-9);
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_scavenging_plan_names_the_file_the_line_and_the_key) {
+  expect_error("[scavenging]\ncore = 2\nnotice = 30\n", "plan.toml:3");
+  expect_error("[scavenging]\ncore = 2\nnotice = 30\n", "scavenging.notice");
+  expect_error("[scavenging]\ncore = 0\n", "scavenging.core");
+  expect_error("[scavenging]\nscavenged = [2, -1]\n", "scavenging.scavenged[1]");
+  expect_error("[scavenging]\navailability = 0\n", "scavenging.availability");
+  expect_error("[scavenging]\navailability = 1.5\n", "scavenging.availability");
+  expect_error("[scavenging]\nmean_up_seconds = \"1h\"\n", "scavenging.mean_up_seconds: expected a number");
+  expect_error("[scavenging]\nnotice_seconds = -1\n", "scavenging.notice_seconds");
+  expect_error("[scavenging]\nquorum = 0\n", "scavenging.quorum");
+  expect_error("scavenging = 3\n", "scavenging: expected a table");
+
+  testing::TempDir dir;
+  std::ofstream(dir.file("spot.csv")) << "0,600,60\n1,600,60\n1,oops,60\n";
+  std::ofstream(dir.file("two.csv")) << "0,600,60\n1,600,60\n";
+  const auto load = [&](const std::string& body) {
+    std::ofstream(dir.file("plan.toml")) << body;
+    return load_simulation_plan(dir.file("plan.toml"));
+  };
+  const auto refused = [&](const std::string& body, const std::vector<std::string>& wanted) {
+    auto p = load(body);
+    BOOST_REQUIRE_MESSAGE(!p.ok(), "accepted: " << body);
+    for (const auto& w : wanted)
+      BOOST_CHECK_MESSAGE(p.status().message().find(w) != std::string_view::npos,
+                          "wanted '" << w << "' in: " << p.status().to_string());
+  };
+  // The plan's line and key, then the trace's file and line.
+  refused("[scavenging]\n\ntrace = \"spot.csv\"\n",
+          {"plan.toml:3: scavenging.trace: ", "spot.csv:3: up_seconds 'oops'"});
+  refused("[scavenging]\ntrace = \"none.csv\"\n", {"plan.toml:2: scavenging.trace: ", "none.csv"});
+  refused("[scavenging]\navailability = 0.5\ntrace = \"two.csv\"\n", {"plan.toml:3: scavenging.trace", "availability"});
+  refused("[scavenging]\nscavenged = [1, 4]\ntrace = \"two.csv\"\n",
+          {"plan.toml:2: scavenging.scavenged", "4 scavenged learners, and the trace has 2"});
+  BOOST_CHECK(load("[scavenging]\nscavenged = [0, 2]\ntrace = \"two.csv\"\n").ok());
+}
+
+BOOST_AUTO_TEST_CASE(a_trace_parses_and_a_bad_row_is_refused_naming_its_line) {
+  auto t = parse_availability_trace("learner,up_seconds,down_seconds\n0,10,20\n1,5,5,0 # vanishes\n0,30,40\n", "t.csv");
+  BOOST_REQUIRE_MESSAGE(t.ok(), t.status().to_string());
+  BOOST_REQUIRE_EQUAL(t->size(), 2u);
+  BOOST_CHECK_EQUAL((*t)[0].size(), 2u);
+  BOOST_CHECK_EQUAL((*t)[0][1].up_seconds, 30.0);
+  BOOST_CHECK_EQUAL((*t)[1][0].notice_seconds, 0.0);
+  const auto refused = [](const std::string& text, const std::string& wanted) {
+    auto r = parse_availability_trace(text, "t.csv");
+    BOOST_REQUIRE_MESSAGE(!r.ok(), "accepted: " << text);
+    BOOST_CHECK_MESSAGE(r.status().message().find(wanted) != std::string_view::npos,
+                        "wanted '" << wanted << "' in: " << r.status().to_string());
+  };
+  refused("0,10,10\n2,10,10\n", "t.csv:2: learner 2 before learner 1");
+  refused("0,10,10\n\n0,10\n", "t.csv:3: 2 fields");
+  refused("0,10,10,1,1\n", "t.csv:1: 5 fields");
+  refused("0,10,-1\n", "t.csv:1: down_seconds '-1'");
+  refused("0,1h,10\n", "t.csv:1: up_seconds '1h'");
+  refused("0,10,10,nan\n", "t.csv:1: notice_seconds 'nan'");
+  refused("# a comment\n0,0,0\n", "t.csv:2: up_seconds and down_seconds are both 0");
+  refused("1.5,10,10\n", "t.csv:1: learner '1.5'");
+  refused("0,10,10\nlearner,up_seconds,down_seconds\n", "t.csv:2: learner 'learner'");  // a header only comes first
+  refused("# nothing\n\n", "t.csv: no rows");
+}
+
+// No scavenged learner: the same cell as the core's learners alone, draw for
+// draw (a core that does fail, so there is something to compare).
+BOOST_AUTO_TEST_CASE(scavenged_zero_is_the_core_alone) {
+  SimulationPlan p = must(kScavenging);
+  p.failures.mtbi_chip_years = 1.0;
+  p.failures.slice_chips = 1024;
+  p.scavenging->learner_chips = 4096;
+  const CellResult alone = scavenge(p, 0);
+  const CellResult plain = simulate(p, Mode::kDecoupled, 2, 8192);
+  BOOST_CHECK_GT(alone.interruptions, 10u);
+  BOOST_CHECK_EQUAL(alone.events, plain.events);
+  BOOST_CHECK_EQUAL(alone.rounds, plain.rounds);
+  BOOST_CHECK_EQUAL(alone.interruptions, plain.interruptions);
+  BOOST_CHECK_CLOSE(alone.goodput, plain.goodput, 1e-6);  // allocated time: the core's figure against M x time
+  BOOST_CHECK_CLOSE(alone.allocated_learners, 2.0, 1e-6);
+  BOOST_CHECK_EQUAL(alone.joins + alone.departures + alone.vanished, 0u);
+}
+
+// Machines that are always up: every scavenged learner joins once and trains
+// beside the core, so the run merges (core + k) / core times the core's work,
+// at the core's goodput (stragglers and all).
+BOOST_AUTO_TEST_CASE(learners_always_up_multiply_the_cores_work) {
+  SimulationPlan p = must(kScavenging);
+  p.training.step_jitter = 0.3;
+  p.scavenging->availability = 1.0;
+  const CellResult alone = scavenge(p, 0);
+  for (int k : {1, 4}) {
+    const CellResult r = scavenge(p, k);
+    const double expected = (2.0 + k) / 2.0;
+    BOOST_CHECK_CLOSE(r.merged_learners / alone.merged_learners, expected, 1.0);
+    BOOST_CHECK_CLOSE(r.allocated_learners, 2.0 + k, 0.1);
+    BOOST_CHECK_LE(std::abs(r.goodput - alone.goodput),
+                   std::max(0.005, 2.0 * (r.goodput_halfwidth + alone.goodput_halfwidth)));
+    BOOST_CHECK_EQUAL(r.departures + r.vanished + r.released + r.claims_refused, 0u);
+    BOOST_CHECK_LE(r.join_seconds_max, 4 * p.training.latency_seconds + 1e-9);  // claim, slot, Register, Welcome
+  }
+}
+
+// Departures with notice are orderly: each leaver's last progress is merged
+// before its Done, so what the scavenged learners trained is what the run
+// merged, and goodput stays the core's. Without notice they vanish: failures,
+// their slots held a while, their unpushed steps lost.
+BOOST_AUTO_TEST_CASE(orderly_departures_leave_no_trained_work_unmerged) {
+  SimulationPlan p = must(kScavenging);
+  p.scavenging->availability = 0.5;
+  p.scavenging->mean_up_seconds = 1800;
+  p.scavenging->notice_seconds = 30;
+  const int k = 4;
+  const CellResult notice = scavenge(p, k);
+  BOOST_CHECK_GT(notice.departures, 100u);
+  BOOST_CHECK_LE(std::abs(double(notice.departures) - double(notice.joins)), double(k));  // every join left in order
+  BOOST_CHECK_EQUAL(notice.vanished + notice.released + notice.cut_short, 0u);
+  BOOST_CHECK_GE(notice.merged_learners, 0.995 * notice.trained_learners);
+  BOOST_CHECK_GE(notice.goodput, 0.99);
+  BOOST_CHECK_CLOSE(notice.allocated_learners, 2.0 + k * 0.5, 10.0);  // availability 0.5, plus the joins' few seconds
+
+  p.scavenging->notice_seconds = 0;
+  const CellResult vanish = scavenge(p, k);
+  BOOST_CHECK_GT(vanish.vanished, 100u);
+  BOOST_CHECK_EQUAL(vanish.departures, 0u);
+  BOOST_CHECK_GT(vanish.released, 100u);  // each vanished learner's slot, after its hold
+  BOOST_CHECK_LT(vanish.merged_learners, 0.995 * vanish.trained_learners);
+  BOOST_CHECK_LT(vanish.goodput, notice.goodput - 0.005);
+}
+
+// A trace says when each machine is up: learner 0 is up 1000 s and gone
+// 1000 s without notice; learner 1 starts down and is up 1500 s of every 2500.
+BOOST_AUTO_TEST_CASE(a_trace_drives_the_comings_and_goings) {
+  SimulationPlan p = must(kScavenging);
+  auto trace = parse_availability_trace("0,1000,1000,0\n1,0,500\n1,1500,500\n", "t.csv");
+  BOOST_REQUIRE(trace.ok());
+  p.scavenging->trace = *trace;
+  const CellResult r = scavenge(p, 2);
+  const double h = r.measured_hours;
+  BOOST_CHECK_CLOSE(double(r.vanished) / h, 1.8, 3.0);
+  BOOST_CHECK_CLOSE(double(r.departures) / h, 3600.0 / 2500.0, 3.0);
+  BOOST_CHECK_CLOSE(double(r.joins) / h, 1.8 + 3600.0 / 2500.0, 3.0);
+  // Up 1/2 and 3/5 of the time; a vanished learner's slot is held 60 s more.
+  BOOST_CHECK_CLOSE(r.allocated_learners, 2.0 + 0.5 + 0.6 + 1.8 * 60.0 / 3600.0, 2.0);
+}
+
+BOOST_AUTO_TEST_CASE(the_report_has_a_scavenging_table_and_the_core_alone_when_no_row_is_it) {
+  SimulationPlan p = must(kScavenging);
+  p.max_hours = 50;
+  p.scavenging->scavenged = {2};
+  p.scavenging->availability = 1.0;
+  auto r = run_simulation(p);
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().to_string());
+  BOOST_REQUIRE_EQUAL(r->scavenging.size(), 1u);
+  BOOST_REQUIRE(r->scavenging_core);
+  BOOST_CHECK_EQUAL(r->scavenging_core->cell.scavenged, 0);
+  BOOST_CHECK_CLOSE(r->scavenging[0].speedup, 2.0, 1.0);
+  BOOST_CHECK_CLOSE(r->scavenging[0].tokens_speedup, 2.0, 1.0);
+  BOOST_CHECK_GT(r->scavenging[0].speedup_halfwidth, 0.0);
+  const std::string json = simulation_json(p, *r);
+  BOOST_CHECK(json.find("\"scavenging\":{\"core\":2,\"quorum\":1,") != std::string::npos);
+  BOOST_CHECK(json.find("\"rows\":[{\"scavenged\":2,\"goodput\":") != std::string::npos);
+  BOOST_CHECK(json.find("\"core_alone\":{\"scavenged\":0,") != std::string::npos);
+  const std::string table = simulation_table(p, *r);
+  BOOST_CHECK(table.find("speed-up") != std::string::npos);
+  BOOST_CHECK(table.find("\n2 ") != std::string::npos);  // the row of 2 scavenged learners
+  BOOST_CHECK(table.find("2.00x") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

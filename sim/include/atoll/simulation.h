@@ -33,7 +33,7 @@
 // Each cell is run in batches of simulated time until the 95% interval of its
 // goodput (batch means) is within `precision`, or max_hours is reached.
 //
-// A plan (TOML), every key optional but grid.chips or [planning]:
+// A plan (TOML), every key optional but grid.chips, [planning] or [scavenging]:
 //   name = "paper_table1"   seed = 1
 //   precision = 0.005       # half-width of each cell's 95% interval (a fraction)
 //   min_hours = 0           max_hours = 20000    # simulated time per cell
@@ -54,6 +54,24 @@
 //   mode = "decoupled"      learners = 8          goodput = [0.98, -1]
 //   [planning]              # decoupled at `chips` for every M and K
 //   chips = 1200000         learners = [1, 2, 4, 8]   quorums = [1, 2]   target = 0.9
+//   [scavenging]            # a fixed core, and learners that come and go beside it
+//   core = 2                scavenged = [0, 2, 4, 8]  quorum = 1   learner_chips = 1
+//   availability = 0.5      mean_up_seconds = 3600    notice_seconds = 30
+//   trace = "trace.csv"     # instead of availability and mean_up_seconds
+//
+// Scavenging: `core` learners hold the fixed slots and are interrupted by
+// [failures] as a decoupled learner of `learner_chips` chips is. Each
+// scavenged learner runs on a machine that is up for a while, then down, and
+// nothing else interrupts it. While the machine is up, one learner process
+// claims an open slot (SyncerCore::claim; refused, it asks again after
+// ScavengingPlan::kClaimRetrySeconds), registers, and trains as the core's
+// learners do. notice_seconds before its machine goes, it finishes its step,
+// pushes its progress and says Leave, and goes at Done (or when the notice
+// runs out); without notice it vanishes: a failure, its slot held a while.
+// The SyncerCore decides membership as it decides rounds. goodput = merged /
+// allocated learner time (SyncerCore::allocated_seconds); the speed-up is the
+// merged learner time per hour against the core alone's. A scavenging cell
+// runs until both goodput and merged learner time are within `precision`.
 #pragma once
 
 #include <cstdint>
@@ -118,10 +136,11 @@ struct TrainingModel {
 
 struct SimulationCell {
   Mode mode = Mode::kDecoupled;
-  int learners = 1;               // M (dp, elastic_dp: 1)
+  int learners = 1;               // M (dp, elastic_dp: 1); scavenging: the core
   int64_t chips = 0;              // N
   int quorum = 1;                 // K (decoupled)
   int sync_every = 0;             // H (decoupled); 0: training.outer's
+  int scavenged = -1;             // a scavenging cell with this many learners beside the core (-1: not one)
 };
 
 // A published figure a cell is compared with (goodput as a fraction).
@@ -140,6 +159,42 @@ struct PlanningView {
   double target = 0.9;            // "how many learners for this goodput?"
 };
 
+// One up period of a scavenged learner's machine and the down period after it.
+struct AvailabilityPeriod {
+  double up_seconds = 0.0;        // 0: it stays down
+  double down_seconds = 0.0;
+  double notice_seconds = -1.0;   // of this period's end (-1: the plan's)
+};
+// Per scavenged learner, its periods in order; a learner's periods repeat
+// when they run out.
+using AvailabilityTrace = std::vector<std::vector<AvailabilityPeriod>>;
+
+// A trace (CSV): rows `learner,up_seconds,down_seconds[,notice_seconds]`,
+// learners numbered from 0 without gaps, each learner's rows in the order
+// they happen; `#` starts a comment, blank lines and a header row are
+// skipped. Errors name the file and line.
+Result<AvailabilityTrace> load_availability_trace(const std::string& path);
+Result<AvailabilityTrace> parse_availability_trace(std::string_view text, const std::string& path);
+
+// Learners that come and go beside a fixed core (see above).
+struct ScavengingPlan {
+  int core = 2;                   // fixed learners
+  std::vector<int> scavenged = {0, 2, 4, 8};  // the rows of the table
+  int quorum = 1;                 // K
+  int64_t learner_chips = 1;      // per learner: the core's interruptions, tokens per step
+  double availability = 0.5;      // share of time a scavenged learner's machine is up
+  double mean_up_seconds = 3600;  // exponential up periods; down periods of mean up x (1 - a) / a
+  double notice_seconds = 30;     // before a machine goes (0: its learner vanishes, a failure)
+  std::string trace_path;         // as the plan gave it; empty: availability and mean_up_seconds
+  AvailabilityTrace trace;
+
+  // A learner refused a slot (all taken, or held for one that vanished)
+  // asks again after this long, while its machine is up.
+  static constexpr double kClaimRetrySeconds = 10.0;
+  // Mean seconds of an up period and the down period after it (0: always up).
+  double mean_cycle_seconds(int learners) const;
+};
+
 struct SimulationPlan {
   std::string name, path;
   uint64_t seed = 1;
@@ -150,6 +205,7 @@ struct SimulationPlan {
   std::vector<SimulationCell> cells;  // the grid, in the order of the table
   std::vector<Reference> references;
   std::optional<PlanningView> planning;
+  std::optional<ScavengingPlan> scavenging;
 };
 
 // Reads a plan (TOML; see examples/simulate/), then `overrides` ("key=value",
@@ -175,18 +231,34 @@ struct CellResult {
   uint64_t reintegrations = 0;
   double reintegration_seconds_mean = 0.0, reintegration_seconds_max = 0.0;
   std::optional<double> reference;  // the plan's figure for this cell, if any
+  // Scavenging cells, over the measured time (after the warm-up batch;
+  // `rounds` stays the whole run's): learner time allocated, merged and
+  // trained per second of run (mean learners; trained counts lost steps too),
+  // tokens trained, the speed-up over the core alone (merged learner time,
+  // and tokens trained), and the scavenged learners' comings and goings:
+  // joins, orderly departures, vanishings (failures), slots released after
+  // their hold, departures whose notice ran out before Done, refused claims.
+  double allocated_learners = 0.0, merged_learners = 0.0, merged_halfwidth = 0.0, trained_learners = 0.0;
+  uint64_t tokens = 0;
+  double speedup = 0.0, speedup_halfwidth = 0.0, tokens_speedup = 0.0;
+  uint64_t joins = 0, departures = 0, vanished = 0, released = 0, cut_short = 0, claims_refused = 0;
+  double measured_hours = 0.0;
+  double join_seconds_mean = 0.0, join_seconds_max = 0.0;  // a machine up to its learner's welcome
 };
 
 // Simulates one cell of the plan (seeded by the plan's seed and the cell).
 Result<CellResult> simulate_cell(const SimulationPlan& plan, const SimulationCell& cell);
 
 // Every cell of the plan; for each decoupled cell with M > 1 the paper's rule
-// of thumb (elastic_dp at N/M chips); then the planning view's cells.
+// of thumb (elastic_dp at N/M chips); then the planning view's cells; then a
+// scavenging cell per scavenged count, and the core alone if no row is it.
 // `progress` sees each result.
 struct SimulationReport {
   std::vector<CellResult> cells;
   std::vector<CellResult> rule_of_thumb;  // elastic_dp at chips / learners, one per decoupled cell with M > 1
   std::vector<CellResult> planning;
+  std::vector<CellResult> scavenging;     // one per scavenging.scavenged, with its speed-up
+  std::optional<CellResult> scavenging_core;  // the core alone, when scavenged has no 0
   double wall_seconds = 0.0;
   uint64_t events() const;               // over every cell simulated
 };
@@ -194,10 +266,12 @@ Result<SimulationReport> run_simulation(const SimulationPlan& plan,
                                         const std::function<void(const CellResult&)>& progress = {});
 
 // The report as a person reads it: the failure model, the grid as a table of
-// goodput beside the plan's references, the rule of thumb and the planning view.
+// goodput beside the plan's references, the rule of thumb, the planning view
+// and the scavenging table.
 std::string simulation_table(const SimulationPlan& plan, const SimulationReport& report);
 // {"rows": [{"mode", "learners", "chips", "goodput", "uptime", "paper", ...}], ...}:
-// goodput, uptime and paper as fractions, paper null where there is no reference.
+// goodput, uptime and paper as fractions, paper null where there is no reference;
+// "scavenging": {"core", ..., "rows": [{"scavenged", "goodput", "speedup", ...}]}.
 std::string simulation_json(const SimulationPlan& plan, const SimulationReport& report);
 // The planning view as an SVG chart: goodput and uptime against learners, a line per quorum.
 std::string planning_svg(const SimulationPlan& plan, const SimulationReport& report);
