@@ -444,28 +444,33 @@ void Run::stop() {
 
 const std::vector<float>& Run::parameters() const { return impl_->theta; }
 
-// A kill or stall from outside the run is a fault like a planned one: in the
-// event log, so that a chaos run's verdict and the plots account for it.
+// A kill, stall, join or leave from outside the run is a fault like a
+// planned one: in the event log, so that a chaos run's verdict and the plots
+// account for it.
+namespace {
+event::Injected from_outside(FaultKind kind, int64_t learner, const char* by) {
+  event::Injected e;
+  e.kind = kind;
+  e.hit = true;
+  e.learner = learner;
+  e.by = by;
+  return e;
+}
+}  // namespace
+
 bool Run::kill_learner(uint32_t id) {
   caf::actor learner = impl_->directory->get(Directory::learner(id));
   if (!learner) return false;
-  event::Injected e;
-  e.kind = FaultKind::kKill;
-  e.hit = true;
-  e.learner = id;
-  e.by = "Run::kill_learner";
-  impl_->records->log->append(std::move(e));
+  impl_->records->log->append(from_outside(FaultKind::kKill, id, "Run::kill_learner"));
   caf::anon_send_exit(learner, caf::exit_reason::kill);
   return true;
 }
 
 Result<uint32_t> Run::add_learner(const LearnerSpec& spec) {
   if (impl_->joined()) return Status::unavailable("a learner process takes no newcomers: start one with `atoll learner`");
-  event::Injected e;
-  e.kind = FaultKind::kJoin;
+  event::Injected e = from_outside(FaultKind::kJoin, -1, "Run::add_learner");
   e.speed = spec.speed;
   e.batch_size = static_cast<uint32_t>(spec.batch_size);
-  e.by = "Run::add_learner";
   Result<uint32_t> out = Status::unavailable("no learner supervisor here to start a newcomer");
   caf::scoped_actor self{*impl_->system};
   // The supervisor or the syncer may not be up yet (right after start), or
@@ -501,12 +506,7 @@ Result<uint32_t> Run::add_learner(const LearnerSpec& spec) {
 bool Run::leave_learner(uint32_t id, const std::string& reason, double drain_seconds) {
   caf::actor learner = impl_->directory->get(Directory::learner(id));
   if (!learner) return false;
-  event::Injected e;
-  e.kind = FaultKind::kLeave;
-  e.hit = true;
-  e.learner = id;
-  e.by = "Run::leave_learner";
-  impl_->records->log->append(std::move(e));
+  impl_->records->log->append(from_outside(FaultKind::kLeave, id, "Run::leave_learner"));
   caf::anon_send(learner, leave_atom_v, reason, drain_seconds);
   return true;
 }
@@ -531,12 +531,8 @@ bool Run::Impl::any_local_learner() const {
 bool Run::stall_learner(uint32_t id, double seconds) {
   caf::actor learner = impl_->directory->get(Directory::learner(id));
   if (!learner) return false;
-  event::Injected e;
-  e.kind = FaultKind::kStall;
-  e.hit = true;
-  e.learner = id;
+  event::Injected e = from_outside(FaultKind::kStall, id, "Run::stall_learner");
   e.duration = seconds;
-  e.by = "Run::stall_learner";
   impl_->records->log->append(std::move(e));
   caf::anon_send(learner, stall_atom_v, seconds);
   return true;

@@ -37,6 +37,10 @@ RunView sample_view() {
   v.stats.stale_refused = 1;
   v.stats.rejected = 2;
   v.gateway_refusals = 5;
+  v.members = 2;
+  v.present = 1;
+  v.joins = 3;
+  v.departures = 1;
   for (uint32_t id = 0; id < 2; ++id) {
     LearnerView l;
     l.id = id;
@@ -45,6 +49,7 @@ RunView sample_view() {
     l.staleness = id * 2;
     l.restarts = id;
     l.last_reintegration_seconds = id == 1 ? 1.5 : -1;
+    l.record.member = id == 0;
     v.per_learner.push_back(l);
   }
   return v;
@@ -109,6 +114,13 @@ BOOST_AUTO_TEST_CASE(a_view_becomes_prometheus_text_with_conventional_names) {
   BOOST_CHECK(has_line(text, "atoll_learner_up{learner=\"1\"} 0"));
   BOOST_CHECK(has_line(text, "atoll_learner_staleness_versions{learner=\"1\"} 2"));
   BOOST_CHECK(has_line(text, "atoll_learner_reintegration_seconds{learner=\"1\"} 1.5"));
+  // Membership: who is a member, who is present, joins and departures.
+  BOOST_CHECK(has_line(text, "atoll_learners_members 2"));
+  BOOST_CHECK(has_line(text, "atoll_learners_present 1"));
+  BOOST_CHECK(has_line(text, "atoll_joins_total 3"));
+  BOOST_CHECK(has_line(text, "atoll_departures_total 1"));
+  BOOST_CHECK(has_line(text, "atoll_learner_member{learner=\"0\"} 1"));
+  BOOST_CHECK(has_line(text, "atoll_learner_member{learner=\"1\"} 0"));
   // Not there until it happened, or was evaluated.
   BOOST_CHECK(text.find("atoll_learner_reintegration_seconds{learner=\"0\"}") == std::string::npos);
   BOOST_CHECK(text.find("atoll_eval_loss ") == std::string::npos);

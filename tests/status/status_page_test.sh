@@ -84,6 +84,8 @@ python3 "$here/prometheus_text.py" "$out/metrics.txt" \
   --require atoll_learner_staleness_versions --require atoll_learner_restarts_total \
   --require atoll_fragment_version --require atoll_transfer_bytes_total --require atoll_restarts_total \
   --require atoll_faults_injected_total --require atoll_faults_recovered_total \
+  --require atoll_learners_members --require atoll_learners_present --require atoll_joins_total \
+  --require atoll_departures_total --require atoll_learner_member \
   || die "/metrics is not valid Prometheus text"
 # Read-only: no control without a fault plan and --allow-control.
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST "$url/control?action=kill&learner=0")
@@ -108,6 +110,8 @@ for attempt in $(seq 10); do
 done
 [[ -n "$ok" ]] || { tail -n 20 "$out/chromium.log" >&2; die "the page did not show 3 learners and charts with points"; }
 grep -q 'id="fragments"><span class="frag">fragment 0: v' "$out/dom.html" || die "no fragment versions on the page"
+grep -q 'id="present">[0-9] of 3 members</b>' "$out/dom.html" || die "the page does not show the learners present"
+grep -q 'id="membership">0 / 0</b>' "$out/dom.html" || die "the page does not show joins and departures"
 grep -q '<h1>atoll <span id="mode">decoupled</span> run: <span id="state"[^>]*>running' "$out/dom.html" ||
   die "the page does not say the decoupled run is running"
 "${browser[@]}" --window-size=1200,1150 --screenshot="$out/status_page.png" "$url/" >> "$out/chromium.log" 2>&1 || true
@@ -122,5 +126,6 @@ pid=""
 for f in report.json report.series.csv report.events.csv report.loss.svg report.learners.svg report.goodput.svg; do
   [[ -s "$out/$f" ]] || die "$f was not written"
 done
-[[ $(grep -c '<polyline' "$out/report.learners.svg") == 3 ]] || die "the learners plot does not have 3 lines"
+# A line per learner, and the learners present over time.
+[[ $(grep -c '<polyline' "$out/report.learners.svg") == 4 ]] || die "the learners plot does not have 3 lines and the learners present"
 echo "status page ok: 3 learners, charts with points; screenshot $out/status_page.png"
