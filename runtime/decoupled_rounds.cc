@@ -45,27 +45,8 @@ class DecoupledRounds final : public RoundProtocol {
     if (r.open && r.waiting.erase(learner) > 0) check_round(p, now, fx);
   }
 
-  void on_learner_down(uint32_t learner, SteadyTime now, SyncerEffects& fx) override {
-    for (uint32_t p = 0; p < rounds_.size(); ++p) {
-      if (rounds_[p].open) {
-        rounds_[p].waiting.erase(learner);
-        check_round(p, now, fx);
-      } else {
-        check_due(p, now, fx);  // the quorum may be within reach of fewer learners now
-      }
-    }
-  }
-
-  void on_departure(uint32_t learner, SteadyTime now, SyncerEffects& fx) override {
-    for (uint32_t p = 0; p < rounds_.size(); ++p) {
-      if (rounds_[p].open) {
-        rounds_[p].waiting.erase(learner);
-        check_round(p, now, fx);
-      } else {
-        check_due(p, now, fx);  // its last answer makes the fragment due; or fewer count toward K now
-      }
-    }
-  }
+  void on_learner_down(uint32_t learner, SteadyTime now, SyncerEffects& fx) override { stop_waiting(learner, now, fx); }
+  void on_departure(uint32_t learner, SteadyTime now, SyncerEffects& fx) override { stop_waiting(learner, now, fx); }
 
   bool holds_answers_of(uint32_t learner) const override {
     for (uint32_t p = 0; p < rounds_.size(); ++p) {
@@ -129,6 +110,20 @@ class DecoupledRounds final : public RoundProtocol {
   };
 
   double flush_seconds() const { return std::clamp(3.0 * s_.slowest_step_seconds(), 1.0, 30.0); }
+
+  // `learner` is gone or no member: open rounds stop waiting for it, and the
+  // others may fall due (the quorum is within reach of fewer learners now,
+  // or a leaver's last answer makes its fragment due).
+  void stop_waiting(uint32_t learner, SteadyTime now, SyncerEffects& fx) {
+    for (uint32_t p = 0; p < rounds_.size(); ++p) {
+      if (rounds_[p].open) {
+        rounds_[p].waiting.erase(learner);
+        check_round(p, now, fx);
+      } else {
+        check_due(p, now, fx);
+      }
+    }
+  }
 
   void check_all_due(SteadyTime now, SyncerEffects& fx) {
     for (uint32_t p = 0; p < rounds_.size(); ++p) check_due(p, now, fx);

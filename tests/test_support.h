@@ -1,6 +1,7 @@
 // Small helpers shared by the test suites.
 #pragma once
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -38,6 +39,13 @@ inline Topology tiny_mlp_topology(Mode mode = Mode::kDecoupled) {
   t.outer.fragments = 1;
   t.checkpoint.dir = "";
   return t;
+}
+
+// Virtual time for protocol tests (SyncerCore takes the time as an
+// argument): a fixed start, and `seconds` after it.
+inline constexpr std::chrono::steady_clock::time_point kStart{};
+inline std::chrono::steady_clock::time_point at(double seconds) {
+  return kStart + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 // The committed text fixture: the first State of the Union address, 1790.

@@ -15,10 +15,8 @@
 namespace atl {
 namespace {
 
-const SteadyTime kStart{};
-SteadyTime at(double seconds) {
-  return kStart + std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(seconds));
-}
+using testing::at;
+using testing::kStart;
 
 // Two fixed learners (0, 1) and `open` open slots above them, one fragment,
 // H = 4, fp32 codecs; learners of process p have actor ids p * 100 + slot.

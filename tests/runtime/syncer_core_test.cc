@@ -11,10 +11,8 @@
 namespace atl {
 namespace {
 
-const SteadyTime kStart{};
-SteadyTime at(double seconds) {
-  return kStart + std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(seconds));
-}
+using testing::at;
+using testing::kStart;
 
 // A core over testing::tiny_mlp_topology (two learners, one fragment) with
 // H = 4 and fp32 codecs, and what its learners would say.
