@@ -260,9 +260,9 @@ BOOST_AUTO_TEST_CASE(a_failed_member_keeps_its_open_slot_for_the_hold_then_is_re
   SyncerEffects fx;
   c.core->on_learner_down(slot, at(1.0), fx);
   BOOST_CHECK_EQUAL(c.rec(slot).failures, 1u);  // vanished: a failure, as ever
-  const SyncerEffects::Timer* release = timer(fx, SyncerEffects::TimerKind::kRelease);
-  BOOST_REQUIRE(release);
-  BOOST_CHECK_EQUAL(release->seconds, SyncerCore::kHoldSeconds);
+  BOOST_REQUIRE(timer(fx, SyncerEffects::TimerKind::kRelease));
+  const SyncerEffects::Timer release = *timer(fx, SyncerEffects::TimerKind::kRelease);  // a copy: fx is reused
+  BOOST_CHECK_EQUAL(release.seconds, SyncerCore::kHoldSeconds);
   // Meanwhile the slot is its own: no claim gets it, another process may not take it.
   BOOST_CHECK(c.core->claim(4, at(2.0), fx).reason == RejectReason::kFull);
   const Admission held = c.core->admit(c.reg(slot, 2), Core::sender(4, slot));
@@ -277,7 +277,7 @@ BOOST_AUTO_TEST_CASE(a_failed_member_keeps_its_open_slot_for_the_hold_then_is_re
   c.core->on_learner_down(slot, at(4.0), fx);
   const SyncerEffects::Timer second = *timer(fx, SyncerEffects::TimerKind::kRelease);
   fx = {};
-  c.core->on_timer(*release, at(61.0), fx);  // the first failure's timer: stale, nothing happens
+  c.core->on_timer(release, at(61.0), fx);  // the first failure's timer: stale, nothing happens
   BOOST_CHECK(c.rec(slot).member);
   c.core->on_timer(second, at(64.0), fx);
   const event::Departed* d = event_in<event::Departed>(fx);
