@@ -131,6 +131,12 @@ void try_step(LearnerActor* self) {
   });
 }
 
+void say_leave(LearnerActor* self) {
+  auto& st = self->state;
+  send_to_syncer(self, Leave{st.args.id, st.args.incarnation, st.leave_reason});
+  st.leave_sent = true;
+}
+
 // Leaving: every fragment's progress since its base goes as an unasked push,
 // then Leave. Again after a welcome (a restarted syncer lost them).
 void send_last_progress(LearnerActor* self) {
@@ -141,8 +147,16 @@ void send_last_progress(LearnerActor* self) {
     if (now.fragments[p].steps == 0 || !st.core->readable(p)) continue;
     if (auto push = st.core->answer(Pull{p, 0, true}); push.ok()) send_to_syncer(self, *push);
   }
-  send_to_syncer(self, Leave{st.args.id, st.args.incarnation, st.leave_reason});
-  st.leave_sent = true;
+  say_leave(self);
+}
+
+// The departure is over (merged, or given up on): a normal stop, so the
+// supervisor does not restart it, and the run goes on without it.
+void gone(LearnerActor* self) {
+  auto& st = self->state;
+  if (st.external) st.external->set_over("this learner left the run (" + st.leave_reason + ")", false);
+  st.stopping = true;
+  self->quit(caf::exit_reason::normal);
 }
 
 void handle(LearnerActor* self, Message m) {
@@ -183,9 +197,7 @@ void handle(LearnerActor* self, Message m) {
     }
   } else if (auto* farewell = std::get_if<Done>(&m); farewell && st.leaving) {
     log_info(who(self) + ": " + farewell->reason + "; it leaves the run");
-    if (st.external) st.external->set_over("this learner left the run (" + st.leave_reason + ")", false);
-    st.stopping = true;
-    self->quit(caf::exit_reason::normal);  // a departure: not restarted, and the run goes on
+    gone(self);
   } else if (auto* d = std::get_if<Done>(&m)) {
     log_info(who(self) + ": the run is over (" + d->reason + ")");
     if (st.external) st.external->set_over("the run is over (" + d->reason + ")", false);
@@ -259,10 +271,8 @@ void answer_deferred(LearnerActor* self) {
   st.deferred = std::move(waiting);
   // Leaving, and every last push is out: now it may say so.
   if (st.leaving && !st.leave_sent && st.syncer &&
-      std::none_of(st.deferred.begin(), st.deferred.end(), [](const Message& m) { return std::holds_alternative<Pull>(m); })) {
-    send_to_syncer(self, Leave{st.args.id, st.args.incarnation, st.leave_reason});
-    st.leave_sent = true;
-  }
+      std::none_of(st.deferred.begin(), st.deferred.end(), [](const Message& m) { return std::holds_alternative<Pull>(m); }))
+    say_leave(self);
 }
 
 // Departs in order: see LearnerState::leaving.
@@ -273,10 +283,7 @@ void leave(LearnerActor* self, std::string reason, double drain_seconds) {
   st.leave_reason = std::move(reason);
   if (!st.core->welcomed()) {  // nothing trained: nothing to hand over
     log_info(who(self) + ": leaves before its welcome (" + st.leave_reason + ")");
-    if (st.external) st.external->set_over("this learner left the run (" + st.leave_reason + ")", false);
-    st.stopping = true;
-    self->quit(caf::exit_reason::normal);
-    return;
+    return gone(self);
   }
   log_info(who(self) + ": leaving (" + st.leave_reason + "); its last progress goes to the syncer");
   self->delayed_send(self, span(drain_seconds), drain_atom_v);
@@ -407,12 +414,9 @@ caf::message_handler always(LearnerActor* self) {
       },
       [self](leave_atom, std::string& reason, double drain_seconds) { leave(self, std::move(reason), drain_seconds); },
       [self](drain_atom) {
-        auto& st = self->state;
         log_warn(who(self) + ": the syncer did not confirm its departure in time; leaving anyway (its last "
                              "progress may not be merged)");
-        if (st.external) st.external->set_over("this learner left the run (" + st.leave_reason + ")", false);
-        st.stopping = true;
-        self->quit(caf::exit_reason::normal);
+        gone(self);
       },
   };
 }
@@ -554,10 +558,7 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
     if (dm.source != st.syncer.address()) return;
     if (st.leaving) {  // nobody to hand the last progress to: go now rather than wait out the drain
       log_warn(who(self) + ": lost the syncer while leaving; its last progress may not be merged");
-      if (st.external) st.external->set_over("this learner left the run (" + st.leave_reason + ")", false);
-      st.stopping = true;
-      self->quit(caf::exit_reason::normal);
-      return;
+      return gone(self);
     }
     log_warn(who(self) + ": lost the syncer (" + to_string(dm.reason) + "); training on");
     st.syncer = nullptr;

@@ -61,6 +61,11 @@ void start_from(SupervisorActor* self, size_t k) {
   }
 }
 
+// A child's restart policy: fresh, with the supervisor's limits.
+RestartPolicy policy_of(const SupervisorSpec& spec) {
+  return RestartPolicy({spec.max_restarts, spec.window_seconds, spec.backoff_initial, spec.backoff_max});
+}
+
 // Starts learner `id` as a child (again, if a learner held its slot before).
 void add_learner(SupervisorActor* self, uint32_t id, const LearnerSpec& spec) {
   auto& st = self->state;
@@ -71,8 +76,7 @@ void add_learner(SupervisorActor* self, uint32_t id, const LearnerSpec& spec) {
     st.spec.children.push_back(std::move(child));
     st.children.emplace_back();
     st.incarnations.push_back(0);
-    st.policies.emplace_back(RestartPolicy::Limits{st.spec.max_restarts, st.spec.window_seconds,
-                                                    st.spec.backoff_initial, st.spec.backoff_max});
+    st.policies.push_back(policy_of(st.spec));
     st.gave_up.push_back(false);
     st.retired.push_back(false);
     st.weak_children->emplace_back();
@@ -80,8 +84,7 @@ void add_learner(SupervisorActor* self, uint32_t id, const LearnerSpec& spec) {
     st.spec.children[i] = std::move(child);
     st.gave_up[i] = st.retired[i] = false;
     st.incarnations[i] = 0;  // a newcomer: its first start
-    st.policies[i] = RestartPolicy({st.spec.max_restarts, st.spec.window_seconds, st.spec.backoff_initial,
-                                    st.spec.backoff_max});
+    st.policies[i] = policy_of(st.spec);
   }
   start_child(self, i);
   log_info(st.spec.name + ": " + st.spec.children[i].child.name() + " joins the run");
@@ -123,8 +126,7 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
   const size_t n = state.spec.children.size();
   state.children.resize(n);
   state.incarnations.assign(n, 0);
-  state.policies.assign(n, RestartPolicy({state.spec.max_restarts, state.spec.window_seconds,
-                                           state.spec.backoff_initial, state.spec.backoff_max}));
+  state.policies.assign(n, policy_of(state.spec));
   state.gave_up.assign(n, false);
   state.retired.assign(n, false);
   state.weak_children = std::make_shared<std::vector<caf::weak_actor_ptr>>(n);

@@ -56,8 +56,8 @@ class Job {
   // Learner `learner`'s training stream: its slot's own shard (one per
   // learner slot, atoll/topology.h), seeded by learner and incarnation (a
   // restarted learner, or the next member of an open slot, draws a fresh
-  // order from the same shard). REQUIRES: learner < learner_slots().
-  // REQUIRES: the model is not external (its learners bring their own data).
+  // order from the same shard). REQUIRES: learner < learner_slots(), and a
+  // model that is not external (its learners bring their own data).
   std::unique_ptr<DataSource> make_stream(uint32_t learner, uint64_t incarnation) const;
 
   // The held-out batches every evaluation uses (none for an external model).
