@@ -28,6 +28,7 @@
 #include "atoll/job.h"
 #include "atoll/run.h"
 #include "atoll/run_records.h"
+#include "atoll/step_pacer.h"
 #include "atoll/topology.h"
 #include "directory.h"
 
@@ -65,6 +66,7 @@ struct LearnerArgs {
   // Started again by its supervisor after a failure (its welcome is a
   // re-integration), not for the first time (a newcomer's is not).
   bool restarted = false;
+  std::shared_ptr<StepPacer> pacer;  // dedicated hardware: paces its steps (null: shared)
 };
 caf::actor spawn_learner(caf::actor_system& sys, LearnerArgs args);
 

@@ -50,6 +50,7 @@ struct LearnerState {
   bool registered = false;  // welcomed by the current syncer
   bool computing = false;   // a step runs on the arena
   bool delaying = false;    // a slow learner's extra time after a step
+  bool paced_once = false;  // booked a step with the pacer (its first is cold)
   caf::actor_clock::time_point step_started;
   std::deque<Message> inbox;  // from the syncer, held while a step runs
   caf::actor_clock::time_point started;  // of this incarnation (re-integration time)
@@ -443,10 +444,16 @@ caf::behavior training(LearnerActor* self) {
         // A learner of speed s takes 1/s times as long per step as a speed-1
         // learner on the same machine: its wall time (queueing for a core
         // included), stretched by the extra delay before its next step.
+        // On dedicated hardware (atoll/step_pacer.h), once calibrated, it takes
+        // its share's step time instead, however free the machine is.
         const double slow = self->clock().now() < st.slow_until ? st.slow_factor : 1.0;  // an injected slowdown
         const double speed = st.core->spec().speed / slow;
         const double wall = std::chrono::duration<double>(self->clock().now() - st.step_started).count();
-        const double extra = speed < 1.0 ? wall * (1.0 / speed - 1.0) : 0.0;
+        double extra = speed < 1.0 ? wall * (1.0 / speed - 1.0) : 0.0;
+        if (st.args.pacer) {
+          if (const auto wait = st.args.pacer->pace(compute, wall, speed, !st.paced_once)) extra = *wait;
+          st.paced_once = true;
+        }
         st.core->finish_step({static_cast<float>(loss), tokens, compute}, wall + extra);
         LearnerCore::drop_closed_pulls(st.inbox);
         while (!st.inbox.empty() && !st.stopping) {

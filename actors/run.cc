@@ -205,6 +205,7 @@ struct Run::Impl {
   std::unique_ptr<caf::actor_system> system;
   // Declared after the system, so destroyed before it: no task may outlive it.
   std::unique_ptr<ComputePool> pool;
+  std::shared_ptr<StepPacer> pacer;  // hardware = "dedicated" (null: shared)
   caf::actor root;
   Clock::time_point started;
   bool waited = false;
@@ -276,6 +277,8 @@ struct Run::Impl {
   void save_final_model(const Report& r, const Result<std::unique_ptr<Model>>& model) const;
   void evaluate(Report& r, const Result<std::unique_ptr<Model>>& model);
   Result<Report> learner_side_report(double wall);
+  std::shared_ptr<StepPacer> make_pacer() const;
+  void report_hardware(Report& r) const;
   Result<Report> syncer_side_report(double wall);
 };
 
@@ -324,8 +327,9 @@ caf::actor Run::Impl::spawn_tree(const RunHooks& h, std::shared_ptr<CheckpointSt
                                           caf::actor_system& s, uint64_t) { return spawn_syncer(s, args); }});
   SupervisorSpec learners = supervisor_spec(Child::Role::kLearnerSupervisor, Strategy::kOneForOne, h);
   auto incarnations = std::make_shared<Incarnations>(joined() ? incarnation_base() : 0);
-  const LearnerArgs base{0,       0, job, directory, pool.get(), records, h.message_faults, options.cluster.token,
-                         options.external, options.learner_spec};
+  LearnerArgs base{0,       0, job, directory, pool.get(), records, h.message_faults, options.cluster.token,
+                   options.external, options.learner_spec};
+  base.pacer = pacer;
   const auto learner_child = [base, incarnations](uint32_t id, std::optional<LearnerSpec> spec) {
     LearnerArgs args = base;
     args.id = id;
@@ -407,6 +411,7 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
   std::shared_ptr<CheckpointStore> store;
   ATOLL_RETURN_IF_ERROR(impl->open_checkpoints(store));
   impl->pool = std::make_unique<ComputePool>(o.compute_threads);
+  if (topology.hardware == Hardware::kDedicated && !o.external) impl->pacer = impl->make_pacer();
   impl->config = std::make_unique<Config>(std::max(1, o.control_threads));
   impl->system = std::make_unique<caf::actor_system>(*impl->config);
   impl->started = Clock::now();  // the run's clock: its time limit, its wall time
@@ -637,6 +642,7 @@ Result<Report> Run::Impl::learner_side_report(double wall) {
   r.regressions_refused = v.regressions_refused;
   r.max_adopted_versions = v.max_adopted_versions;
   r.gave_up = v.gave_up;
+  report_hardware(r);
   for (uint32_t id : plan.local_ids) {
     LearnerReport l;
     l.id = id;
@@ -657,6 +663,7 @@ Result<Report> Run::Impl::learner_side_report(double wall) {
 Result<Report> Run::Impl::syncer_side_report(double wall) {
   // The run's last view (shut_down() took it): the report's figures come from it.
   Report r = report_from_view(watch.view(), wall);
+  report_hardware(r);
   r.data = job->description();
   auto model = make_model(topology);
   r.model = describe_model(model);
@@ -665,6 +672,26 @@ Result<Report> Run::Impl::syncer_side_report(double wall) {
   r.series = watch.series();
   r.events = observe(SIZE_MAX).events;  // all of them, for the plots
   return r;
+}
+
+// Dedicated hardware: this process's learners divide its pool by speed.
+std::shared_ptr<StepPacer> Run::Impl::make_pacer() const {
+  double total_speed = 0.0;
+  for (uint32_t id : plan.local_ids) total_speed += options.learner_spec.value_or(default_spec(topology, id)).speed;
+  // Calibrate over about ten steps of each learner (at least 8 steps in all).
+  const int steps = std::max<int>(8, 10 * static_cast<int>(plan.local_ids.size()));
+  return std::make_shared<StepPacer>(pool->threads(), total_speed > 0.0 ? total_speed : 1.0, steps);
+}
+
+void Run::Impl::report_hardware(Report& r) const {
+  r.hardware.name = hardware_name(topology.hardware);
+  if (!pacer) return;
+  const StepPacer::Calibration c = pacer->calibration();
+  r.hardware.calibrated = c.done;
+  r.hardware.compute_seconds = c.compute_seconds;
+  r.hardware.step_seconds = c.step_seconds;
+  r.hardware.paced_steps = c.paced;
+  r.hardware.late_steps = c.late;
 }
 
 void Run::Impl::save_final_model(const Report& r, const Result<std::unique_ptr<Model>>& model) const {

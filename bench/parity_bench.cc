@@ -2,7 +2,7 @@
 // at equal tokens and at equal wall-clock time, every variant over seeds.
 //
 //   atoll_parity_bench [TOPOLOGY.toml] [--set key=value]... [--seeds N] [--out DIR]
-//                      [--only headline|controls|levers|NAME,...]
+//                      [--only headline|quality|controls|levers|NAME,...]
 //
 // Groups (default: headline), each on the topology with its own settings:
 //   headline  decoupled (4 learners of speeds 1, 1, 0.7, 0.5, K = 1 with
@@ -12,17 +12,22 @@
 //             three seeds of both modes affordable on 2 cores (about 35 min)
 //   controls  one learner: decoupled (outer steps over its own progress)
 //             against plain training, the same batch, lr and budget
+//   quality   the headline with one quality lever each (issue 25): DyLU
+//             (outer.sync_by_speed)
 //   levers    the default job (4M bytes) with one setting changed: what each
 //             lever buys, against the default and against `--set mode=dp`
 //
-// Every run evaluates its global model at 10 points, so the equal-time column
-// reads the baseline's quality at the wall time the other run took (dp is
-// paced by its slowest learner); a run longer than the baseline's is compared
-// with its end. Records go to --out (default atoll-out/bench/parity); the same
+// The headline and quality groups run on dedicated hardware. Where dp is the
+// baseline, each variant gets a dp run of its own whose budget ends at the
+// variant's mean wall time (dp's cosine finishes there): the equal-time
+// column. Every run evaluates its global model at 10 points; the token
+// efficiency column reads the tokens dp needed for a variant's quality off
+// dp's curve. Records go to --out (default atoll-out/bench/parity); the same
 // command resumes. A --set applies to every group, after the group's settings.
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "atoll/file.h"
@@ -52,9 +57,15 @@ std::vector<Group> groups() {
     a.insert(a.end(), b.begin(), b.end());
     return a;
   };
+  // Dedicated hardware (atoll/step_pacer.h): dp's learners wait for its
+  // slowest without the waiting ones lending it their cores.
+  const auto headline = with(kSmallModel, {"tokens=9600000", "hardware=dedicated"});
   return {
-      {"headline", with(kSmallModel, {"tokens=9600000"}), "dp",
-       {{"decoupled", {}}, {"dp", {"mode=dp", kDpLr}}}},
+      {"headline", headline, "dp", {{"decoupled", {}}, {"dp", {"mode=dp", kDpLr}}}},
+      {"quality", headline, "dp",
+       {{"decoupled", {}},
+        {"dp", {"mode=dp", kDpLr}},
+        {"DyLU", {"outer.sync_by_speed=true"}}}},
       {"controls", with(kSmallModel, {"tokens=2500000"}), "1 learner alone",
        {{"1 learner, decoupled", {kOneLearner}}, {"1 learner alone", {"mode=dp", kOneLearner}}}},
       {"levers", {}, "default job",
@@ -71,7 +82,9 @@ std::vector<Group> groups() {
 
 struct Paired {
   std::vector<double> equal_tokens, equal_time;  // relative to the baseline, per seed
-  int longer_than_baseline = 0;                  // runs that outlasted the baseline's whole run
+  std::vector<double> efficiency;     // tokens the baseline needed for the variant's final quality / the variant's
+  std::vector<double> worst_ratio;    // the most tokens, relative to the baseline's, any curve point needed
+  int beyond_baseline = 0;            // final quality better than the baseline's end: efficiency is a lower bound
 };
 
 double mean(const std::vector<double>& xs) {
@@ -87,58 +100,110 @@ double stddev(const std::vector<double>& xs) {
   return std::sqrt(s / double(xs.size() - 1));
 }
 
-// Pairs each run with the baseline's run of the same seed.
-Paired pair_with(const std::vector<TrialRecord>& records, const std::string& label, const std::string& baseline) {
-  std::map<uint64_t, const TrialRecord*> base;
+std::map<uint64_t, const TrialRecord*> by_seed(const std::vector<TrialRecord>& records, const std::string& label) {
+  std::map<uint64_t, const TrialRecord*> out;
   for (const auto& r : records)
-    if (r.ok && r.label == baseline) base[r.seed] = &r;
+    if (r.ok && r.label == label) out[r.seed] = &r;
+  return out;
+}
+
+// The dp run whose budget ends at `variant`'s wall time: its label, and the
+// budget (dp's mean rate over seeds times the variant's mean wall time), so
+// that its cosine finishes there rather than being read mid-schedule.
+std::string at_time_label(const std::string& variant) { return "dp at " + variant + "'s time"; }
+std::optional<uint64_t> at_time_budget(const std::vector<TrialRecord>& records, const std::string& variant,
+                                       const std::string& baseline) {
+  std::vector<double> rate, wall;
+  for (const auto& [seed, r] : by_seed(records, baseline)) rate.push_back(r->tokens_per_second);
+  for (const auto& [seed, r] : by_seed(records, variant)) wall.push_back(r->wall_seconds);
+  if (rate.empty() || wall.empty()) return std::nullopt;
+  return static_cast<uint64_t>(std::llround(mean(rate) * mean(wall) / 1000.0) * 1000);
+}
+
+// Pairs each run with the baseline's run of the same seed (equal tokens,
+// token efficiency) and with the dp run that ends at its time (equal time).
+Paired pair_with(const std::vector<TrialRecord>& records, const std::string& label, const std::string& baseline) {
+  const auto base = by_seed(records, baseline);
+  const auto at_time = by_seed(records, at_time_label(label));
   Paired p;
-  for (const auto& r : records) {
-    if (!r.ok || r.label != label || !base.count(r.seed)) continue;
-    const TrialRecord& b = *base[r.seed];
-    p.equal_tokens.push_back(r.quality() / b.quality() - 1.0);
-    auto at = b.quality_at_seconds(r.wall_seconds);
-    if (!at && r.wall_seconds >= b.wall_seconds) {
-      at = b.quality();
-      ++p.longer_than_baseline;
+  for (const auto& [seed, r] : by_seed(records, label)) {
+    if (const auto t = at_time.find(seed); t != at_time.end())
+      p.equal_time.push_back(r->quality() / t->second->quality() - 1.0);
+    const auto b = base.find(seed);
+    if (b == base.end()) continue;
+    const TrialRecord& dp = *b->second;
+    p.equal_tokens.push_back(r->quality() / dp.quality() - 1.0);
+    if (const auto needed = dp.tokens_to_reach(r->quality())) {
+      p.efficiency.push_back(*needed / double(r->tokens));
+    } else {
+      p.efficiency.push_back(double(dp.tokens) / double(r->tokens));  // at least this
+      ++p.beyond_baseline;
     }
-    if (at) p.equal_time.push_back(r.quality() / *at - 1.0);
+    // Past the first tenth of the run: the tokens each curve point took over
+    // the tokens dp took to the same quality (a point dp never reached is ahead).
+    double worst = 0.0;
+    for (const auto& c : r->curve) {
+      if (double(c.tokens) < 0.1 * double(r->tokens)) continue;
+      const double q = r->text ? c.bits_per_byte : 100.0 * c.accuracy;
+      if (const auto needed = dp.tokens_to_reach(q); needed && *needed > 0)
+        worst = std::max(worst, double(c.tokens) / *needed);
+    }
+    if (worst > 0) p.worst_ratio.push_back(worst);
   }
   return p;
 }
 
+std::string percent(const std::vector<double>& xs) {
+  if (xs.empty()) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%+.2f%% +- %.2f%%", 100 * mean(xs), 100 * stddev(xs));
+  return buf;
+}
+std::string ratio(const std::vector<double>& xs, bool lower_bound) {
+  if (xs.empty()) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%s%.3f +- %.3f", lower_bound ? ">=" : "", mean(xs), stddev(xs));
+  return buf;
+}
+
+bool dp_baseline(const Group& g) {
+  for (const auto& v : g.variants)
+    if (v.label == g.baseline)
+      for (const auto& o : v.overrides)
+        if (o == "mode=dp") return true;
+  return false;
+}
+
 std::string comparison_table(const std::vector<Group>& chosen, const std::vector<TrialRecord>& records) {
   std::string out;
-  char buf[512];
-  bool any_longer = false;
+  char buf[640];
   for (const auto& g : chosen) {
     std::snprintf(buf, sizeof buf, "\n%s: against '%s', paired by seed (negative: better)\n", g.name.c_str(),
                   g.baseline.c_str());
     out += buf;
-    std::snprintf(buf, sizeof buf, "  %-22s %-24s %-22s %-22s %10s %11s %8s\n", "variant", "quality (mean +- sd, n)",
-                  "equal tokens", "equal wall time", "tokens/s", "bytes/token", "wall s");
+    std::snprintf(buf, sizeof buf, "  %-24s %-24s %-20s %-20s %-18s %-18s %10s %11s %8s\n", "variant",
+                  "quality (mean +- sd, n)", "equal tokens", "equal wall time", "token efficiency",
+                  "worst tokens/dp's", "tokens/s", "bytes/token", "wall s");
     out += buf;
     const auto rows = atl::summarize(g.variants, records);
     for (const auto& row : rows) {
       if (row.trials.empty()) continue;
-      char quality[64], tokens[64] = "", time[64] = "";
+      char quality[64];
       std::snprintf(quality, sizeof quality, "%.4f +- %.4f (%d)", row.quality.mean, row.quality.stddev, row.quality.n);
-      if (row.label != g.baseline) {
-        const Paired p = pair_with(records, row.label, g.baseline);
-        if (!p.equal_tokens.empty())
-          std::snprintf(tokens, sizeof tokens, "%+.2f%% +- %.2f%%", 100 * mean(p.equal_tokens),
-                        100 * stddev(p.equal_tokens));
-        any_longer |= p.longer_than_baseline > 0;
-        if (!p.equal_time.empty())
-          std::snprintf(time, sizeof time, "%+.2f%% +- %.2f%%%s", 100 * mean(p.equal_time), 100 * stddev(p.equal_time),
-                        p.longer_than_baseline ? " *" : "");
-      }
-      std::snprintf(buf, sizeof buf, "  %-22s %-24s %-22s %-22s %10.0f %11.1f %8.1f\n", row.label.c_str(), quality,
-                    tokens, time, row.tokens_per_second.mean, row.bytes_per_token.mean, row.wall_seconds.mean);
+      Paired p;
+      if (row.label != g.baseline && row.label.rfind("dp at ", 0) != 0) p = pair_with(records, row.label, g.baseline);
+      std::snprintf(buf, sizeof buf, "  %-24s %-24s %-20s %-20s %-18s %-18s %10.0f %11.1f %8.1f\n", row.label.c_str(),
+                    quality, percent(p.equal_tokens).c_str(), percent(p.equal_time).c_str(),
+                    ratio(p.efficiency, p.beyond_baseline > 0).c_str(), ratio(p.worst_ratio, false).c_str(),
+                    row.tokens_per_second.mean, row.bytes_per_token.mean, row.wall_seconds.mean);
       out += buf;
     }
   }
-  if (any_longer) out += "\n* some runs took longer than the baseline's whole run: compared with its end.\n";
+  out +=
+      "\nequal wall time: against a dp run whose budget ends at the variant's mean wall time (its cosine\n"
+      "finishes there). token efficiency: the tokens dp needed for the variant's final quality over the\n"
+      "variant's tokens (1: as efficient as dp; >=: better than dp's end, a lower bound). worst tokens/dp's:\n"
+      "past the first tenth of the run, the most tokens a curve point took over dp's to the same quality.\n";
   return out;
 }
 
@@ -151,7 +216,7 @@ int main(int argc, char** argv) {
   options.curve_points = 10;
   const char* usage =
       "Held-out quality of decoupled against dp (tuned lr) at equal tokens and at equal wall time,\n"
-      "every variant over --seeds seeds (default 3). --only picks groups (headline, controls, levers)\n"
+      "every variant over --seeds seeds (default 3). --only picks groups (headline, quality, controls, levers)\n"
       "or variants by name; default: headline. A --set (say tokens=N) applies after each group's\n"
       "own settings. Records go to --out (default atoll-out/bench/parity); the same command resumes.\n";
   if (int status = atl::bench::parse_bench_args(argc, argv, usage, options); status >= 0) return status;
@@ -180,13 +245,36 @@ int main(int argc, char** argv) {
   }
   options.overrides.clear();  // applied per variant above
   for (const auto& o : options.only)
-    if (o != "headline" && o != "controls" && o != "levers" && !known.count(o)) {
+    if (o != "headline" && o != "quality" && o != "controls" && o != "levers" && !known.count(o)) {
       std::fprintf(stderr, "%s: --only %s: no such group or variant\n", argv[0], o.c_str());
       return 2;
     }
 
   std::vector<TrialRecord> records;
-  const int status = atl::bench::run_bench(options, variants, records);
+  int status = atl::bench::run_bench(options, variants, records);
+  // Then, where dp is the baseline, a dp run per variant that ends at the variant's wall time.
+  std::vector<Variant> at_time;
+  for (auto& g : chosen) {
+    if (!dp_baseline(g)) continue;
+    const Variant* dp = nullptr;
+    for (const auto& v : g.variants)
+      if (v.label == g.baseline) dp = &v;
+    std::vector<Variant> added;
+    for (const auto& v : g.variants) {
+      if (v.label == g.baseline) continue;
+      const auto budget = at_time_budget(records, v.label, g.baseline);
+      if (!budget) continue;
+      Variant run{at_time_label(v.label), dp->overrides};
+      run.overrides.push_back("tokens=" + std::to_string(*budget));
+      added.push_back(std::move(run));
+    }
+    at_time.insert(at_time.end(), added.begin(), added.end());
+    g.variants.insert(g.variants.end(), added.begin(), added.end());
+  }
+  if (status == 0 && !at_time.empty()) {
+    variants.insert(variants.end(), at_time.begin(), at_time.end());
+    status = atl::bench::run_bench(options, variants, records);
+  }
   const std::string table = comparison_table(chosen, records);
   std::fputs(table.c_str(), stdout);
   const std::string path = options.out + "/comparison.txt";

@@ -1,5 +1,6 @@
 #include "atoll/fault_plan.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -248,6 +249,14 @@ Result<FaultPlan> parse_fault_plan(std::string_view text, const std::string& pat
       if (!arr) fail(*n, "set", "expected an array of \"key=value\" strings");
       for (size_t i = 0; i < arr->size(); ++i) sets.push_back(get_string((*arr)[i], "set[" + std::to_string(i) + "]"));
     }
+    // Modes side by side run on dedicated hardware (atoll/step_pacer.h):
+    // otherwise a mode whose learners wait or die hands their cores to the
+    // others, and the comparison measures the machine. `set` may say otherwise.
+    const toml::node* modes = root.get("modes");
+    const bool side_by_side = modes && modes->as_array() && modes->as_array()->size() > 1;
+    const bool hardware_set =
+        std::any_of(sets.begin(), sets.end(), [](const std::string& s) { return s.rfind("hardware=", 0) == 0; });
+    if (side_by_side && !hardware_set) sets.insert(sets.begin(), "hardware=dedicated");
     auto topology = load_topology(topology_file, sets);
     if (!topology.ok()) return topology.status().with_context(path + ": topology");
     plan.topology = *topology;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "atoll/chaos.h"
 #include "atoll/fault_plan.h"
@@ -21,6 +22,7 @@ struct ChaosArgs {
   std::vector<std::string> paths;
   std::string report = output("chaos.json"), tapes = output("tapes"), data;
   int threads = 0;
+  std::optional<uint64_t> seed;
 };
 
 // Every plan, checked before anything runs. A plan with nothing to inject
@@ -53,6 +55,8 @@ Result<std::vector<FaultPlan>> load_plans(const std::vector<std::string>& paths)
 int chaos_command(const ChaosArgs& a) {
   auto loaded = load_plans(a.paths);
   if (!loaded.ok()) return fail(loaded.status());
+  if (a.seed)
+    for (auto& plan : *loaded) plan.seed = plan.topology.seed = *a.seed;  // another draw of faults and of training
   ChaosOptions options;
   options.run.data_root = a.data;
   options.run.compute_threads = a.threads;
@@ -119,6 +123,9 @@ void add_chaos_command(CLI::App& app, int& status) {
       ->capture_default_str();
   chaos->add_option("--data", a->data, "Data folder from scripts/setup (default: $ATOLL_DATA_DIR or ./data)");
   chaos->add_option("--threads", a->threads, "Compute threads for the learners (default: one per core)")->check(kThreads);
+  chaos->add_option("--seed", a->seed,
+                    "Run every plan with this seed: its random and message faults and its topology's seed\n"
+                    "(default: each plan's own); the modes of a plan share its fault schedule either way");
   add_verbose_flag(chaos);
   chaos->footer(
       "\nEach plan names a topology, faults (timed, step-triggered, random) and invariants; see\n"

@@ -154,6 +154,19 @@ std::optional<double> TrialRecord::quality_at_seconds(double seconds) const {
   return std::nullopt;
 }
 
+std::optional<double> TrialRecord::tokens_to_reach(double quality) const {
+  const auto q = [&](const Report::CurvePoint& p) { return text ? p.bits_per_byte : 100.0 * p.accuracy; };
+  const auto reached = [&](double v) { return text ? v <= quality : v >= quality; };
+  for (size_t i = 0; i < curve.size(); ++i) {
+    if (!reached(q(curve[i]))) continue;
+    if (i == 0) return static_cast<double>(curve[0].tokens);
+    const auto &a = curve[i - 1], &b = curve[i];
+    const double f = (quality - q(a)) / (q(b) - q(a));  // q(a) not reached, q(b) reached: 0 < f <= 1
+    return static_cast<double>(a.tokens) + f * (static_cast<double>(b.tokens) - static_cast<double>(a.tokens));
+  }
+  return std::nullopt;
+}
+
 std::string TrialRecord::to_toml() const {
   toml::table t{{"label", label},
                 {"seed", static_cast<int64_t>(seed)},

@@ -143,12 +143,12 @@ class DecoupledRounds final : public RoundProtocol {
       if (s_.learners[m].leaving == LearnerRecord::Leaving::kMerging && mergeable(p, a))
         return open_round(p, now, fx);
     const uint64_t version = s_.global[p].version;
-    const uint64_t threshold = steps_until_due(static_cast<int>(p), static_cast<int>(rounds_.size()),
-                                               sync_interval(s_.topology.outer, version), version);
     int due = 0;
     for (uint32_t m = 0; m < s_.learners.size(); ++m) {
       const auto& l = s_.learners[m];
       if (!s_.present(m)) continue;
+      const uint64_t threshold = steps_until_due(static_cast<int>(p), static_cast<int>(rounds_.size()),
+                                                 sync_interval(s_.topology, l.speed, version), version);
       const auto it = r.answers.find(m);
       const bool pushed = it != r.answers.end() && it->second.base_version == version && it->second.steps >= threshold;
       const bool reported = p < l.progress.size() && l.progress[p].version == version && l.progress[p].steps >= threshold;

@@ -245,7 +245,8 @@ std::vector<Push> LearnerCore::due_pushes() {
   for (uint32_t p = 0; p < fragments_.size(); ++p) {
     const Track& t = tracks_[p];
     if (!t.pushed && readable(p) &&
-        t.steps >= steps_until_due(static_cast<int>(p), o.fragments, sync_interval(o, t.version), t.version))
+        t.steps >= steps_until_due(static_cast<int>(p), o.fragments, sync_interval(topology(), speed_label_, t.version),
+                                   t.version))
       out.push_back(make_push(p, 0));
   }
   return out;
@@ -396,7 +397,8 @@ std::set<uint32_t> LearnerCore::due_soon() const {
   for (uint32_t p = 0; p < fragments_.size(); ++p) {
     const Track& t = tracks_[p];
     if (!t.pushed &&
-        t.steps + 1 >= steps_until_due(static_cast<int>(p), o.fragments, sync_interval(o, t.version), t.version))
+        t.steps + 1 >= steps_until_due(static_cast<int>(p), o.fragments,
+                                       sync_interval(topology(), speed_label_, t.version), t.version))
       out.insert(p);
   }
   return out;

@@ -137,12 +137,14 @@ void put(const Topology& t, s::Topology::Builder b) {
   o.setBroadcastBlock(t.outer.broadcast_block);
   o.setSyncEveryStart(static_cast<uint32_t>(t.outer.sync_every_start));
   o.setSyncRampRounds(static_cast<uint32_t>(t.outer.sync_ramp_rounds));
+  o.setSyncBySpeed(t.outer.sync_by_speed);
   auto c = b.initCheckpoint();
   c.setDir(t.checkpoint.dir);
   c.setEveryRounds(static_cast<uint32_t>(t.checkpoint.every_rounds));
   c.setEverySeconds(t.checkpoint.every_seconds);
   c.setKeep(static_cast<uint32_t>(t.checkpoint.keep));
   b.initMembership().setMaxLearners(static_cast<uint32_t>(t.membership.max_learners));
+  b.setHardware(static_cast<s::Hardware>(t.hardware));
 }
 
 // Unsigned wire fields become int knobs; anything above INT32_MAX is out of
@@ -211,12 +213,14 @@ Topology get(s::Topology::Reader r) {
   t.outer.broadcast_block = o.getBroadcastBlock();
   t.outer.sync_every_start = as_int(o.getSyncEveryStart());
   t.outer.sync_ramp_rounds = as_int(o.getSyncRampRounds());
+  t.outer.sync_by_speed = o.getSyncBySpeed();
   auto c = r.getCheckpoint();
   t.checkpoint.dir = c.getDir().cStr();
   t.checkpoint.every_rounds = as_int(c.getEveryRounds());
   t.checkpoint.every_seconds = c.getEverySeconds();
   t.checkpoint.keep = as_int(c.getKeep());
   t.membership.max_learners = as_int(r.getMembership().getMaxLearners());  // absent (an older sender): 0
+  t.hardware = checked_enum<Hardware>(static_cast<uint16_t>(r.getHardware()), 1, "hardware");
   if (Status st = validate(t); !st.ok()) throw DecodeError{"topology: " + std::string(st.message())};
   return t;
 }

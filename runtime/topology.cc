@@ -71,6 +71,7 @@ const char* data_kind_name(DataKind k) {
   return "unknown";
 }
 const char* weighting_name(Weighting w) { return w == Weighting::kTokens ? "tokens" : "uniform"; }
+const char* hardware_name(Hardware h) { return h == Hardware::kShared ? "shared" : "dedicated"; }
 
 Result<Mode> parse_mode(std::string_view name) {
   static constexpr Mode kAll[] = {Mode::kDecoupled, Mode::kDp, Mode::kElasticDp};
@@ -90,11 +91,24 @@ Result<Weighting> parse_weighting(std::string_view name) {
   return parse_enum("weighting", name, kAll, weighting_name);
 }
 
+Result<Hardware> parse_hardware(std::string_view name) {
+  static constexpr Hardware kAll[] = {Hardware::kShared, Hardware::kDedicated};
+  return parse_enum("hardware", name, kAll, hardware_name);
+}
+
 int sync_interval(const OuterSpec& o, uint64_t version) {
   if (o.sync_every_start <= 0 || o.sync_ramp_rounds <= 0 || version >= static_cast<uint64_t>(o.sync_ramp_rounds))
     return o.sync_every;
   const double f = static_cast<double>(version) / o.sync_ramp_rounds;
   return std::max(1, static_cast<int>(std::lround(o.sync_every_start + f * (o.sync_every - o.sync_every_start))));
+}
+
+int sync_interval(const Topology& t, double speed, uint64_t version) {
+  const int h = sync_interval(t.outer, version);
+  if (!t.outer.sync_by_speed || !(speed > 0.0)) return h;
+  double fastest = speed;
+  for (const auto& l : t.learners) fastest = std::max(fastest, l.speed);
+  return std::max(1, static_cast<int>(std::lround(h * speed / fastest)));
 }
 
 int64_t tokens_per_step(const Topology& t, const LearnerSpec& spec) {

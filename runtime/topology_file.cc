@@ -26,6 +26,7 @@ const std::map<std::string, Setter>& scalar_keys() {
       {"seed", [](Topology& t, const toml::node& n, const std::string& k) { t.seed = static_cast<uint64_t>(get_int(n, k, 0, INT64_MAX)); }},
       {"tokens", [](Topology& t, const toml::node& n, const std::string& k) { t.tokens = static_cast<uint64_t>(get_int(n, k, 0, INT64_MAX)); }},
       {"seconds", [](Topology& t, const toml::node& n, const std::string& k) { t.seconds = get_number(n, k); }},
+      {"hardware", [](Topology& t, const toml::node& n, const std::string& k) { t.hardware = get_enum(n, k, parse_hardware); }},
       {"model.kind", [](Topology& t, const toml::node& n, const std::string& k) { t.model.kind = get_enum(n, k, parse_model_kind); }},
       {"model.layers", [](Topology& t, const toml::node& n, const std::string& k) { t.model.layers = get_int32(n, k); }},
       {"model.width", [](Topology& t, const toml::node& n, const std::string& k) { t.model.width = get_int32(n, k); }},
@@ -67,6 +68,7 @@ const std::map<std::string, Setter>& scalar_keys() {
       {"outer.broadcast_block", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.broadcast_block = static_cast<uint32_t>(get_int(n, k, 0, UINT32_MAX)); }},
       {"outer.sync_every_start", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.sync_every_start = get_int32(n, k); }},
       {"outer.sync_ramp_rounds", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.sync_ramp_rounds = get_int32(n, k); }},
+      {"outer.sync_by_speed", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.sync_by_speed = get_bool(n, k); }},
       {"outer.final_flush", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.final_flush = get_bool(n, k); }},
       {"outer.carry_progress", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.carry_progress = get_bool(n, k); }},
       {"outer.lr_warmup_rounds", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.lr_warmup_rounds = get_int32(n, k); }},
@@ -272,6 +274,7 @@ std::string to_toml(const Topology& t) {
   root.insert("seed", static_cast<int64_t>(t.seed));
   root.insert("tokens", static_cast<int64_t>(t.tokens));
   root.insert("seconds", t.seconds);
+  root.insert("hardware", hardware_name(t.hardware));
   toml::array hidden;
   for (int h : t.model.hidden) hidden.push_back(h);
   toml::array avg;
@@ -303,7 +306,8 @@ std::string to_toml(const Topology& t) {
                                    {"final_flush", o.final_flush}, {"carry_progress", o.carry_progress},
                                    {"lr_warmup_rounds", o.lr_warmup_rounds},
                                    {"sync_every_start", o.sync_every_start},
-                                   {"sync_ramp_rounds", o.sync_ramp_rounds}});
+                                   {"sync_ramp_rounds", o.sync_ramp_rounds},
+                                   {"sync_by_speed", o.sync_by_speed}});
   root.insert("checkpoint", toml::table{{"dir", t.checkpoint.dir}, {"every_rounds", t.checkpoint.every_rounds},
                                         {"every_seconds", t.checkpoint.every_seconds}, {"keep", t.checkpoint.keep},
                                         {"moments", t.checkpoint.moments}});

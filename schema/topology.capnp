@@ -93,6 +93,7 @@ struct OuterSpec {
   broadcastBlock @20 :UInt32;
   syncEveryStart @21 :UInt32;
   syncRampRounds @22 :UInt32;
+  syncBySpeed @23 :Bool;
 }
 
 struct CheckpointSpec {
@@ -118,4 +119,10 @@ struct Topology {
   outer @8 :OuterSpec;
   checkpoint @9 :CheckpointSpec;
   membership @10 :MembershipSpec;
+  hardware @11 :Hardware;
+}
+
+enum Hardware {
+  shared @0;      # a step takes the wall time it gets
+  dedicated @1;   # each learner owns a fixed share of its process's compute
 }

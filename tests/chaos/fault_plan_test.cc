@@ -109,6 +109,7 @@ max_eval_loss_increase = 0.05
   BOOST_CHECK(p->topology.data.kind == DataKind::kSynthetic);
   BOOST_CHECK_EQUAL(p->topology.outer.sync_every, 10);
   BOOST_REQUIRE_EQUAL(p->modes.size(), 2u);
+  BOOST_CHECK(p->topology.hardware == Hardware::kDedicated);  // modes side by side: each learner owns its share
   BOOST_REQUIRE_EQUAL(p->faults.size(), 11u);
   BOOST_CHECK(p->faults[0].kind == FaultKind::kKill);
   BOOST_CHECK_EQUAL(p->faults[0].learner, -1);  // "*"
@@ -123,6 +124,17 @@ max_eval_loss_increase = 0.05
   BOOST_CHECK(p->random->recovery == RandomFaults::Recovery::kUniform);
   BOOST_CHECK_EQUAL(p->invariants.min_goodput, 0.8);
   BOOST_REQUIRE(p->invariants.max_eval_loss_increase.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(modes_side_by_side_run_on_dedicated_hardware_unless_set_says_otherwise) {
+  Plans t;
+  const std::string faults = "[[fault]]\nkind = \"kill\"\nat = 1\nlearner = 0\n";
+  auto one = t.load(faults);
+  BOOST_REQUIRE_MESSAGE(one.ok(), one.status().to_string());
+  BOOST_CHECK(one->topology.hardware == Hardware::kShared);  // one mode: the topology's own
+  auto shared = t.load("modes = [\"decoupled\", \"dp\"]\nset = [\"hardware=shared\"]\n" + faults);
+  BOOST_REQUIRE_MESSAGE(shared.ok(), shared.status().to_string());
+  BOOST_CHECK(shared->topology.hardware == Hardware::kShared);
 }
 
 BOOST_AUTO_TEST_CASE(mistakes_name_the_file_line_and_key) {

@@ -192,6 +192,20 @@ BOOST_AUTO_TEST_CASE(the_sync_interval_ramps_from_its_start_to_h) {
   BOOST_CHECK_EQUAL(steps_until_due(2, 12, sync_interval(o, 0), 0), 1u);
 }
 
+BOOST_AUTO_TEST_CASE(dylu_scales_h_by_speed_over_the_fastest_learner) {
+  Topology t;  // speeds 1, 1, 0.7, 0.5; H = 12
+  BOOST_CHECK_EQUAL(sync_interval(t, 0.5, 3), 12);  // off: everyone's H
+  t.outer.sync_by_speed = true;
+  BOOST_CHECK_EQUAL(sync_interval(t, 1.0, 3), 12);
+  BOOST_CHECK_EQUAL(sync_interval(t, 0.7, 3), 8);  // 8.4 rounds to 8
+  BOOST_CHECK_EQUAL(sync_interval(t, 0.5, 3), 6);
+  BOOST_CHECK_EQUAL(sync_interval(t, 0.01, 3), 1);  // never below one step
+  BOOST_CHECK_EQUAL(sync_interval(t, 0.0, 3), 12);  // speed unknown (not registered): H
+  BOOST_CHECK_EQUAL(sync_interval(t, 2.0, 3), 12);  // a joiner faster than every [[learners]]: H
+  t.learners = {{2.0, 8}, {1.0, 8}};
+  BOOST_CHECK_EQUAL(sync_interval(t, 1.0, 3), 6);  // relative to the fastest, not to 1
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace atl

@@ -61,6 +61,8 @@ Topology unusual_topology() {
   t.outer.sync_every_start = 6;
   t.outer.sync_ramp_rounds = 40;
   t.membership.max_learners = 9;
+  t.outer.sync_by_speed = true;
+  t.hardware = Hardware::kDedicated;
   return t;
 }
 

@@ -58,6 +58,10 @@ BOOST_AUTO_TEST_CASE(a_record_round_trips_and_resumes_only_its_own_trial) {
   BOOST_REQUIRE_EQUAL((*back)->curve.size(), 2u);
   BOOST_CHECK_CLOSE(*(*back)->quality_at_seconds(8.75), (2.9 + 2.164) / 2, 1e-9);  // halfway
   BOOST_CHECK(!(*back)->quality_at_seconds(1.0));  // before the curve's first point
+  // Tokens to reach a quality: between the points, at the first, or never.
+  BOOST_CHECK_CLOSE(*(*back)->tokens_to_reach((2.9 + 2.164) / 2), 750.0, 1e-6);
+  BOOST_CHECK_CLOSE(*(*back)->tokens_to_reach(3.5), 500.0, 1e-9);
+  BOOST_CHECK(!(*back)->tokens_to_reach(2.0));
   // Another seed, or another topology, is another trial.
   auto other = load_record(dir.path(), Trial{{"outer.lr=0.5", {"outer.lr=0.5"}}, 4});
   BOOST_REQUIRE(other.ok());

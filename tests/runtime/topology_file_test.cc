@@ -126,6 +126,8 @@ BOOST_AUTO_TEST_CASE(printed_topologies_read_back_unchanged) {
   t.model.hidden = {128, 64};
   t.learners = {{1.0, 32}, {0.7, 48}};
   t.membership.max_learners = 6;
+  t.outer.sync_by_speed = true;
+  t.hardware = Hardware::kDedicated;
   auto back = parse_topology(to_toml(t), "printed.toml");
   BOOST_REQUIRE_MESSAGE(back.ok(), back.status().to_string());
   BOOST_CHECK(*back == t);

@@ -5,7 +5,9 @@
 //   set = ["tokens=400000"]                      # overrides, as `atoll run --set`
 //   seconds = 8                                  # run length (0: the topology's budget)
 //   seed = 7                                     # random faults and message faults
-//   modes = ["decoupled", "dp"]                  # run under each (default: the topology's)
+//   modes = ["decoupled", "dp"]                  # run under each (default: the topology's); two or
+//                                                # more run on dedicated hardware unless `set`
+//                                                # names hardware (atoll/step_pacer.h)
 //   replay = "tapes/kill_learner-decoupled.jsonl"  # also inject, at their times, the faults that
 //                                                  # hit in this event tape (random ones included)
 //

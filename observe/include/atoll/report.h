@@ -41,6 +41,14 @@ struct Report {
   double allocated_learner_seconds = 0.0;
   uint64_t joins = 0, departures = 0;  // members that joined; that left in order
   double uptime = 0.0;              // share of wall time the global model kept advancing
+  // How learners shared compute (topology `hardware`; atoll/step_pacer.h).
+  struct {
+    std::string name = "shared";
+    bool calibrated = false;        // dedicated: the pace was fixed
+    double compute_seconds = 0.0;   // dedicated: one step on one thread, at the start
+    double step_seconds = 0.0;      // dedicated: a speed-1 learner's paced step
+    uint64_t paced_steps = 0, late_steps = 0;  // late: took longer than their pace
+  } hardware;
   struct {
     double loss = 0.0, accuracy = 0.0, bits_per_byte = 0.0;
     double loss_stderr = 0.0, bits_per_byte_stderr = 0.0;  // standard error, over batches

@@ -74,6 +74,11 @@ struct TrialRecord {
   // The curve's quality at `seconds` since the start, interpolated linearly
   // between its points; nullopt outside the curve.
   std::optional<double> quality_at_seconds(double seconds) const;
+  // The tokens the curve had trained when it first reached `quality` (at or
+  // below it in bits per byte, at or above in accuracy), interpolated linearly
+  // between its points; nullopt if it never did. Token efficiency compares
+  // one run's tokens with the tokens another needed for the same quality.
+  std::optional<double> tokens_to_reach(double quality) const;
 
   std::string to_toml() const;
   static Result<TrialRecord> parse_toml(const std::string& text, const std::string& source);

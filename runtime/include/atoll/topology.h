@@ -45,15 +45,27 @@ enum class Weighting : uint8_t {
   kTokens = 0,   // tokens^2 / steps (docs/design.md section 5)
   kUniform = 1,  // every learner with progress counts 1 (for equivalence tests)
 };
+// How the learners of one process share its compute pool (atoll/step_pacer.h).
+enum class Hardware : uint8_t {
+  // A step takes the wall time it gets: when a learner dies, the others take
+  // its share of the cores and speed up.
+  kShared = 0,
+  // Each learner owns a fixed share of the pool, as an island owns its chips:
+  // its step takes the calibrated step time / speed and no less, so a dead
+  // learner's compute is lost to the run (fair chaos comparisons on one machine).
+  kDedicated = 1,
+};
 
 const char* mode_name(Mode mode);            // "decoupled", "dp", "elastic_dp"
 const char* model_kind_name(ModelKind kind); // "mlp", "transformer", "torchscript"
 const char* data_kind_name(DataKind kind);   // "mnist", "text", "synthetic"
 const char* weighting_name(Weighting w);     // "tokens", "uniform"
+const char* hardware_name(Hardware h);       // "shared", "dedicated"
 Result<Mode> parse_mode(std::string_view name);
 Result<ModelKind> parse_model_kind(std::string_view name);
 Result<DataKind> parse_data_kind(std::string_view name);
 Result<Weighting> parse_weighting(std::string_view name);
+Result<Hardware> parse_hardware(std::string_view name);
 
 struct LearnerSpec {
   // Relative compute speed: 0.5 takes twice as long per inner step as 1.0.
@@ -142,6 +154,10 @@ struct OuterSpec {
   bool carry_progress = true;
   // Rounds over which a fragment's outer lr ramps linearly up to outer.lr (0: none).
   int lr_warmup_rounds = 0;
+  // DyLU (Async Local-SGD, arXiv 2401.09135): a learner's H is sync_every
+  // scaled by its speed over the fastest [[learners]] speed, so slow and fast
+  // learners fall due at about the same wall time and merge fresh progress.
+  bool sync_by_speed = false;
 
   friend bool operator==(const OuterSpec&, const OuterSpec&) = default;
 };
@@ -185,6 +201,7 @@ struct Topology {
   uint64_t tokens = 4'000'000;  // training budget over all learners (about 3 minutes)
   double seconds = 0.0;         // wall-clock limit; 0: none
   std::vector<LearnerSpec> learners = {{1.0, 8}, {1.0, 8}, {0.7, 8}, {0.5, 8}};
+  Hardware hardware = Hardware::kShared;
   ModelSpec model;
   DataSpec data;
   // lr 3e-3, betas 0.9/0.95, eps 1e-8, weight decay 0.1, 50 warmup steps,
@@ -201,6 +218,9 @@ struct Topology {
 // H for the round that follows `version` of a fragment (outer.sync_every,
 // after the ramp from outer.sync_every_start).
 int sync_interval(const OuterSpec& outer, uint64_t version);
+// H for a learner of `speed`: sync_interval(), scaled by speed over the
+// fastest [[learners]] speed when outer.sync_by_speed (DyLU), at least 1.
+int sync_interval(const Topology& topology, double speed, uint64_t version);
 
 // Tokens one inner step of a learner of `spec` trains: batch_size examples,
 // or batch_size windows of model.context predicted bytes.
