@@ -82,7 +82,10 @@ LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, const Topology& topo
       initial_crc_(0),
       external_(true),
       external_layout_(layout),
-      readable_(fragments_.size(), false) {}
+      readable_(fragments_.size(), false),
+      held_(fragments_.size()),
+      held_since_(fragments_.size()),
+      stale_(fragments_.size()) {}
 
 LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<const Job> job, LearnerSpec spec,
                          std::unique_ptr<Model> model, std::vector<Fragment> fragments)
@@ -100,7 +103,10 @@ LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<cons
       tracks_(fragments_.size()),
       initial_crc_(parameters_crc(initial_parameters(*model_, job_->topology()))),
       speed_label_(spec_.speed),
-      batch_label_(static_cast<uint32_t>(spec_.batch_size)) {}
+      batch_label_(static_cast<uint32_t>(spec_.batch_size)),
+      held_(fragments_.size()),
+      held_since_(fragments_.size()),
+      stale_(fragments_.size()) {}
 
 const ParamLayout& LearnerCore::layout() const { return external_ ? external_layout_ : model_->layout(); }
 
@@ -172,6 +178,8 @@ Status LearnerCore::welcome(const Welcome& w) {
     t.base = std::move(values[p]);
   }
   welcomed_ = true;
+  // Broadcasts held for a version the welcome brought (or passed) follow it now.
+  for (uint32_t p = 0; p < fragments_.size(); ++p) ATOLL_RETURN_IF_ERROR(adopt_held(p));
   return {};
 }
 
@@ -258,8 +266,47 @@ Status LearnerCore::apply(const Broadcast& b) {
                                     std::to_string(fragments_.size()));
   if (!welcomed_)
     return Status::unavailable("broadcast of fragment " + std::to_string(b.fragment) + " before the first welcome");
-  Track& t = tracks_[b.fragment];
+  const Track& t = tracks_[b.fragment];
   if (b.version <= t.version) return {};  // already have it (or newer)
+  if (b.version > t.version + 1 && !data_parallel()) {
+    // It overtook the next version (a reordered or delayed link): wait for
+    // those between, so that each is adopted, and carries progress, in turn.
+    auto& held = held_[b.fragment];
+    if (held.empty()) held_since_[b.fragment] = steps_;
+    held.insert_or_assign(b.version, b);
+    ++broadcasts_held_;
+    // A reordered link delivers those between within a few messages and well
+    // within a sync interval of steps; otherwise they were lost.
+    const auto interval = static_cast<uint64_t>(std::max(1, sync_interval(topology().outer, t.version)));
+    if (held.size() <= kMaxHeldBroadcasts && steps_ - held_since_[b.fragment] < interval) return {};
+    // Too many ahead: those between were lost. The newest values are adopted
+    // at once; a difference to a version missed makes the learner resync.
+    const Broadcast newest = std::move(held.rbegin()->second);
+    held.clear();
+    return adopt(newest);
+  }
+  ATOLL_RETURN_IF_ERROR(adopt(b));
+  return adopt_held(b.fragment);
+}
+
+Status LearnerCore::adopt_held(uint32_t fragment) {
+  auto& held = held_[fragment];
+  while (!held.empty()) {
+    auto it = held.begin();
+    if (it->first <= tracks_[fragment].version) {  // passed by a welcome
+      held.erase(it);
+      continue;
+    }
+    if (it->first != tracks_[fragment].version + 1) break;  // still waiting for one between
+    const Broadcast next = std::move(it->second);
+    held.erase(it);
+    ATOLL_RETURN_IF_ERROR(adopt(next));
+  }
+  return {};
+}
+
+Status LearnerCore::adopt(const Broadcast& b) {
+  Track& t = tracks_[b.fragment];
   const Fragment& f = fragments_[b.fragment];
   std::vector<float> global(f.size);
   ATOLL_RETURN_IF_ERROR(decode_payload(b.values, global).with_context("broadcast of fragment " +
@@ -279,7 +326,11 @@ Status LearnerCore::apply(const Broadcast& b) {
   // The same step as an update for an external replica: s * values + b.
   float scale = 0.0f;
   std::vector<float> offset;
-  if (!data_parallel() && o.carry_progress && b.version == t.version + 1) {
+  // Progress carried over many versions (a learner that is never merged in
+  // time) is dropped rather than pushed at many times a push's weight.
+  const uint64_t carry_limit =
+      kMaxCarriedIntervals * static_cast<uint64_t>(std::max(1, sync_interval(o, t.version)));
+  if (!data_parallel() && o.carry_progress && b.version == t.version + 1 && t.steps <= carry_limit) {
     // What the new version did not merge: the steps since the merged push, or
     // every step since the base when this learner was not merged.
     const bool merged = t.pushed && !t.at_push.empty() &&
@@ -330,6 +381,22 @@ LearnerCore::RejectAction LearnerCore::on_reject(const Reject& r, bool registere
     std::vector<float> mine(fragments_[r.fragment].size);
     gather(fragments_[r.fragment], params_, mine);
     if (!std::all_of(mine.begin(), mine.end(), [](float v) { return std::isfinite(v); })) return RejectAction::kRestart;
+    if (r.reason == RejectReason::kStale && !data_parallel()) {
+      // Another push from this base would be refused too: the next version
+      // carries the progress. Newer versions are on their way if the fragment
+      // moved on since the last stale refusal, or one is held: a delayed or
+      // reordered link, not a lost broadcast, and registering again would
+      // only bring a welcome that is late as well.
+      t.pushed = true;
+      StaleMark& mark = stale_[r.fragment];
+      if (!held_[r.fragment].empty()) return RejectAction::kGoOn;
+      if (mark.version != t.version) {
+        mark = {t.version, 1};
+        return RejectAction::kGoOn;
+      }
+      if (++mark.refusals < kStaleRefusalsBeforeResync) return RejectAction::kGoOn;
+      mark = {};  // resync: the welcome brings what was missed
+    }
   }
   if (r.reason == RejectReason::kStale || (r.reason == RejectReason::kUnknownLearner && registered))
     return RejectAction::kResync;

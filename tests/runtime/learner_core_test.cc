@@ -153,10 +153,15 @@ BOOST_AUTO_TEST_CASE(a_difference_applies_only_to_the_version_it_was_made_for) {
   BOOST_CHECK(l.params() == shifted(l.theta0, 0.125f));
   BOOST_CHECK_EQUAL(l.core->version(0), 1u);
 
-  Broadcast gap{0, 4, encode_payload(Codec::kFp32, 0, diff), true, 3, {}};  // versions 2 and 3 were missed
-  const Status s = l.core->apply(gap);
+  // Versions 2 and 3 are late, or were missed: held until too many are.
+  Status s;
+  uint64_t v = 4;
+  for (; s.ok() && v <= 4 + LearnerCore::kMaxHeldBroadcasts; ++v)
+    s = l.core->apply(Broadcast{0, v, encode_payload(Codec::kFp32, 0, diff), true, v - 1, {}});
+  BOOST_CHECK_EQUAL(v, 5 + LearnerCore::kMaxHeldBroadcasts);
   BOOST_CHECK(s.code() == Status::Code::kUnavailable);
-  BOOST_CHECK_MESSAGE(s.message().find("difference to version 3") != std::string_view::npos, s.to_string());
+  BOOST_CHECK_MESSAGE(s.message().find("difference to version " + std::to_string(v - 2)) != std::string_view::npos,
+                      s.to_string());
   BOOST_CHECK(l.params() == shifted(l.theta0, 0.125f));  // nothing changed
   BOOST_CHECK_EQUAL(l.core->version(0), 1u);
 }
@@ -167,6 +172,9 @@ BOOST_AUTO_TEST_CASE(a_refusal_stops_resyncs_restarts_or_lets_the_learner_go_on)
   using Action = LearnerCore::RejectAction;
   BOOST_CHECK(l.core->on_reject({RejectReason::kBadToken, 0, ""}, true) == Action::kStop);
   BOOST_CHECK(l.core->on_reject({RejectReason::kFingerprintMismatch, 0, ""}, false) == Action::kStop);
+  // Stale: newer versions are on their way (kGoOn) until several come while nothing newer arrived.
+  for (int i = 1; i < LearnerCore::kStaleRefusalsBeforeResync; ++i)
+    BOOST_CHECK(l.core->on_reject({RejectReason::kStale, 0, ""}, true) == Action::kGoOn);
   BOOST_CHECK(l.core->on_reject({RejectReason::kStale, 0, ""}, true) == Action::kResync);
   // Not known to a syncer that had welcomed us: it restarted. Before a welcome: our Register is on its way.
   BOOST_CHECK(l.core->on_reject({RejectReason::kUnknownLearner, 0, ""}, true) == Action::kResync);
@@ -186,6 +194,88 @@ BOOST_AUTO_TEST_CASE(a_refusal_stops_resyncs_restarts_or_lets_the_learner_go_on)
   bad[0] = std::nanf("");
   BOOST_REQUIRE((*diverged)->read({0}, {bad}, std::nullopt).ok());
   BOOST_CHECK((*diverged)->on_reject({RejectReason::kMalformed, 0, ""}, true) == Action::kRestart);
+}
+
+// A reordered link: version 2 overtakes version 1. The learner holds it, then
+// adopts both in order, and carries its unmerged progress through both (issue
+// 25: adopting 2 at once threw the progress away, and a difference to 1
+// made it register again, whose welcome came late too).
+BOOST_AUTO_TEST_CASE(a_broadcast_that_overtook_the_next_version_waits_for_it) {
+  Learner l(small_topology(/*carry=*/true));
+  l.steps(3);
+  const auto before = l.params();
+  const auto g1 = shifted(l.theta0, 0.25f), g2 = shifted(l.theta0, 0.5f);
+  BOOST_REQUIRE(l.core->apply(absolute(2, g2, {1})).ok());
+  BOOST_CHECK_EQUAL(l.core->version(0), 0u);  // held
+  BOOST_CHECK(l.params() == before);
+  BOOST_CHECK_EQUAL(l.core->broadcasts_held(), 1u);
+  BOOST_REQUIRE(l.core->apply(absolute(1, g1, {1})).ok());
+  BOOST_CHECK_EQUAL(l.core->version(0), 2u);  // 1, then the held 2
+  BOOST_CHECK_EQUAL(l.fragment_steps(), 3u);   // neither merged it: all of it carried
+  const auto after = l.params();
+  double worst = 0.0;
+  for (size_t i = 0; i < after.size(); ++i)
+    worst = std::max(worst, std::fabs(double(after[i]) - (double(g2[i]) + before[i] - l.theta0[i])));
+  BOOST_CHECK_LE(worst, 1e-6);
+
+  // Differences: the one to version 3 arrives before 3 itself, and is no reason to resync.
+  const std::vector<float> diff(l.theta0.size(), 0.125f);
+  BOOST_REQUIRE(l.core->apply(Broadcast{0, 4, encode_payload(Codec::kFp32, 0, diff), true, 3, {}}).ok());
+  BOOST_REQUIRE(l.core->apply(Broadcast{0, 3, encode_payload(Codec::kFp32, 0, diff), true, 2, {}}).ok());
+  BOOST_CHECK_EQUAL(l.core->version(0), 4u);
+}
+
+// Held broadcasts whose gap never fills (a lost one): after kMaxHeldBroadcasts
+// a difference says to resync, and values are adopted at once.
+BOOST_AUTO_TEST_CASE(a_gap_that_does_not_fill_is_a_lost_broadcast) {
+  Learner l(small_topology(/*carry=*/false));
+  const std::vector<float> diff(l.theta0.size(), 0.125f);
+  Status s;
+  uint64_t v = 2;  // version 1 never comes
+  for (; v < 2 + LearnerCore::kMaxHeldBroadcasts; ++v) {
+    s = l.core->apply(Broadcast{0, v, encode_payload(Codec::kFp32, 0, diff), true, v - 1, {}});
+    BOOST_CHECK(s.ok());
+  }
+  s = l.core->apply(Broadcast{0, v, encode_payload(Codec::kFp32, 0, diff), true, v - 1, {}});
+  BOOST_CHECK(s.code() == Status::Code::kUnavailable);  // the actor resyncs
+  BOOST_CHECK_EQUAL(l.core->version(0), 0u);
+  const auto g = shifted(l.theta0, 1.0f);
+  for (uint64_t w = v + 2; w <= v + 2 + LearnerCore::kMaxHeldBroadcasts; ++w)
+    BOOST_REQUIRE(l.core->apply(absolute(w, g, {})).ok());
+  BOOST_CHECK_EQUAL(l.core->version(0), v + 2 + LearnerCore::kMaxHeldBroadcasts);  // the newest values, at once
+  BOOST_CHECK(l.params() == g);
+}
+
+// A stale push is not pushed again from the same base: the next version carries its progress.
+BOOST_AUTO_TEST_CASE(a_stale_push_waits_for_the_next_version) {
+  Topology t = small_topology(/*carry=*/true);
+  t.outer.sync_every = 2;
+  Learner l(t);
+  l.steps(3);
+  BOOST_REQUIRE_EQUAL(l.core->due_pushes().size(), 1u);
+  BOOST_CHECK(l.core->on_reject({RejectReason::kStale, 0, ""}, true) == LearnerCore::RejectAction::kGoOn);
+  l.steps(1);
+  BOOST_CHECK(l.core->due_pushes().empty());
+  BOOST_REQUIRE(l.core->apply(absolute(1, shifted(l.theta0, 0.5f), {1})).ok());
+  BOOST_CHECK_EQUAL(l.fragment_steps(), 4u);
+  BOOST_CHECK_EQUAL(l.core->due_pushes().size(), 1u);  // from the new base, all four steps
+  // The fragment moved on: the next stale refusal starts a new count.
+  BOOST_CHECK(l.core->on_reject({RejectReason::kStale, 0, ""}, true) == LearnerCore::RejectAction::kGoOn);
+}
+
+// Progress carried for more than kMaxCarriedIntervals sync intervals is dropped.
+BOOST_AUTO_TEST_CASE(progress_is_not_carried_without_bound) {
+  Topology t = small_topology(/*carry=*/true);
+  t.outer.sync_every = 1;
+  Learner l(t);
+  l.steps(static_cast<int>(LearnerCore::kMaxCarriedIntervals));
+  BOOST_REQUIRE(l.core->apply(absolute(1, shifted(l.theta0, 0.5f), {1})).ok());
+  BOOST_CHECK_EQUAL(l.fragment_steps(), LearnerCore::kMaxCarriedIntervals);  // at the limit: carried
+  l.steps(1);
+  const auto g = shifted(l.theta0, 0.75f);
+  BOOST_REQUIRE(l.core->apply(absolute(2, g, {1})).ok());
+  BOOST_CHECK_EQUAL(l.fragment_steps(), 0u);  // beyond it: the global values, nothing carried
+  BOOST_CHECK(l.params() == g);
 }
 
 // Pulls whose round a later broadcast of their fragment closed are dropped; others stay, in order.

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -120,11 +121,24 @@ class LearnerCore {
   // Adopts a new global version of a fragment and resets the fragment's
   // progress: overwrite, blend with alpha, or (carry_progress) keep on top of
   // it the progress the version did not merge. Versions not newer than the
-  // one held are ignored. Fails on a shape or decode error, changing nothing;
-  // with Unavailable before the first welcome (the welcome brings the
-  // version) and for a difference to a version this learner does not hold
-  // (it missed a broadcast and must register again to resync).
+  // one held are ignored. Decoupled: a version that overtook the next one (a
+  // reordered or delayed link) is held, not adopted, until the versions
+  // between arrive, and then adopted in order; with more than
+  // kMaxHeldBroadcasts held, or one held for a sync interval of steps, those
+  // between were lost: the newest is adopted (values), or (a difference)
+  // Unavailable says to resync. Progress carried for more than
+  // kMaxCarriedIntervals sync intervals is dropped (overwrite): a learner
+  // that is never merged must not build an unbounded push. Fails on a shape
+  // or decode error, changing nothing; with Unavailable before the first
+  // welcome (the welcome brings the version) and for a difference to a
+  // version this learner does not hold (it missed a broadcast and must
+  // register again to resync).
   Status apply(const Broadcast& broadcast);
+  static constexpr size_t kMaxHeldBroadcasts = 4;
+  static constexpr int kStaleRefusalsBeforeResync = 3;
+  static constexpr uint64_t kMaxCarriedIntervals = 8;
+  // Broadcasts held for a version that had not arrived yet, since the start.
+  uint64_t broadcasts_held() const { return broadcasts_held_; }
 
   Progress progress() const;
 
@@ -133,11 +147,17 @@ class LearnerCore {
   //             this side of the run ends, saying why
   //   kRestart  its own replica of the refused fragment is not finite: it
   //             diverged, and its supervisor must start it afresh
-  //   kResync   a stale push (a broadcast was missed), or the syncer does not
-  //             know a learner it had welcomed (it restarted): register again,
-  //             and the welcome brings what is missing
+  //   kResync   the kStaleRefusalsBeforeResync-th stale push while nothing
+  //             newer of its fragment arrived (a broadcast was missed), or the
+  //             syncer does not know a learner it had welcomed (it
+  //             restarted): register again, and the welcome brings what is
+  //             missing
   //   kGoOn     the refused fragment may be pushed again (in dp modes, after
-  //             a fresh step)
+  //             a fresh step); a stale push otherwise (the fragment moved
+  //             on since the last one, or holds a broadcast ahead): the newer
+  //             versions are on their way (a delayed or reordered link), and
+  //             the next one carries the progress; no second push from the
+  //             same base
   // `registered`: welcomed by the syncer that refused.
   enum class RejectAction { kGoOn, kStop, kRestart, kResync };
   RejectAction on_reject(const Reject& reject, bool registered);
@@ -174,6 +194,10 @@ class LearnerCore {
     uint64_t steps_at_push = 0, tokens_at_push = 0;
     double seconds_at_push = 0.0;
   };
+  // Adopts `b`, the version after the one held (or, for an absolute one, any newer).
+  Status adopt(const Broadcast& b);
+  // Adopts the held broadcasts that now follow the version held, in order.
+  Status adopt_held(uint32_t fragment);
 
   LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<const Job> job, LearnerSpec spec,
               std::unique_ptr<Model> model, std::vector<Fragment> fragments);
@@ -215,6 +239,20 @@ class LearnerCore {
   std::optional<OptimizerMoments> moments_read_;  // at this boundary
   std::vector<FragmentUpdate> updates_;        // adopted, not yet taken
   std::optional<OptimizerMoments> moments_in_;   // a peer's, for the optimizer
+
+  // A reordered or delayed link.
+  // By fragment: broadcasts that arrived ahead of the next version, by version.
+  std::vector<std::map<uint64_t, Broadcast>> held_;
+  // By fragment: the step count when the oldest held broadcast arrived.
+  std::vector<uint64_t> held_since_;
+  // By fragment: the version held at the last stale refusals, and how many
+  // came while it was held.
+  struct StaleMark {
+    std::optional<uint64_t> version;
+    int refusals = 0;
+  };
+  std::vector<StaleMark> stale_;
+  uint64_t broadcasts_held_ = 0;
 };
 
 }  // namespace atl
