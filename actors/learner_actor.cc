@@ -24,10 +24,12 @@
 // moment requests at the first boundary that read what they need.
 #include <caf/all.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <deque>
 #include <optional>
+#include <utility>
 
 #include "actors.h"
 #include "atoll/atoms.h"
@@ -50,7 +52,11 @@ struct LearnerState {
   bool registered = false;  // welcomed by the current syncer
   bool computing = false;   // a step runs on the arena
   bool delaying = false;    // a slow learner's extra time after a step
-  bool paced_once = false;  // booked a step with the pacer (its first is cold)
+  // The end of the speed delay under way (none: epoch). A timer that fires
+  // late stretches the step; the next step books the overshoot, so that a
+  // loaded machine's timers do not show up as lost goodput.
+  caf::actor_clock::time_point paced_until{};
+  double overslept = 0.0;  // seconds, not yet booked
   caf::actor_clock::time_point step_started;
   std::deque<Message> inbox;  // from the syncer, held while a step runs
   caf::actor_clock::time_point started;  // of this incarnation (re-integration time)
@@ -444,17 +450,14 @@ caf::behavior training(LearnerActor* self) {
         // A learner of speed s takes 1/s times as long per step as a speed-1
         // learner on the same machine: its wall time (queueing for a core
         // included), stretched by the extra delay before its next step.
-        // On dedicated hardware (atoll/step_pacer.h), once calibrated, it takes
-        // its share's step time instead, however free the machine is.
+        // On dedicated hardware (atoll/step_pacer.h) it takes its share's
+        // step time instead, however free the machine is.
         const double slow = self->clock().now() < st.slow_until ? st.slow_factor : 1.0;  // an injected slowdown
         const double speed = st.core->spec().speed / slow;
         const double wall = std::chrono::duration<double>(self->clock().now() - st.step_started).count();
         double extra = speed < 1.0 ? wall * (1.0 / speed - 1.0) : 0.0;
-        if (st.args.pacer) {
-          if (const auto wait = st.args.pacer->pace(compute, wall, speed, !st.paced_once)) extra = *wait;
-          st.paced_once = true;
-        }
-        st.core->finish_step({static_cast<float>(loss), tokens, compute}, wall + extra);
+        if (st.args.pacer) extra = st.args.pacer->pace(wall, speed, st.core->spec().batch_size);
+        st.core->finish_step({static_cast<float>(loss), tokens, compute}, wall + extra + std::exchange(st.overslept, 0.0));
         LearnerCore::drop_closed_pulls(st.inbox);
         while (!st.inbox.empty() && !st.stopping) {
           Message m = std::move(st.inbox.front());
@@ -469,13 +472,19 @@ caf::behavior training(LearnerActor* self) {
         }
         if (extra > 1e-6) {
           st.delaying = true;
+          st.paced_until = self->clock().now() + span(extra);
           self->delayed_send(self, span(extra), next_step_atom_v);
           return;
         }
         try_step(self);
       },
       [self](next_step_atom) {
-        self->state.delaying = false;
+        auto& st = self->state;
+        st.delaying = false;
+        if (st.paced_until != caf::actor_clock::time_point{}) {  // a speed delay, not a stall
+          st.overslept += std::max(0.0, std::chrono::duration<double>(self->clock().now() - st.paced_until).count());
+          st.paced_until = {};
+        }
         try_step(self);
       },
       [self](resync_atom, uint64_t steps) {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <numbers>
@@ -277,7 +278,7 @@ struct Run::Impl {
   void save_final_model(const Report& r, const Result<std::unique_ptr<Model>>& model) const;
   void evaluate(Report& r, const Result<std::unique_ptr<Model>>& model);
   Result<Report> learner_side_report(double wall);
-  std::shared_ptr<StepPacer> make_pacer() const;
+  Result<std::shared_ptr<StepPacer>> make_pacer() const;
   void report_hardware(Report& r) const;
   Result<Report> syncer_side_report(double wall);
 };
@@ -327,9 +328,8 @@ caf::actor Run::Impl::spawn_tree(const RunHooks& h, std::shared_ptr<CheckpointSt
                                           caf::actor_system& s, uint64_t) { return spawn_syncer(s, args); }});
   SupervisorSpec learners = supervisor_spec(Child::Role::kLearnerSupervisor, Strategy::kOneForOne, h);
   auto incarnations = std::make_shared<Incarnations>(joined() ? incarnation_base() : 0);
-  LearnerArgs base{0,       0, job, directory, pool.get(), records, h.message_faults, options.cluster.token,
-                   options.external, options.learner_spec};
-  base.pacer = pacer;
+  const LearnerArgs base{0,       0, job, directory, pool.get(), records, h.message_faults, options.cluster.token,
+                         options.external, options.learner_spec, false, pacer};
   const auto learner_child = [base, incarnations](uint32_t id, std::optional<LearnerSpec> spec) {
     LearnerArgs args = base;
     args.id = id;
@@ -411,7 +411,11 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
   std::shared_ptr<CheckpointStore> store;
   ATOLL_RETURN_IF_ERROR(impl->open_checkpoints(store));
   impl->pool = std::make_unique<ComputePool>(o.compute_threads);
-  if (topology.hardware == Hardware::kDedicated && !o.external) impl->pacer = impl->make_pacer();
+  if (topology.hardware == Hardware::kDedicated && !o.external && !impl->plan.local_ids.empty()) {
+    auto pacer = impl->make_pacer();
+    if (!pacer.ok()) return pacer.status().with_context("hardware = \"dedicated\": measuring a step");
+    impl->pacer = std::move(*pacer);
+  }
   impl->config = std::make_unique<Config>(std::max(1, o.control_threads));
   impl->system = std::make_unique<caf::actor_system>(*impl->config);
   impl->started = Clock::now();  // the run's clock: its time limit, its wall time
@@ -674,24 +678,36 @@ Result<Report> Run::Impl::syncer_side_report(double wall) {
   return r;
 }
 
-// Dedicated hardware: this process's learners divide its pool by speed.
-std::shared_ptr<StepPacer> Run::Impl::make_pacer() const {
+// Dedicated hardware: this process's learners divide its pool by speed. One
+// step is measured before any learner starts, with as many at once as the
+// pool will run, so that every mode gets the same hardware.
+Result<std::shared_ptr<StepPacer>> Run::Impl::make_pacer() const {
   double total_speed = 0.0;
-  for (uint32_t id : plan.local_ids) total_speed += options.learner_spec.value_or(default_spec(topology, id)).speed;
-  // Calibrate over about ten steps of each learner (at least 8 steps in all).
-  const int steps = std::max<int>(8, 10 * static_cast<int>(plan.local_ids.size()));
-  return std::make_shared<StepPacer>(pool->threads(), total_speed > 0.0 ? total_speed : 1.0, steps);
+  int batch = 0;
+  for (uint32_t id : plan.local_ids) {
+    const LearnerSpec spec = options.learner_spec.value_or(default_spec(topology, id));
+    total_speed += spec.speed;
+    if (batch == 0) batch = spec.batch_size;
+  }
+  auto compute = measure_step_compute(*job, *pool, static_cast<int>(plan.local_ids.size()), batch);
+  if (!compute.ok()) return compute.status();
+  auto made = std::make_shared<StepPacer>(pool->threads(), total_speed, *compute, batch);
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "dedicated hardware: one step computes in %.1f ms on one thread; a speed-1 learner's step takes %.1f ms",
+                1e3 * *compute, 1e3 * made->step_seconds(1.0, batch));
+  log_info(line);
+  return made;
 }
 
 void Run::Impl::report_hardware(Report& r) const {
   r.hardware.name = hardware_name(topology.hardware);
   if (!pacer) return;
-  const StepPacer::Calibration c = pacer->calibration();
-  r.hardware.calibrated = c.done;
-  r.hardware.compute_seconds = c.compute_seconds;
-  r.hardware.step_seconds = c.step_seconds;
-  r.hardware.paced_steps = c.paced;
-  r.hardware.late_steps = c.late;
+  const int batch = options.learner_spec.value_or(default_spec(topology, plan.local_ids.front())).batch_size;
+  r.hardware.compute_seconds = pacer->compute_seconds();
+  r.hardware.step_seconds = pacer->step_seconds(1.0, batch);
+  r.hardware.paced_steps = pacer->paced();
+  r.hardware.late_steps = pacer->late();
 }
 
 void Run::Impl::save_final_model(const Report& r, const Result<std::unique_ptr<Model>>& model) const {

@@ -1,52 +1,76 @@
 #include "atoll/step_pacer.h"
 
 #include <algorithm>
-#include <cstdio>
+#include <mutex>
+#include <vector>
 
-#include "atoll/log.h"
+#include "atoll/adamw.h"
+#include "atoll/cpu_clock.h"
 
 namespace atl {
 
-StepPacer::StepPacer(int threads, double total_speed, int calibration_steps)
+StepPacer::StepPacer(int threads, double total_speed, double compute_seconds, int batch)
     : threads_(std::max(1, threads)),
       total_speed_(total_speed > 0.0 ? total_speed : 1.0),
-      calibration_steps_(std::max(1, calibration_steps)) {}
+      compute_seconds_(compute_seconds),
+      batch_(std::max(1, batch)) {}
 
-double StepPacer::step_seconds(double compute_seconds, double speed) const {
+double StepPacer::step_seconds(double speed, int batch) const {
   const double share = std::min(1.0, threads_ * std::max(speed, 1e-6) / total_speed_);
-  return kHeadroom * compute_seconds / share;
+  return kHeadroom * compute_seconds_ * (static_cast<double>(batch) / batch_) / share;
 }
 
-std::optional<double> StepPacer::pace(double compute_seconds, double wall_seconds, double speed, bool first) {
-  std::lock_guard lock(mu_);
-  if (!calibration_.done) {
-    if (first || !(compute_seconds > 0.0)) return std::nullopt;
-    samples_.push_back(compute_seconds);
-    if (static_cast<int>(samples_.size()) < calibration_steps_) return std::nullopt;
-    auto mid = samples_.begin() + static_cast<std::ptrdiff_t>(samples_.size() / 2);
-    std::nth_element(samples_.begin(), mid, samples_.end());
-    calibration_.done = true;
-    calibration_.samples = static_cast<int>(samples_.size());
-    calibration_.compute_seconds = *mid;
-    calibration_.step_seconds = step_seconds(*mid, 1.0);
-    samples_.clear();
-    char line[200];
-    std::snprintf(line, sizeof line,
-                  "dedicated hardware: one step computes in %.1f ms on one thread (median of %d, every learner "
-                  "alive); a speed-1 learner's step now takes %.1f ms",
-                  1e3 * calibration_.compute_seconds, calibration_.samples, 1e3 * calibration_.step_seconds);
-    log_info(line);
-    return std::nullopt;  // this step ran shared; the next is paced
-  }
-  const double target = step_seconds(calibration_.compute_seconds, speed);
-  ++calibration_.paced;
-  if (wall_seconds > target) ++calibration_.late;
+double StepPacer::pace(double wall_seconds, double speed, int batch) {
+  const double target = step_seconds(speed, batch);
+  ++paced_;
+  if (wall_seconds > target) ++late_;
   return std::max(0.0, target - wall_seconds);
 }
 
-StepPacer::Calibration StepPacer::calibration() const {
-  std::lock_guard lock(mu_);
-  return calibration_;
+namespace {
+
+// One replica for measuring: a model, its parameters and gradients, AdamW, a data stream.
+struct Replica {
+  std::unique_ptr<Model> model;
+  std::vector<float> params, grads;
+  std::unique_ptr<AdamW> adamw;
+  std::unique_ptr<DataSource> stream;
+};
+
+}  // namespace
+
+Result<double> measure_step_compute(const Job& job, ComputePool& pool, int concurrent, int batch, int rounds) {
+  const Topology& t = job.topology();
+  concurrent = std::clamp(concurrent, 1, pool.threads());
+  std::vector<Replica> replicas(static_cast<size_t>(concurrent));
+  for (int i = 0; i < concurrent; ++i) {
+    Replica& r = replicas[static_cast<size_t>(i)];
+    auto model = make_model(t);
+    if (!model.ok()) return model.status();
+    r.model = std::move(*model);
+    r.params = initial_parameters(*r.model, t);
+    r.grads.assign(r.params.size(), 0.0f);
+    r.adamw = std::make_unique<AdamW>(r.model->layout(), t.inner);
+    r.stream = job.make_stream(static_cast<uint32_t>(i), 0);
+  }
+  std::mutex mu;
+  std::vector<double> samples;
+  for (int round = 0; round <= std::max(1, rounds); ++round) {
+    for (Replica& r : replicas)
+      pool.submit([&r, &mu, &samples, batch, warm = round > 0] {
+        const double start = thread_cpu_seconds();
+        const Batch b = r.stream->next(batch);
+        r.model->forward_backward(r.params, b, r.grads);
+        r.adamw->update(r.params, r.grads);
+        const double seconds = thread_cpu_seconds() - start;
+        std::lock_guard lock(mu);
+        if (warm) samples.push_back(seconds);
+      });
+    pool.wait_idle();
+  }
+  auto mid = samples.begin() + static_cast<std::ptrdiff_t>(samples.size() / 2);
+  std::nth_element(samples.begin(), mid, samples.end());
+  return *mid;
 }
 
 }  // namespace atl

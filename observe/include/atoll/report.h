@@ -44,8 +44,7 @@ struct Report {
   // How learners shared compute (topology `hardware`; atoll/step_pacer.h).
   struct {
     std::string name = "shared";
-    bool calibrated = false;        // dedicated: the pace was fixed
-    double compute_seconds = 0.0;   // dedicated: one step on one thread, at the start
+    double compute_seconds = 0.0;   // dedicated: one step on one thread, measured before the run
     double step_seconds = 0.0;      // dedicated: a speed-1 learner's paced step
     uint64_t paced_steps = 0, late_steps = 0;  // late: took longer than their pace
   } hardware;

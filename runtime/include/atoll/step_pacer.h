@@ -8,60 +8,61 @@
 //     share_i = min(1, threads * speed_i / total_speed)
 // of the pool's threads (total_speed: the speeds of the learners the process
 // runs), and a step of it takes
-//     step_seconds(speed_i) = headroom * compute / share_i
-// of wall time, where `compute` is the median compute time of one step on one
-// thread over the calibration steps, measured at the start while every
-// learner is alive. A learner waits out what a step took less than that; one
-// that took longer (the pool was late) is not made up. The headroom (5%)
-// keeps the pool from running at exactly its capacity, where any jitter
-// would make every step late.
+//     step_seconds_i = headroom * compute * (batch_i / batch) / share_i
+// of wall time, where `compute` is one step's compute on one thread at batch
+// `batch`, measured before the run with as many steps at once as the run
+// will have (measure_step_compute): the same for every mode, so modes run
+// side by side get the same hardware. A learner waits out what a step took
+// less than that; one that took longer (the pool was late) is not made up.
+// The headroom (15%) leaves the cores room for what the measurement leaves
+// out (the actors' own work: codecs, merges, messages) and keeps the pool
+// below its capacity, where any jitter would make every step late.
 //
-// Thread-safe: learners on different threads book and ask at once.
+// Thread-safe: learners on different threads ask at once.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
-#include <mutex>
-#include <optional>
-#include <vector>
+
+#include "atoll/compute_pool.h"
+#include "atoll/job.h"
+#include "atoll/status.h"
 
 namespace atl {
 
 class StepPacer {
  public:
-  static constexpr double kHeadroom = 1.05;
+  static constexpr double kHeadroom = 1.15;
 
   // `threads`: the pool's; `total_speed`: the sum of the speeds of the
-  // learners sharing it (> 0); `calibration_steps`: steps measured before
-  // the pace is fixed (over all learners, a first step of each excluded).
-  StepPacer(int threads, double total_speed, int calibration_steps);
+  // learners sharing it (> 0); `compute_seconds`: one step at `batch` on one
+  // thread (> 0).
+  StepPacer(int threads, double total_speed, double compute_seconds, int batch);
 
-  // Books one step of a learner of `speed` (an injected slowdown divides it):
-  // its compute seconds on one thread and the wall seconds from its submission
-  // to its end. `first`: the first step of a learner incarnation (cold, not
-  // measured). Returns the wall seconds to wait before the next step, or
-  // nullopt while calibrating (the shared-hardware rule applies until then).
-  std::optional<double> pace(double compute_seconds, double wall_seconds, double speed, bool first);
+  // The wall seconds a step of a learner of `speed` (an injected slowdown
+  // divides it) and `batch` takes.
+  double step_seconds(double speed, int batch) const;
 
-  struct Calibration {
-    bool done = false;
-    int samples = 0;
-    double compute_seconds = 0.0;  // median over the samples: one step on one thread
-    double step_seconds = 0.0;     // a speed-1 learner's paced step
-    uint64_t paced = 0;            // steps paced after calibration
-    uint64_t late = 0;             // of them, steps that took longer than their pace
-  };
-  Calibration calibration() const;
+  // Books a step that took `wall_seconds` from its submission to its end;
+  // returns the seconds to wait before the next one (0: it was late).
+  double pace(double wall_seconds, double speed, int batch);
 
-  // The paced step of a learner of `speed`, given one step's compute seconds.
-  double step_seconds(double compute_seconds, double speed) const;
+  double compute_seconds() const { return compute_seconds_; }
+  uint64_t paced() const { return paced_.load(); }
+  uint64_t late() const { return late_.load(); }  // steps that took longer than their pace
 
  private:
   const int threads_;
   const double total_speed_;
-  const int calibration_steps_;
-  mutable std::mutex mu_;
-  std::vector<double> samples_;  // compute seconds, while calibrating
-  Calibration calibration_;
+  const double compute_seconds_;
+  const int batch_;
+  std::atomic<uint64_t> paced_{0}, late_{0};
 };
+
+// The compute seconds of one inner step of `job`'s model at `batch` on one
+// thread, with `concurrent` steps (at most the pool's threads) running at once
+// in `pool` and nothing else: the median over `rounds` rounds, after one that
+// warms up. It builds `concurrent` replicas of the model for the purpose.
+Result<double> measure_step_compute(const Job& job, ComputePool& pool, int concurrent, int batch, int rounds = 8);
 
 }  // namespace atl
