@@ -18,8 +18,8 @@
 //             lever buys, against the default and against `--set mode=dp`
 //
 // The headline and quality groups run on dedicated hardware. Where dp is the
-// baseline, each variant gets a dp run of its own whose budget ends at the
-// variant's mean wall time (dp's cosine finishes there): the equal-time
+// baseline, decoupled gets a dp run of its own whose budget ends at its
+// mean wall time (dp's cosine finishes there): the equal-time
 // column. Every run evaluates its global model at 10 points; the token
 // efficiency column reads the tokens dp needed for a variant's quality off
 // dp's curve. Records go to --out (default atoll-out/bench/parity); the same
@@ -50,6 +50,9 @@ struct Group {
   std::vector<std::string> settings;  // before each variant's own
   std::string baseline;               // the variant the others are compared with
   std::vector<Variant> variants;
+  // Variants that get a dp run of their own ending at their wall time (the
+  // equal-time column): each costs a run per seed.
+  std::set<std::string> at_time = {};
 };
 
 std::vector<Group> groups() {
@@ -61,11 +64,12 @@ std::vector<Group> groups() {
   // slowest without the waiting ones lending it their cores.
   const auto headline = with(kSmallModel, {"tokens=9600000", "hardware=dedicated"});
   return {
-      {"headline", headline, "dp", {{"decoupled", {}}, {"dp", {"mode=dp", kDpLr}}}},
+      {"headline", headline, "dp", {{"decoupled", {}}, {"dp", {"mode=dp", kDpLr}}}, {"decoupled"}},
       {"quality", headline, "dp",
        {{"decoupled", {}},
         {"dp", {"mode=dp", kDpLr}},
-        {"DyLU", {"outer.sync_by_speed=true"}}}},
+        {"DyLU", {"outer.sync_by_speed=true"}}},
+       {"decoupled"}},
       {"controls", with(kSmallModel, {"tokens=2500000"}), "1 learner alone",
        {{"1 learner, decoupled", {kOneLearner}}, {"1 learner alone", {"mode=dp", kOneLearner}}}},
       {"levers", {}, "default job",
@@ -228,7 +232,7 @@ int main(int argc, char** argv) {
   for (const auto& g : groups()) {
     bool whole = false;
     for (const auto& o : options.only) whole |= o == g.name;
-    Group picked{g.name, g.settings, g.baseline, {}};
+    Group picked{g.name, g.settings, g.baseline, {}, g.at_time};
     for (const auto& v : g.variants) {
       known.insert(v.label);
       bool named = whole || v.label == g.baseline;  // the baseline runs with its group
@@ -261,7 +265,7 @@ int main(int argc, char** argv) {
       if (v.label == g.baseline) dp = &v;
     std::vector<Variant> added;
     for (const auto& v : g.variants) {
-      if (v.label == g.baseline) continue;
+      if (v.label == g.baseline || !g.at_time.count(v.label)) continue;
       const auto budget = at_time_budget(records, v.label, g.baseline);
       if (!budget) continue;
       Variant run{at_time_label(v.label), dp->overrides};

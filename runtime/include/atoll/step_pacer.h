@@ -63,6 +63,8 @@ class StepPacer {
 // thread, with `concurrent` steps (at most the pool's threads) running at once
 // in `pool` and nothing else: the median over `rounds` rounds, after one that
 // warms up. It builds `concurrent` replicas of the model for the purpose.
+// Measured once per process for each model, data, batch and concurrency:
+// runs compared side by side in one process get the same hardware.
 Result<double> measure_step_compute(const Job& job, ComputePool& pool, int concurrent, int batch, int rounds = 8);
 
 }  // namespace atl
