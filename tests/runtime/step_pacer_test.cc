@@ -8,7 +8,7 @@
 namespace atl {
 namespace {
 
-BOOST_AUTO_TEST_SUITE(step_pacer)
+BOOST_AUTO_TEST_SUITE(step_pacer_test)
 
 BOOST_AUTO_TEST_CASE(a_step_takes_its_share_of_the_threads) {
   StepPacer pacer(2, 3.2, 0.12, 8);  // 2 threads; speeds 1, 1, 0.7, 0.5; 0.12 s per step at batch 8
