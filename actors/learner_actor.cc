@@ -455,8 +455,9 @@ caf::behavior training(LearnerActor* self) {
         const double slow = self->clock().now() < st.slow_until ? st.slow_factor : 1.0;  // an injected slowdown
         const double speed = st.core->spec().speed / slow;
         const double wall = std::chrono::duration<double>(self->clock().now() - st.step_started).count();
-        double extra = speed < 1.0 ? wall * (1.0 / speed - 1.0) : 0.0;
-        if (st.args.pacer) extra = st.args.pacer->pace(wall, speed, st.core->spec().batch_size);
+        const double extra = st.args.pacer ? st.args.pacer->pace(wall, speed, st.core->spec().batch_size)
+                             : speed < 1.0 ? wall * (1.0 / speed - 1.0)
+                                           : 0.0;
         st.core->finish_step({static_cast<float>(loss), tokens, compute}, wall + extra + std::exchange(st.overslept, 0.0));
         LearnerCore::drop_closed_pulls(st.inbox);
         while (!st.inbox.empty() && !st.stopping) {
