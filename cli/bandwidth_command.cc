@@ -43,28 +43,41 @@ int bandwidth_command(const BandwidthArgs& a) {
   in.broadcast_codec = t.outer.broadcast_codec;
   in.broadcast_block = t.outer.broadcast_block;
   const BandwidthNeed need = bandwidth_need(in);
-  const size_t m = t.learners.size();
-  std::printf("%s: %.4g parameters; %zu learners; H = %d, P = %d, tau = %d; pushes %s, broadcasts %s\n", model.c_str(), n, m,
-              in.sync_every, in.fragments, in.overlap, codec_name(in.push_codec), codec_name(in.broadcast_codec));
+  const int m = a.learners > 0 ? a.learners : static_cast<int>(t.learners.size());
+  const int shards = a.shards > 0 ? a.shards : t.syncer.shards;
+  std::printf("%s: %.4g parameters; %d learners; H = %d, P = %d, tau = %d; pushes %s, broadcasts %s; %d syncer shard%s\n",
+              model.c_str(), n, m, in.sync_every, in.fragments, in.overlap, codec_name(in.push_codec),
+              codec_name(in.broadcast_codec), shards, shards == 1 ? "" : "s");
   std::printf("%.3g s of compute per step, round trip %.3g ms, to keep %.0f%% of compute busy:\n\n", in.step_seconds,
               a.rtt_ms, 100 * in.target);
-  std::printf("%-24s %18s %22s %18s\n", "", "per learner link", "at the syncer", "bytes per step");
+  std::printf("%-24s %18s %22s %18s\n", "", "per learner link", "at each syncer shard", "bytes per step");
   auto row = [&](const char* name, double bits, double bytes) {
-    std::printf("%-24s %18s %22s %15.4g MB\n", name, human_bits(bits).c_str(), human_bits(bits * double(m)).c_str(),
+    std::printf("%-24s %18s %22s %15.4g MB\n", name, human_bits(bits).c_str(), human_bits(hub_need(bits, m, shards)).c_str(),
                 bytes / 1e6);
   };
   row("dp", need.dp, need.dp_bytes_per_step);
   row("decoupled", need.decoupled, need.decoupled_bytes_per_step);
   row("decoupled, on time", need.decoupled_on_time, need.decoupled_bytes_per_step);
   std::printf("%-24s %18s %22s\n", "average rate, dp", human_bits(need.dp_average).c_str(),
-              human_bits(need.dp_average * double(m)).c_str());
+              human_bits(hub_need(need.dp_average, m, shards)).c_str());
   std::printf("%-24s %18s %22s   (%.0f times less)\n", "average rate, decoupled", human_bits(need.decoupled_average).c_str(),
-              human_bits(need.decoupled_average * double(m)).c_str(), need.dp_average / need.decoupled_average);
+              human_bits(hub_need(need.decoupled_average, m, shards)).c_str(), need.dp_average / need.decoupled_average);
   if (std::isfinite(need.dp) && std::isfinite(need.decoupled) && need.decoupled > 0)
     std::printf("\ndp needs %.0f times the bandwidth of decoupled.\n", need.dp / std::max(need.decoupled, need.decoupled_on_time));
   else if (!std::isfinite(need.dp))
     std::printf("\ndp cannot keep %.0f%% at any bandwidth: the round trip alone takes more than the step allows.\n",
                 100 * in.target);
+  // The hub: how many shards keep each syncer link within a.hub_gbit.
+  const double hub_bits = a.hub_gbit * 1e9;
+  const double decoupled_need = std::max(need.decoupled, need.decoupled_on_time);
+  auto shards_text = [&](double learner_bits) -> std::string {
+    const int s = shards_needed(learner_bits, m, hub_bits, in.fragments);
+    if (s == 0) return "none suffices";
+    if (hub_need(learner_bits, m, s) > hub_bits) return "more than the " + std::to_string(in.fragments) + " fragments allow";
+    return std::to_string(s) + " shard" + (s == 1 ? "" : "s");
+  };
+  std::printf("\nOn %s links at the syncer: decoupled needs %s, dp %s.\n", human_bits(hub_bits).c_str(),
+              shards_text(decoupled_need).c_str(), shards_text(need.dp).c_str());
   if (!a.links_mbit.empty()) {
     std::printf("\n%-16s %10s %10s\n", "link", "dp", "decoupled");
     for (double mbit : a.links_mbit)
@@ -89,15 +102,24 @@ void add_bandwidth_command(CLI::App& app, int& status) {
   bandwidth->add_option("--target", bw->target, "Share of compute to keep busy")->capture_default_str()->check(CLI::Range(0.01, 0.999));
   bandwidth->add_option("--parameters", bw->parameters, "Model size, instead of the topology model's (e.g. 1e10)")
       ->check(CLI::Range(1.0, 1e15));
+  bandwidth->add_option("--learners", bw->learners, "Number of learners, instead of the topology's [[learners]]")
+      ->check(CLI::Range(1, 10000000));
+  bandwidth->add_option("--shards", bw->shards, "Syncer shards, instead of the topology's syncer.shards")
+      ->check(CLI::Range(1, 100000));
+  bandwidth->add_option("--hub-gbit", bw->hub_gbit, "Each syncer shard's link, for the shards needed")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-6, 1e6));
   bandwidth->add_option("--link-mbit", bw->links_mbit, "Also print each mode's utilization at these bandwidths (repeatable)")
       ->check(CLI::Range(1e-3, 1e9));
   bandwidth->footer(
       "\nPer learner link: dp sends its fp32 gradient and waits for fp32 parameters every step (transfer and\n"
       "round trip on the critical path); decoupled pushes and receives each fragment once per H steps while\n"
-      "it trains on. The syncer's side carries the learners' links together. Formulas: atoll/bandwidth_model.h.\n"
+      "it trains on. Each syncer shard's link carries its share of every learner's traffic (M / S times a\n"
+      "learner's), which sets how many shards a hub link allows. Formulas: atoll/bandwidth_model.h.\n"
       "Examples:\n"
       "  atoll bandwidth --step-seconds 0.23 --rtt-ms 40 --link-mbit 100 --link-mbit 1000\n"
-      "  atoll bandwidth --parameters 1e10 --step-seconds 2 --rtt-ms 100 --set outer.sync_every=100");
+      "  atoll bandwidth --parameters 1e10 --step-seconds 2 --rtt-ms 100 --set outer.sync_every=100\n"
+      "  atoll bandwidth --parameters 1e9 --learners 8 --step-seconds 1 --hub-gbit 10");
   bandwidth->callback([bw, &status] { status = bandwidth_command(*bw); });
 }
 

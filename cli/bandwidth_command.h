@@ -14,6 +14,9 @@ struct BandwidthArgs {
   double target = 0.95;               // compute utilization to keep
   double parameters = 0;              // > 0: this many instead of the topology model's
   std::vector<double> links_mbit;     // also: utilization of each mode at these bandwidths
+  int learners = 0;                   // > 0: this many instead of the topology's [[learners]]
+  int shards = 0;                     // syncer shards; 0: the topology's syncer.shards
+  double hub_gbit = 10;               // each syncer shard's link, for the shards needed
 };
 
 // Prints what each mode needs per learner link and at the syncer.

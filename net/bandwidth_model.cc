@@ -42,6 +42,16 @@ BandwidthNeed bandwidth_need(const BandwidthInputs& in) {
   return n;
 }
 
+double hub_need(double learner_bits, int learners, int shards) {
+  return learner_bits * std::max(0, learners) / std::max(1, shards);
+}
+
+int shards_needed(double learner_bits, int learners, double link_bits, int fragments) {
+  if (!std::isfinite(learner_bits) || !(link_bits > 0)) return 0;
+  const double shards = std::ceil(hub_need(learner_bits, learners, 1) / link_bits);
+  return static_cast<int>(std::clamp(shards, 1.0, static_cast<double>(std::max(1, fragments))));
+}
+
 double dp_utilization(const BandwidthInputs& in, double bits_per_second) {
   const double transfer = bits_per_second > 0 ? 2 * 8 * 4 * in.parameters / bits_per_second : kInfinity;
   return in.step_seconds / (in.step_seconds + in.rtt_seconds + transfer);

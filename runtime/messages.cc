@@ -145,6 +145,7 @@ void put(const Topology& t, s::Topology::Builder b) {
   c.setKeep(static_cast<uint32_t>(t.checkpoint.keep));
   b.initMembership().setMaxLearners(static_cast<uint32_t>(t.membership.max_learners));
   b.setHardware(static_cast<s::Hardware>(t.hardware));
+  b.setSyncerShards(static_cast<uint32_t>(t.syncer.shards));
 }
 
 // Unsigned wire fields become int knobs; anything above INT32_MAX is out of
@@ -221,6 +222,7 @@ Topology get(s::Topology::Reader r) {
   t.checkpoint.keep = as_int(c.getKeep());
   t.membership.max_learners = as_int(r.getMembership().getMaxLearners());  // absent (an older sender): 0
   t.hardware = checked_enum<Hardware>(static_cast<uint16_t>(r.getHardware()), 1, "hardware");
+  t.syncer.shards = std::max(1, as_int(r.getSyncerShards()));
   if (Status st = validate(t); !st.ok()) throw DecodeError{"topology: " + std::string(st.message())};
   return t;
 }

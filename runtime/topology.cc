@@ -130,7 +130,7 @@ LearnerSpec default_spec(const Topology& t, uint32_t id) {
 Status validate(const Topology& t) {
   Checker c;
   const int m = static_cast<int>(t.learners.size());
-  c.range("learners (count)", m, 1, 1024);
+  c.range("learners (count)", m, 1, kMaxLearnerSlots);
   c.require(t.tokens > 0 || t.seconds > 0, "tokens and seconds are both 0: the run would never end");
   c.range("seconds", t.seconds, 0.0, 1e7);
   for (int i = 0; i < m; ++i) {
@@ -199,7 +199,7 @@ Status validate(const Topology& t) {
             "outer.sync_every_start = " + std::to_string(o.sync_every_start) +
                 " needs outer.sync_ramp_rounds > 0: the rounds over which H grows to outer.sync_every");
   c.range("outer.overlap", o.overlap, 0, 1 << 20);
-  c.range("outer.quorum", o.quorum, 1, 1024);
+  c.range("outer.quorum", o.quorum, 1, kMaxLearnerSlots);
   const int slots = static_cast<int>(learner_slots(t));
   c.require(o.quorum <= slots, "outer.quorum = " + std::to_string(o.quorum) + " exceeds the " + std::to_string(slots) +
                                    (slots == m ? " learners" : " learner slots (membership.max_learners)"));
@@ -220,6 +220,10 @@ Status validate(const Topology& t) {
   c.range("checkpoint.every_seconds", t.checkpoint.every_seconds, 0.0, 1e7);
   c.range("checkpoint.keep", t.checkpoint.keep, 2, 1000);
   c.range("membership.max_learners", t.membership.max_learners, 0, kMaxLearnerSlots);
+  c.range("syncer.shards", t.syncer.shards, 1, std::max(1, o.fragments));
+  c.require(t.syncer.shards == 1 || t.mode == Mode::kDecoupled,
+            "syncer.shards = " + std::to_string(t.syncer.shards) + " needs mode = \"decoupled\": " +
+                mode_name(t.mode) + " applies one step to the whole model");
   c.require(t.membership.max_learners == 0 || t.membership.max_learners >= m,
             "membership.max_learners = " + std::to_string(t.membership.max_learners) + " is below the " +
                 std::to_string(m) + " [[learners]]: give 0 (no open slots) or at least " + std::to_string(m));

@@ -78,6 +78,7 @@ const std::map<std::string, Setter>& scalar_keys() {
       {"checkpoint.keep", [](Topology& t, const toml::node& n, const std::string& k) { t.checkpoint.keep = get_int32(n, k); }},
       {"checkpoint.moments", [](Topology& t, const toml::node& n, const std::string& k) { t.checkpoint.moments = get_bool(n, k); }},
       {"membership.max_learners", [](Topology& t, const toml::node& n, const std::string& k) { t.membership.max_learners = get_int32(n, k); }},
+      {"syncer.shards", [](Topology& t, const toml::node& n, const std::string& k) { t.syncer.shards = get_int32(n, k); }},
   };
   return keys;
 }
@@ -86,7 +87,7 @@ const std::map<std::string, Setter>& scalar_keys() {
 constexpr const char* kHidden = "model.hidden";
 constexpr const char* kAvg = "model.avg";
 constexpr const char* kLearners = "learners";
-const char* const kTables[] = {"model", "data", "inner", "outer", "checkpoint", "membership"};
+const char* const kTables[] = {"model", "data", "inner", "outer", "checkpoint", "membership", "syncer"};
 
 [[noreturn]] void unknown_key(const toml::node& n, const std::string& key) {
   std::string best;
@@ -312,6 +313,7 @@ std::string to_toml(const Topology& t) {
                                         {"every_seconds", t.checkpoint.every_seconds}, {"keep", t.checkpoint.keep},
                                         {"moments", t.checkpoint.moments}});
   root.insert("membership", toml::table{{"max_learners", t.membership.max_learners}});
+  root.insert("syncer", toml::table{{"shards", t.syncer.shards}});
   toml::array learners;
   for (const auto& l : t.learners) learners.push_back(toml::table{{"speed", l.speed}, {"batch_size", l.batch_size}});
   root.insert("learners", learners);

@@ -120,6 +120,7 @@ struct Topology {
   checkpoint @9 :CheckpointSpec;
   membership @10 :MembershipSpec;
   hardware @11 :Hardware;
+  syncerShards @12 :UInt32;   # 0 (an older sender): 1
 }
 
 enum Hardware {

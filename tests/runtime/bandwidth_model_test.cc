@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <limits>
 
 #include "atoll/bandwidth_model.h"
 
@@ -44,6 +45,18 @@ BOOST_AUTO_TEST_CASE(decoupled_carries_each_fragment_once_per_h_steps_while_it_t
   BOOST_TEST(n.decoupled_on_time == 8 * (up / 4) / (2 * 0.5 - 0.1), boost::test_tools::tolerance(1e-12));
   BOOST_TEST(decoupled_utilization(in, 2 * n.decoupled_average) == 1.0);
   BOOST_TEST(decoupled_utilization(in, n.decoupled_average / 2) == 0.5, boost::test_tools::tolerance(1e-12));
+}
+
+BOOST_AUTO_TEST_CASE(the_hub_carries_every_learner_split_over_its_shards) {
+  // 8 learners of 1 Gbit/s each: 8 Gbit/s at one syncer, 2 per shard of 4.
+  BOOST_TEST(hub_need(1e9, 8, 1) == 8e9);
+  BOOST_TEST(hub_need(1e9, 8, 4) == 2e9);
+  // On 10 Gbit/s links: one shard carries 8 Gbit/s; 25 learners need 3.
+  BOOST_TEST(shards_needed(1e9, 8, 10e9, 12) == 1);
+  BOOST_TEST(shards_needed(1e9, 25, 10e9, 12) == 3);
+  // Never more shards than fragments; none helps an unreachable need.
+  BOOST_TEST(shards_needed(1e9, 1000, 10e9, 12) == 12);
+  BOOST_TEST(shards_needed(std::numeric_limits<double>::infinity(), 8, 10e9, 12) == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

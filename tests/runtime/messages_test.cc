@@ -135,6 +135,18 @@ BOOST_AUTO_TEST_CASE(every_message_round_trips) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_sharded_syncer_travels_in_the_topology) {
+  Welcome w;
+  w.topology.syncer.shards = 3;  // decoupled, the default mode: the only one shards allow
+  auto back = decode_message(encode_message(w));
+  BOOST_REQUIRE_MESSAGE(back.ok(), back.status().to_string());
+  BOOST_CHECK_EQUAL(std::get<Welcome>(*back).topology.syncer.shards, 3);
+  w.topology.mode = Mode::kDp;  // an impossible pair is refused on arrival, by name
+  auto refused = decode_message(encode_message(w));
+  BOOST_REQUIRE(!refused.ok());
+  BOOST_CHECK(std::string(refused.status().message()).find("syncer.shards = 3 needs mode") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(a_register_with_an_impossible_speed_label_is_refused) {
   for (double speed : {-1.0, std::nan(""), std::numeric_limits<double>::infinity(), 1e9}) {
     auto m = decode_message(raw_envelope([&](schema::Envelope::Builder e) { e.initRegister().setSpeed(speed); }));

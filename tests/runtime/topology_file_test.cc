@@ -81,6 +81,7 @@ BOOST_AUTO_TEST_CASE(wrong_types_name_file_line_and_key) {
 
 BOOST_AUTO_TEST_CASE(out_of_range_values_name_file_line_and_key) {
   expect_error("\n\n[outer]\nquorum = 9\n", "topo.toml:4: outer.quorum = 9 exceeds the 4 learners");
+  expect_error("[syncer]\nshards = 0\n", "topo.toml:2: syncer.shards = 0 is outside [1, 12]");
   expect_error("[membership]\nmax_learners = 3\n",
                "topo.toml:2: membership.max_learners = 3 is below the 4 [[learners]]: give 0 (no open slots) or at least 4");
   expect_error("[membership]\nmax_learners = 5\n[outer]\nquorum = 6\n",
@@ -132,6 +133,10 @@ BOOST_AUTO_TEST_CASE(printed_topologies_read_back_unchanged) {
   BOOST_REQUIRE_MESSAGE(back.ok(), back.status().to_string());
   BOOST_CHECK(*back == t);
   BOOST_CHECK(*parse_topology(to_toml(Topology{}), "default.toml") == Topology{});
+  Topology sharded;
+  sharded.outer.fragments = 4;
+  sharded.syncer.shards = 2;
+  BOOST_CHECK(*parse_topology(to_toml(sharded), "sharded.toml") == sharded);
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_file_is_not_found_by_name) {

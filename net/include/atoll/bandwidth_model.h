@@ -20,6 +20,12 @@
 //              merged in its round only if it arrives within the overlap:
 //                one-way delay + 8 (push bytes / P) / B <= tau T.
 //
+// The hub: a syncer shard's link carries its share of every learner's
+// traffic. S shards own P/S fragments each (balanced by size), so each
+// carries M / S times one learner's need, each way:
+//                hub = M * learner need / S
+// and a hub link of bandwidth L needs S >= M * learner need / L shards.
+//
 // N: parameters; T: seconds of compute per inner step; RTT in seconds.
 // Frame and message overheads (a few dozen bytes per message) are left out.
 #pragma once
@@ -59,6 +65,14 @@ struct BandwidthNeed {
 };
 
 BandwidthNeed bandwidth_need(const BandwidthInputs& in);
+
+// One syncer shard's link (bits/s each way) for M learners and S shards,
+// from one learner's need (a field of BandwidthNeed).
+double hub_need(double learner_bits, int learners, int shards);
+// The fewest shards whose links of `link_bits` carry the hub: 0 when the
+// learner's need is unreachable; never more than `fragments` (a shard owns a
+// fragment at least), and then the link is too slow even so (check hub_need).
+int shards_needed(double learner_bits, int learners, double link_bits, int fragments);
 
 // Compute utilization at link bandwidth `bits_per_second`: dp's formula
 // above; decoupled is 1 while the link carries its traffic, and the share

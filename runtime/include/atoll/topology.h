@@ -185,6 +185,15 @@ struct CheckpointSpec {
 // bytes at once.
 inline constexpr int kMaxLearnerSlots = 4096;
 
+// The syncer's processes (docs/design.md section 10). With S shards, shard i
+// owns the fragments p with p % S == i: it holds only their global copies,
+// merges only their rounds and checkpoints only them.
+struct SyncerSpec {
+  int shards = 1;  // 1 to outer.fragments
+
+  friend bool operator==(const SyncerSpec&, const SyncerSpec&) = default;
+};
+
 struct MembershipSpec {
   int max_learners = 0;  // slots in all; 0: the number of [[learners]] (no open slots)
 
@@ -211,6 +220,7 @@ struct Topology {
   OuterSpec outer;
   CheckpointSpec checkpoint;
   MembershipSpec membership;
+  SyncerSpec syncer;
 
   friend bool operator==(const Topology&, const Topology&) = default;
 };
