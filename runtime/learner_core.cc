@@ -79,6 +79,7 @@ LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, const Topology& topo
       fragments_(std::move(fragments)),
       params_(layout.size()),
       tracks_(fragments_.size()),
+      fragment_welcomed_(fragments_.size(), false),
       initial_crc_(0),
       external_(true),
       external_layout_(layout),
@@ -101,6 +102,7 @@ LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<cons
       params_(model_->layout().size()),
       grads_(params_.size()),
       tracks_(fragments_.size()),
+      fragment_welcomed_(fragments_.size(), false),
       initial_crc_(parameters_crc(initial_parameters(*model_, job_->topology()))),
       speed_label_(spec_.speed),
       batch_label_(static_cast<uint32_t>(spec_.batch_size)),
@@ -135,15 +137,25 @@ Result<Moments> LearnerCore::moments_for(const MomentsPull& pull) const {
 }
 
 Status LearnerCore::welcome(const Welcome& w) {
-  if (w.fragments.size() != fragments_.size())
+  // One syncer welcomes with every fragment; a shard of a sharded syncer
+  // (syncer.shards = S) with exactly its own, p % S == shard.
+  const auto shards = static_cast<uint32_t>(topology().syncer.shards);
+  const uint32_t shard = w.fragments.empty() ? 0 : w.fragments.front().fragment % shards;
+  size_t expected = 0;
+  for (uint32_t p = 0; p < fragments_.size(); ++p) expected += p % shards == shard ? 1 : 0;
+  if (w.fragments.size() != expected)
     return Status::invalid_argument("welcome has " + std::to_string(w.fragments.size()) + " fragments, expected " +
-                                    std::to_string(fragments_.size()));
+                                    std::to_string(expected) +
+                                    (shards > 1 ? " (those of syncer shard " + std::to_string(shard) + ")" : ""));
   std::vector<std::vector<float>> values(fragments_.size());
   std::vector<uint64_t> versions(fragments_.size());
+  std::vector<bool> named(fragments_.size(), false);
   std::vector<float> initial;  // made once, if a fragment comes without values
   for (const auto& fv : w.fragments) {
-    if (fv.fragment >= fragments_.size() || !values[fv.fragment].empty())
-      return Status::invalid_argument("welcome names fragment " + std::to_string(fv.fragment) + " twice or out of range");
+    if (fv.fragment >= fragments_.size() || named[fv.fragment] || fv.fragment % shards != shard)
+      return Status::invalid_argument("welcome names fragment " + std::to_string(fv.fragment) +
+                                      " twice, out of range or of another shard");
+    named[fv.fragment] = true;
     values[fv.fragment].resize(fragments_[fv.fragment].size);
     versions[fv.fragment] = fv.version;
     if (fv.values.count == 0 && fv.version == 0) {  // the seed's initialization, which we have too
@@ -165,8 +177,9 @@ Status LearnerCore::welcome(const Welcome& w) {
     else ATOLL_RETURN_IF_ERROR(adamw_->load_state(w.moments->step, m, v));
   }
   for (size_t p = 0; p < fragments_.size(); ++p) {
+    if (!named[p]) continue;  // another shard's
     Track& t = tracks_[p];
-    if (welcomed_ && versions[p] <= t.version) {
+    if (fragment_welcomed_[p] && versions[p] <= t.version) {
       if (versions[p] < t.version) ++regressions_refused_;  // the syncer is behind: keep what we adopted
       t.pushed = false;  // what we pushed may be lost: push again when due
       continue;
@@ -176,8 +189,10 @@ Status LearnerCore::welcome(const Welcome& w) {
     t = Track{};
     t.version = versions[p];
     t.base = std::move(values[p]);
+    fragment_welcomed_[p] = true;
   }
-  welcomed_ = true;
+  // Trains once every fragment has a base: every shard has welcomed it.
+  welcomed_ = std::all_of(fragment_welcomed_.begin(), fragment_welcomed_.end(), [](bool b) { return b; });
   // Broadcasts held for a version the welcome brought (or passed) follow it now.
   for (uint32_t p = 0; p < fragments_.size(); ++p) ATOLL_RETURN_IF_ERROR(adopt_held(p));
   return {};
@@ -231,7 +246,7 @@ Result<Push> LearnerCore::answer(const Pull& pull) {
   if (pull.fragment >= fragments_.size())
     return Status::invalid_argument("pull for fragment " + std::to_string(pull.fragment) + " of " +
                                     std::to_string(fragments_.size()));
-  if (!welcomed_)  // no base to push against: the pull was meant for an earlier incarnation
+  if (!fragment_welcomed_[pull.fragment])  // no base to push against: meant for an earlier incarnation
     return Status::unavailable("pull for fragment " + std::to_string(pull.fragment) + " before the first welcome");
   if (!readable(pull.fragment))
     return Status::unavailable("fragment " + std::to_string(pull.fragment) + " was not read at this step boundary");
@@ -264,7 +279,7 @@ Status LearnerCore::apply(const Broadcast& b) {
   if (b.fragment >= fragments_.size())
     return Status::invalid_argument("broadcast for fragment " + std::to_string(b.fragment) + " of " +
                                     std::to_string(fragments_.size()));
-  if (!welcomed_)
+  if (!fragment_welcomed_[b.fragment])
     return Status::unavailable("broadcast of fragment " + std::to_string(b.fragment) + " before the first welcome");
   const Track& t = tracks_[b.fragment];
   if (b.version <= t.version) return {};  // already have it (or newer)

@@ -104,7 +104,11 @@ void SyncerState::note_merged(uint32_t learner, SteadyTime now, SyncerEffects& f
 // ---- creation, checkpoints
 
 Result<std::unique_ptr<SyncerCore>> SyncerCore::create(const Topology& topology, SteadyTime now,
-                                                      std::optional<SteadyTime> started) {
+                                                      std::optional<SteadyTime> started, uint32_t shard) {
+  if (shard >= static_cast<uint32_t>(topology.syncer.shards))
+    return Status::invalid_argument("shard " + std::to_string(shard) + " of " + std::to_string(topology.syncer.shards) +
+                                    ": shards count from 0 to syncer.shards - 1");
+
   auto model = make_model(topology);
   if (!model.ok()) return model.status();
   auto fragments = plan_fragments((*model)->layout(), topology);
@@ -119,13 +123,15 @@ Result<std::unique_ptr<SyncerCore>> SyncerCore::create(const Topology& topology,
   for (uint32_t m = 0; m < s->fixed; ++m) s->learners[m].member = true;  // from the start (member_since 0)
   s->created = now;
   s->start = started.value_or(now);
+  s->shard = shard;
   return std::unique_ptr<SyncerCore>(new SyncerCore(std::move(s)));
 }
 
 SyncerCore::SyncerCore(std::unique_ptr<SyncerState> state) : s_(std::move(state)) {
   const std::vector<float> theta = initial_parameters(*s_->model, s_->topology);
   initial_crc_ = parameters_crc(theta);
-  for (size_t p = 0; p < s_->fragments.size(); ++p) {
+  for (uint32_t p = 0; p < s_->fragments.size(); ++p) {
+    if (!s_->owns(p)) continue;  // another shard's: held there
     GlobalFragment& g = s_->global[p];
     g.values.resize(s_->fragments[p].size);
     gather(s_->fragments[p], theta, g.values);
@@ -141,6 +147,8 @@ const Topology& SyncerCore::topology() const { return s_->topology; }
 const ParamLayout& SyncerCore::layout() const { return s_->layout(); }
 const std::vector<Fragment>& SyncerCore::fragments() const { return s_->fragments; }
 uint64_t SyncerCore::version(uint32_t fragment) const { return s_->global[fragment].version; }
+uint32_t SyncerCore::shard() const { return s_->shard; }
+bool SyncerCore::owns(uint32_t fragment) const { return fragment < s_->fragments.size() && s_->owns(fragment); }
 const SyncerStats& SyncerCore::stats() const { return s_->stats; }
 const std::vector<LearnerRecord>& SyncerCore::learners() const { return s_->learners; }
 double SyncerCore::elapsed(SteadyTime now) const { return s_->elapsed(now); }
@@ -151,12 +159,19 @@ Status SyncerCore::restore(const CheckpointState& state) {
   if (state.fingerprint != layout().fingerprint())
     return Status::invalid_argument("checkpoint belongs to another model (fingerprint " +
                                     std::to_string(state.fingerprint) + ")");
-  if (state.fragments.size() != s_->fragments.size())
+  size_t owned = 0;
+  for (uint32_t p = 0; p < s_->fragments.size(); ++p) owned += s_->owns(p) ? 1 : 0;
+  if (state.fragments.size() != owned)
     return Status::invalid_argument("checkpoint has " + std::to_string(state.fragments.size()) +
-                                    " fragments, this run " + std::to_string(s_->fragments.size()));
+                                    " fragments, this syncer " + std::to_string(owned) +
+                                    (owned == s_->fragments.size() ? "" : " (shard " + std::to_string(s_->shard) + ")"));
   for (const auto& f : state.fragments) {
     if (f.fragment >= s_->fragments.size() || f.values.size() != s_->fragments[f.fragment].size)
       return Status::invalid_argument("checkpoint fragment " + std::to_string(f.fragment) + " does not fit this run");
+    if (!s_->owns(f.fragment))
+      return Status::invalid_argument("checkpoint fragment " + std::to_string(f.fragment) + " belongs to shard " +
+                                      std::to_string(f.fragment % static_cast<uint32_t>(s_->topology.syncer.shards)) +
+                                      ", not to shard " + std::to_string(s_->shard));
     for (float v : f.values)
       if (!std::isfinite(v)) return Status::invalid_argument("checkpoint holds non-finite parameters");
   }
@@ -240,7 +255,8 @@ CheckpointState SyncerCore::checkpoint(int64_t unix_ms) const {
   c.fingerprint = layout().fingerprint();
   c.created_unix_ms = unix_ms;
   c.rounds = s_->stats.rounds;
-  for (size_t p = 0; p < s_->global.size(); ++p) {
+  for (uint32_t p = 0; p < s_->global.size(); ++p) {
+    if (!s_->owns(p)) continue;
     const GlobalFragment& g = s_->global[p];
     c.fragments.push_back({static_cast<uint32_t>(p), g.version, g.values, g.momentum});
   }
@@ -281,7 +297,8 @@ uint64_t SyncerCore::total_tokens() const {
 
 std::vector<float> SyncerCore::parameters() const {
   std::vector<float> theta(layout().size());
-  for (size_t p = 0; p < s_->fragments.size(); ++p) scatter(s_->fragments[p], s_->global[p].values, theta);
+  for (uint32_t p = 0; p < s_->fragments.size(); ++p)
+    if (s_->owns(p)) scatter(s_->fragments[p], s_->global[p].values, theta);
   return theta;
 }
 
@@ -408,7 +425,7 @@ Admission SyncerCore::on_register(const Register& r, const Sender& from, SteadyT
 void SyncerCore::adopt_bases(const Register& r, SteadyTime now, SyncerEffects& fx) {
   const bool recovering = seconds_between(s_->created, now) < kRecoverySeconds;
   for (const auto& base : r.bases) {
-    if (base.fragment >= s_->global.size()) continue;
+    if (base.fragment >= s_->global.size() || !s_->owns(base.fragment)) continue;
     GlobalFragment& g = s_->global[base.fragment];
     if (base.version <= g.version) continue;
     if (!recovering) {
@@ -486,6 +503,7 @@ void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<O
   w.incarnation = incarnation;
   w.topology = s_->topology;
   for (uint32_t p = 0; p < s_->global.size(); ++p) {
+    if (!s_->owns(p)) continue;  // another shard welcomes with it
     if (s_->global[p].initial && s_->global[p].version == 0 && l.initial_crc == initial_crc_)
       w.fragments.push_back({p, 0, Payload{}});  // the learner makes the same values from the seed
     else
@@ -590,8 +608,8 @@ void SyncerCore::on_evaluation(const Evaluation& e, SteadyTime now, SyncerEffect
                                                std::to_string(s_->global.size()));
   EvaluationPoint p;
   p.versions_min = UINT64_MAX;
-  for (size_t f = 0; f < e.versions.size(); ++f) {
-    if (e.versions[f] > s_->global[f].version)
+  for (uint32_t f = 0; f < e.versions.size(); ++f) {
+    if (s_->owns(f) && e.versions[f] > s_->global[f].version)
       return refuse(RejectReason::kMalformed, "version " + std::to_string(e.versions[f]) + " of fragment " +
                                                   std::to_string(f) + " is ahead of the syncer's " +
                                                   std::to_string(s_->global[f].version));
@@ -636,6 +654,12 @@ void SyncerCore::check_push(const Push& m, SteadyTime now, SyncerEffects& fx) {
   if (m.fragment >= s_->global.size())
     return s_->refuse(m.learner, RejectReason::kUnknownFragment, m.fragment,
                       "fragment " + std::to_string(m.fragment) + " of " + std::to_string(s_->global.size()), fx);
+  if (!s_->owns(m.fragment))
+    return s_->refuse(m.learner, RejectReason::kUnknownFragment, m.fragment,
+                      "fragment " + std::to_string(m.fragment) + " belongs to syncer shard " +
+                          std::to_string(m.fragment % static_cast<uint32_t>(s_->topology.syncer.shards)) +
+                          ", not to shard " + std::to_string(s_->shard),
+                      fx);
   const uint64_t version = s_->global[m.fragment].version;
   // A refused answer still takes its learner out of the round it answers, or
   // the round would wait for it forever.

@@ -75,6 +75,9 @@ class LearnerCore {
   // giving; external: unless the optimizer's moments were read at this boundary.
   Result<Moments> moments_for(const MomentsPull& pull) const;
   bool welcomed() const { return welcomed_; }
+  // This fragment has a base: a syncer (shard) welcomed us with it. Pulls and
+  // broadcasts of it are answered and adopted from then on.
+  bool welcomed(uint32_t fragment) const { return fragment < fragment_welcomed_.size() && fragment_welcomed_[fragment]; }
 
   struct StepResult {
     float loss = 0.0f;
@@ -220,7 +223,8 @@ class LearnerCore {
   std::unique_ptr<AdamW> adamw_;        // null for an external replica
   std::vector<float> params_, grads_;
   std::vector<Track> tracks_;
-  bool welcomed_ = false;
+  bool welcomed_ = false;                // every fragment has a base (every syncer shard welcomed it)
+  std::vector<bool> fragment_welcomed_;  // by fragment
   uint64_t regressions_refused_ = 0;
   uint64_t steps_ = 0, tokens_ = 0;
   int64_t last_tokens_ = 0;

@@ -30,7 +30,11 @@
 //   final   when the run ends (begin_flush): every fragment gets one last
 //           round that pulls every connected learner with a last Pull and
 //           waits for all answers (at most 3 slowest steps, 1 to 30 s); learners train no
-//           more once pulled, so no counted token is missing from Theta
+//           more once pulled, so no counted token is missing from Theta. A
+//           fragment holding progress then is merged and broadcast first;
+//           its last round opens after that broadcast
+//   Answers are folded into a running sum as they arrive (streaming merge,
+//   runtime/decoupled_rounds.cc): memory does not grow with the learners.
 // Broadcasts carry fp32 or bf16 values, or (int codecs) the quantized
 // difference to the copy the learners hold, which the core tracks ("held"):
 // what one broadcast rounds away goes with the next (error feedback).
@@ -208,8 +212,10 @@ class SyncerCore {
  public:
   // Builds the model's layout, fragments and initial Theta from the topology.
   // `started`: when the run started (the time base of round_ends and goodput).
+  // `shard`: which of the topology's syncer.shards this core is (see owns()).
   static Result<std::unique_ptr<SyncerCore>> create(const Topology& topology, SteadyTime now,
-                                                    std::optional<SteadyTime> started = std::nullopt);
+                                                    std::optional<SteadyTime> started = std::nullopt,
+                                                    uint32_t shard = 0);
   ~SyncerCore();
 
   // Continues the statistics of the syncer this one replaces (in-process
@@ -290,6 +296,13 @@ class SyncerCore {
   const Topology& topology() const;
   const ParamLayout& layout() const;
   const std::vector<Fragment>& fragments() const;
+  // Sharded syncer (syncer.shards = S > 1): shard i owns the fragments p with
+  // p % S == i. It holds, merges, checkpoints, welcomes with and broadcasts
+  // only those; a push of another shard's fragment is refused, and Progress
+  // and Register are read for its own fragments only. Every learner talks to
+  // every shard (docs/design.md section 10).
+  uint32_t shard() const;
+  bool owns(uint32_t fragment) const;
   uint64_t version(uint32_t fragment) const;
   const SyncerStats& stats() const;
   // True while a syncer that replaced another waits for the learners that
@@ -299,7 +312,7 @@ class SyncerCore {
   const std::vector<LearnerRecord>& learners() const;
   // Tokens trained by every incarnation of every learner, as reported.
   uint64_t total_tokens() const;
-  // Theta as one buffer in layout order.
+  // Theta as one buffer in layout order (a shard: its own fragments, zeros elsewhere).
   std::vector<float> parameters() const;
   // Seconds since the run started.
   double elapsed(SteadyTime now) const;
