@@ -1,8 +1,42 @@
 // Decoupled rounds (docs/design.md section 5; the steps are listed in atoll/syncer_core.h).
+//
+// Streaming merge. An answer is folded into its fragment's MergeAccumulator
+// (atoll/merge.h) as it arrives and its decoded vector is dropped; a round
+// keeps per learner only what the protocol counts (base version, steps,
+// tokens, seconds, weight). The syncer's memory is then the global copy plus
+// one accumulator per fragment, whatever the number of learners. A
+// contribution folded in cannot be taken out again, so a learner is folded
+// into a round at most once, and what used to replace an earlier answer is
+// decided as follows:
+//   - a second answer of a learner already folded into the round (a
+//     duplicated message, or the same learner pulled twice) is counted late;
+//     a round reopened after a cancel pulls only the learners not folded in;
+//   - the run's end (begin_flush): a fragment whose accumulator holds
+//     progress (an open round, or early unasked pushes) is first closed with
+//     an ordinary merge (no quorum needed) and broadcast; its last round opens
+//     only once that broadcast is out (a timer of 0 s: the core's effects carry
+//     out sends before to_all, and the last Pull must reach each learner after
+//     the Broadcast). A learner named in the broadcast carries its progress
+//     since the push that was merged onto the new version (learner_core.cc,
+//     adopt()); one that was not carries all of it; its last answer then holds
+//     exactly what the merge did not. Fragments without progress get their
+//     last round at once, as before;
+//   - an unasked push during a last round from a learner the round still
+//     waits for is not folded in (late): its last answer, cumulative since
+//     the same base, follows. While the run is ending, an unasked push to a
+//     fragment without an open round is late too: the last round pulls it.
+// The merged gradient equals merge_fragment() over the same answers to float
+// rounding (tests/runtime/merge_accumulator_test.cc).
+//
+// Cost per message. Whether a fragment is due is kept per (fragment,
+// learner) and updated only for the learner a message concerns; each
+// fragment counts its due learners, and is recounted in full (O(M)) when its
+// version changes. The number of learners that count toward the quorum is
+// cached the same way and recounted in full when a round opens or a learner
+// is welcomed. A Progress costs O(P), a round O(M).
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 
 #include "atoll/job.h"
 #include "atoll/merge.h"
@@ -12,12 +46,30 @@
 namespace atl {
 namespace {
 
+// The flush timer's `round` that opens the last rounds deferred behind a broadcast.
+constexpr uint64_t kOpenLastRounds = ~uint64_t{0};
+
 class DecoupledRounds final : public RoundProtocol {
  public:
-  explicit DecoupledRounds(SyncerState& s) : s_(s), rounds_(s.fragments.size()) {}
+  explicit DecoupledRounds(SyncerState& s) : s_(s), counts_(s.learners.size(), 0) {
+    rounds_.reserve(s.fragments.size());
+    for (const Fragment& f : s.fragments) {
+      Fragment rule_of = f;
+      if (s.topology.outer.force_avg) rule_of.rule = MergeRule::kAvg;
+      rounds_.emplace_back(std::move(rule_of), s.learners.size());
+    }
+    recount_quorum();
+  }
 
-  void on_welcome(uint32_t, SteadyTime now, SyncerEffects& fx) override { check_all_due(now, fx); }
-  void on_progress(uint32_t, SteadyTime now, SyncerEffects& fx) override { check_all_due(now, fx); }
+  void on_welcome(uint32_t learner, SteadyTime now, SyncerEffects& fx) override {
+    recount_quorum();  // also catches records the core changed without telling (continue_from)
+    refresh_learner(learner);
+    check_all_due(now, fx);
+  }
+  void on_progress(uint32_t learner, SteadyTime now, SyncerEffects& fx) override {
+    refresh_learner(learner);
+    check_all_due(now, fx);
+  }
 
   bool answers_closed_round(const Push& m) const override {
     const Round& r = rounds_[m.fragment];
@@ -25,24 +77,31 @@ class DecoupledRounds final : public RoundProtocol {
   }
 
   void on_answer(const Push& m, Answer a, SteadyTime now, SyncerEffects& fx) override {
-    Round& r = rounds_[m.fragment];
+    const uint32_t p = m.fragment;
+    Round& r = rounds_[p];
+    sync_version(p);
     if (r.open) {
-      // An unasked push does not answer a last pull: the answer to come holds more progress.
-      if (!r.last || m.round != 0) r.waiting.erase(m.learner);
-      r.answers[m.learner] = std::move(a);
-      return check_round(m.fragment, now, fx);
+      if (r.last && m.round == 0 && r.waiting[m.learner]) {
+        ++s_.stats.late;  // an unasked push does not answer a last pull: the answer to come holds more progress
+        return;
+      }
+      unwait(r, m.learner);
+      if (!fold(p, m.learner, a)) ++s_.stats.late;  // folded in already (a duplicate)
+      refresh_due(p, m.learner);  // counts if the round is cancelled and due again
+      return check_round(p, now, fx);
     }
-    if (m.base_version != s_.global[m.fragment].version) {
-      ++s_.stats.late;  // pushed unasked on a version already replaced
+    if (flushing() || m.base_version != s_.global[p].version) {
+      ++s_.stats.late;  // the last round pulls it; or pushed unasked on a version already replaced
       return;
     }
-    if (a.steps > 0) r.answers[m.learner] = std::move(a);  // early: counts when the round opens
-    check_due(m.fragment, now, fx);
+    if (a.steps > 0 && !fold(p, m.learner, a)) ++s_.stats.late;  // early: counts when the round opens
+    refresh_due(p, m.learner);
+    check_due(p, now, fx);
   }
 
   void on_no_answer(uint32_t learner, uint32_t p, SteadyTime now, SyncerEffects& fx) override {
     Round& r = rounds_[p];
-    if (r.open && r.waiting.erase(learner) > 0) check_round(p, now, fx);
+    if (r.open && unwait(r, learner)) check_round(p, now, fx);
   }
 
   void on_learner_down(uint32_t learner, SteadyTime now, SyncerEffects& fx) override { stop_waiting(learner, now, fx); }
@@ -51,7 +110,7 @@ class DecoupledRounds final : public RoundProtocol {
   bool holds_answers_of(uint32_t learner) const override {
     for (uint32_t p = 0; p < rounds_.size(); ++p) {
       const Round& r = rounds_[p];
-      if (r.open && r.waiting.count(learner)) return true;
+      if (r.open && r.waiting[learner]) return true;
       const auto it = r.answers.find(learner);
       if (it != r.answers.end() && mergeable(p, it->second)) return true;
     }
@@ -60,9 +119,16 @@ class DecoupledRounds final : public RoundProtocol {
 
   void on_timer(const SyncerEffects::Timer& t, SteadyTime now, SyncerEffects& fx) override {
     if (t.kind == SyncerEffects::TimerKind::kFlush) {
-      for (uint32_t p = 0; p < rounds_.size(); ++p)
+      if (t.round == kOpenLastRounds) {  // the broadcasts of begin_flush are out
+        for (uint32_t p = 0; p < rounds_.size(); ++p)
+          if (rounds_[p].last_pending) open_last_round(p, now, fx);
+        return;
+      }
+      for (uint32_t p = 0; p < rounds_.size(); ++p) {
+        rounds_[p].last_pending = false;
         if (rounds_[p].open && rounds_[p].last) close_last_round(p, now, fx);
-      return;
+      }
+      return check_flushed(fx);
     }
     if (t.id >= rounds_.size()) return;
     Round& r = rounds_[t.id];
@@ -77,9 +143,10 @@ class DecoupledRounds final : public RoundProtocol {
   void fragment_replaced(uint32_t p, SyncerEffects* fx) override {
     Round& r = rounds_[p];
     if (fx && r.open) cancel_round(p, "the fragment was recovered at a newer version", *fx);
-    r.open = r.last = false;
-    r.waiting.clear();
-    r.answers.clear();
+    r.open = r.last = r.last_pending = false;
+    clear_waiting(r);
+    forget_answers(r);
+    r.due_version = kUnknownVersion;  // the core sets the new version after this: recount then
   }
 
   void begin_flush(SteadyTime now, SyncerEffects& fx) override {
@@ -91,33 +158,184 @@ class DecoupledRounds final : public RoundProtocol {
     flush_ = Flush::kFlushing;
     fx.notes.push_back("the run is ending: a last round for every fragment");
     fx.timers.push_back({SyncerEffects::TimerKind::kFlush, 0, 0, flush_seconds()});
-    for (uint32_t p = 0; p < rounds_.size(); ++p) open_last_round(p, now, fx);
+    bool deferred = false;
+    for (uint32_t p = 0; p < rounds_.size(); ++p) {
+      if (!s_.owns(p)) continue;  // another syncer shard's
+      Round& r = rounds_[p];
+      sync_version(p);
+      if (!r.answers.empty()) {
+        // Progress folded in already cannot be replaced by a last answer:
+        // merge it now; the last round pulls what came after.
+        const uint64_t version = s_.global[p].version;
+        r.quorum_at = now;  // no grace wait
+        if (!r.open) r.opened = now;
+        close_round(p, now, fx);
+        r.open = false;
+        clear_waiting(r);
+        forget_answers(r);
+        if (s_.global[p].version != version) {  // broadcast: the last Pull must follow it
+          r.last_pending = deferred = true;
+          continue;
+        }
+      }
+      open_last_round(p, now, fx);
+    }
+    if (deferred) fx.timers.push_back({SyncerEffects::TimerKind::kFlush, 0, kOpenLastRounds, 0.0});
+    check_flushed(fx);
   }
   bool flushing() const override { return flush_ != Flush::kNone; }
   bool flushed() const override { return flush_ == Flush::kDone; }
 
  private:
+  static constexpr uint64_t kUnknownVersion = ~uint64_t{0};
+
+  // What a round keeps of an answer folded into its accumulator.
+  struct Folded {
+    uint64_t base_version = 0;
+    uint64_t steps = 0, tokens = 0;
+    double seconds = 0.0;
+    double weight = 0.0;
+  };
+
   // One fragment's round: collecting while open.
   struct Round {
+    Round(Fragment rule_of, size_t learners) : waiting(learners, 0), acc(std::move(rule_of)), due(learners, 0) {}
     bool open = false;
     uint64_t id = 0;            // of the open (or last) round
     SteadyTime opened{}, quorum_at{};
     bool quorum = false;
     int quorum_needed = 1;      // K as the round opened: a newcomer never raises it
     bool last = false;          // the final round of the fragment (begin_flush)
-    std::set<uint32_t> waiting;            // pulled, not yet answered
-    std::map<uint32_t, Answer> answers;    // by learner: this round's, or early (unasked) ones
+    bool last_pending = false;  // begin_flush merged it; its last round opens once the broadcast is out
+    std::vector<uint8_t> waiting;  // by learner: pulled, not yet answered
+    size_t waiting_count = 0;
+    // Answers with progress, folded into `acc`: this round's, or early
+    // (unasked) ones, all on a base the current version accepts.
+    MergeAccumulator acc;
+    std::map<uint32_t, Folded> answers;
+    uint64_t answers_version = 0;  // the global version they were folded on
+    // By learner: present, and did H steps on the current version (its
+    // Progress says so, or it pushed unasked); `due_count` of them.
+    std::vector<uint8_t> due;
+    int due_count = 0;
+    uint64_t due_version = kUnknownVersion;  // the version `due` describes
   };
 
   double flush_seconds() const { return std::clamp(3.0 * s_.slowest_step_seconds(), 1.0, 30.0); }
+
+  // ---- the quorum cap K, cached (SyncerState::effective_quorum() is O(M))
+
+  void recount_quorum() {
+    counted_ = 0;
+    for (uint32_t m = 0; m < counts_.size(); ++m) {
+      counts_[m] = s_.counts_toward_quorum(m) ? 1 : 0;
+      counted_ += counts_[m];
+    }
+  }
+  void refresh_quorum(uint32_t m) {
+    const uint8_t c = s_.counts_toward_quorum(m) ? 1 : 0;
+    counted_ += static_cast<int>(c) - static_cast<int>(counts_[m]);
+    counts_[m] = c;
+  }
+  int effective_quorum() const { return std::max(1, std::min(s_.topology.outer.quorum, counted_)); }
+
+  // ---- who is due, per fragment and learner
+
+  bool is_due(uint32_t p, uint32_t m) const {
+    if (!s_.present(m)) return false;
+    const Round& r = rounds_[p];
+    const auto& l = s_.learners[m];
+    const uint64_t version = s_.global[p].version;
+    const uint64_t threshold = steps_until_due(static_cast<int>(p), static_cast<int>(rounds_.size()),
+                                               sync_interval(s_.topology, l.speed, version), version);
+    const auto it = r.answers.find(m);
+    const bool pushed = it != r.answers.end() && it->second.base_version == version && it->second.steps >= threshold;
+    const bool reported = p < l.progress.size() && l.progress[p].version == version && l.progress[p].steps >= threshold;
+    return pushed || reported;
+  }
+  // Recounts fragment p's due learners when its version changed since they were counted.
+  void sync_due(uint32_t p) {
+    Round& r = rounds_[p];
+    if (r.due_version == s_.global[p].version) return;
+    r.due_version = s_.global[p].version;
+    r.due_count = 0;
+    for (uint32_t m = 0; m < r.due.size(); ++m) {
+      r.due[m] = is_due(p, m) ? 1 : 0;
+      r.due_count += r.due[m];
+    }
+  }
+  void refresh_due(uint32_t p, uint32_t m) {
+    Round& r = rounds_[p];
+    if (r.due_version != s_.global[p].version) return sync_due(p);  // counts m as well
+    const uint8_t d = is_due(p, m) ? 1 : 0;
+    r.due_count += static_cast<int>(d) - static_cast<int>(r.due[m]);
+    r.due[m] = d;
+  }
+  // Something about learner m changed: its progress, presence or membership.
+  void refresh_learner(uint32_t m) {
+    refresh_quorum(m);
+    for (uint32_t p = 0; p < rounds_.size(); ++p) refresh_due(p, m);
+  }
+
+  // ---- answers
+
+  // Drops answers folded on a version that is no longer current (cannot
+  // happen while every version change goes through close_round() or
+  // fragment_replaced(); kept as a guard, since nothing can be taken out).
+  void sync_version(uint32_t p) {
+    Round& r = rounds_[p];
+    if (r.answers_version == s_.global[p].version) return;
+    if (!r.answers.empty()) {
+      const auto staleness = static_cast<uint64_t>(s_.topology.outer.max_staleness);
+      const bool all_fresh = std::all_of(r.answers.begin(), r.answers.end(), [&](const auto& kv) {
+        return kv.second.base_version + staleness >= s_.global[p].version;
+      });
+      if (!all_fresh) forget_answers(r);
+    }
+    r.answers_version = s_.global[p].version;
+  }
+
+  // Folds `a` into fragment p's round. False when learner m is folded in already.
+  bool fold(uint32_t p, uint32_t m, const Answer& a) {
+    Round& r = rounds_[p];
+    if (a.steps == 0) return true;  // nothing to merge; it answered all the same
+    if (r.answers.count(m)) return false;
+    const double w = s_.topology.outer.weighting == Weighting::kUniform ? 1.0 : token_weight(a.tokens, a.steps);
+    r.acc.add(a.delta, w);
+    r.answers[m] = Folded{a.base_version, a.steps, a.tokens, a.seconds, w};
+    return true;
+  }
+
+  void forget_answers(Round& r) {
+    r.answers.clear();
+    r.acc.clear();
+  }
+
+  // An answer that a round of fragment p could still merge.
+  bool mergeable(uint32_t p, const Folded& a) const {
+    const auto staleness = static_cast<uint64_t>(s_.topology.outer.max_staleness);
+    return a.steps > 0 && a.base_version + staleness >= s_.global[p].version;
+  }
+
+  bool unwait(Round& r, uint32_t m) {
+    if (!r.waiting[m]) return false;
+    r.waiting[m] = 0;
+    --r.waiting_count;
+    return true;
+  }
+  void clear_waiting(Round& r) {
+    if (r.waiting_count > 0) std::fill(r.waiting.begin(), r.waiting.end(), 0);
+    r.waiting_count = 0;
+  }
 
   // `learner` is gone or no member: open rounds stop waiting for it, and the
   // others may fall due (the quorum is within reach of fewer learners now,
   // or a leaver's last answer makes its fragment due).
   void stop_waiting(uint32_t learner, SteadyTime now, SyncerEffects& fx) {
+    refresh_learner(learner);
     for (uint32_t p = 0; p < rounds_.size(); ++p) {
       if (rounds_[p].open) {
-        rounds_[p].waiting.erase(learner);
+        unwait(rounds_[p], learner);
         check_round(p, now, fx);
       } else {
         check_due(p, now, fx);
@@ -129,51 +347,35 @@ class DecoupledRounds final : public RoundProtocol {
     for (uint32_t p = 0; p < rounds_.size(); ++p) check_due(p, now, fx);
   }
 
-  // An answer that a round of fragment p could still merge.
-  bool mergeable(uint32_t p, const Answer& a) const {
-    const auto staleness = static_cast<uint64_t>(s_.topology.outer.max_staleness);
-    return a.steps > 0 && a.base_version + staleness >= s_.global[p].version;
-  }
-
   void check_due(uint32_t p, SteadyTime now, SyncerEffects& fx) {
+    if (!s_.owns(p)) return;  // another syncer shard's
     Round& r = rounds_[p];
     if (r.open || flushing()) return;
     // A leaver's last answer does not wait for the others to fall due.
-    for (const auto& [m, a] : r.answers)
-      if (s_.learners[m].leaving == LearnerRecord::Leaving::kMerging && mergeable(p, a))
-        return open_round(p, now, fx);
-    const uint64_t version = s_.global[p].version;
-    int due = 0;
-    for (uint32_t m = 0; m < s_.learners.size(); ++m) {
-      const auto& l = s_.learners[m];
-      if (!s_.present(m)) continue;
-      const uint64_t threshold = steps_until_due(static_cast<int>(p), static_cast<int>(rounds_.size()),
-                                                 sync_interval(s_.topology, l.speed, version), version);
-      const auto it = r.answers.find(m);
-      const bool pushed = it != r.answers.end() && it->second.base_version == version && it->second.steps >= threshold;
-      const bool reported = p < l.progress.size() && l.progress[p].version == version && l.progress[p].steps >= threshold;
-      due += (pushed || reported) ? 1 : 0;
-    }
-    if (due >= s_.effective_quorum()) open_round(p, now, fx);
+    if (s_.merging > 0)
+      for (const auto& [m, a] : r.answers)
+        if (s_.learners[m].leaving == LearnerRecord::Leaving::kMerging && mergeable(p, a))
+          return open_round(p, now, fx);
+    sync_due(p);
+    if (r.due_count >= effective_quorum()) open_round(p, now, fx);
   }
 
   void open_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
     Round& r = rounds_[p];
-    const uint64_t version = s_.global[p].version;
+    sync_version(p);
+    recount_quorum();  // once a round: whatever changed membership without an event
     r.open = true;
     r.id = next_round_++;
     r.opened = now;
     r.quorum = false;
-    r.quorum_needed = s_.effective_quorum();
-    r.waiting.clear();
-    const auto staleness = static_cast<uint64_t>(s_.topology.outer.max_staleness);
-    std::erase_if(r.answers, [&](const auto& kv) { return kv.second.base_version + staleness < version; });
+    r.quorum_needed = effective_quorum();
+    clear_waiting(r);
     for (uint32_t m = 0; m < s_.learners.size(); ++m) {
-      if (!s_.present(m)) continue;
-      const auto it = r.answers.find(m);
-      if (it != r.answers.end() && it->second.base_version == version && it->second.steps > 0)
-        continue;  // pushed its progress unasked: already answered
-      r.waiting.insert(m);
+      // Folded in already (pushed unasked, or answered before a cancel): a
+      // second answer could not replace it.
+      if (!s_.present(m) || r.answers.count(m)) continue;
+      r.waiting[m] = 1;
+      ++r.waiting_count;
       fx.sends.push_back({m, Pull{p, r.id}});
     }
     fx.timers.push_back({SyncerEffects::TimerKind::kQuorum, p, r.id, quorum_deadline_seconds()});
@@ -195,35 +397,32 @@ class DecoupledRounds final : public RoundProtocol {
     Round& r = rounds_[p];
     if (!r.open) return;
     if (r.last) {
-      if (r.waiting.empty()) close_last_round(p, now, fx);
+      if (r.waiting_count == 0) close_last_round(p, now, fx);
       return;
     }
-    int with_progress = 0;
-    for (const auto& [m, a] : r.answers) with_progress += a.steps > 0 ? 1 : 0;
+    const auto with_progress = static_cast<int>(r.answers.size());
     // Fewer may count toward K than when the round opened (failures, departures), never more.
-    if (!r.quorum && with_progress >= std::min(r.quorum_needed, s_.effective_quorum())) {
+    if (!r.quorum && with_progress >= std::min(r.quorum_needed, effective_quorum())) {
       r.quorum = true;
       r.quorum_at = now;
       const double grace = grace_seconds(r);
-      if (!r.waiting.empty() && grace > 0.0) {
+      if (r.waiting_count > 0 && grace > 0.0) {
         fx.timers.push_back({SyncerEffects::TimerKind::kGrace, p, r.id, grace});
         return;
       }
       return close_round(p, now, fx);
     }
-    if (r.waiting.empty()) {
+    if (r.waiting_count == 0) {
       if (r.quorum) return close_round(p, now, fx);
       cancel_round(p, "everyone pulled answered or failed, and the quorum is still short", fx);
     }
   }
 
+  // Answers with progress stay folded in for the next round.
   void cancel_round(uint32_t p, const std::string& why, SyncerEffects& fx) {
     Round& r = rounds_[p];
     r.open = false;
-    r.waiting.clear();
-    // Answers with progress wait for the next round; empty ones would only make
-    // it open again without anyone to pull.
-    std::erase_if(r.answers, [](const auto& kv) { return kv.second.steps == 0; });
+    clear_waiting(r);
     ++s_.stats.cancelled_rounds;
     fx.notes.push_back("round " + std::to_string(r.id) + " of fragment " + std::to_string(p) + " cancelled: " + why);
   }
@@ -232,20 +431,8 @@ class DecoupledRounds final : public RoundProtocol {
     Round& r = rounds_[p];
     GlobalFragment& g = s_.global[p];
     const auto& o = s_.topology.outer;
-    const auto staleness = static_cast<uint64_t>(o.max_staleness);
-    std::vector<Contribution> cs;
-    std::vector<std::pair<uint32_t, uint64_t>> who;  // learner, base version
-    double good = 0.0;
-    for (const auto& [m, a] : r.answers) {
-      if (a.steps == 0 || a.base_version + staleness < g.version) continue;
-      cs.push_back({a.delta, o.weighting == Weighting::kUniform ? 1.0 : token_weight(a.tokens, a.steps)});
-      who.emplace_back(m, a.base_version);
-      good += a.seconds;
-    }
-    Fragment rule_of = s_.fragments[p];
-    if (o.force_avg) rule_of.rule = MergeRule::kAvg;
     std::vector<float> outer_grad(s_.fragments[p].size);
-    if (!merge_fragment(rule_of, cs, outer_grad)) return cancel_round(p, "no answer carried weight", fx);
+    if (!r.acc.merge(outer_grad)) return cancel_round(p, "no answer carried weight", fx);
     for (float& x : outer_grad) x = -x;  // outer gradient: base - theta
     NesterovConfig outer = o.nesterov;
     if (o.lr_warmup_rounds > 0)  // round k of this fragment (k = its version) steps with (k+1)/W of lr
@@ -257,7 +444,9 @@ class DecoupledRounds final : public RoundProtocol {
         !std::all_of(momentum.begin(), momentum.end(), [](float v) { return std::isfinite(v); })) {
       ++s_.stats.discarded_rounds;
       cancel_round(p, "the merged update is not finite; the round is discarded", fx);
-      r.answers.clear();
+      forget_answers(r);
+      r.due_version = kUnknownVersion;  // pushes counted as due are gone: recount
+      sync_due(p);
       return;
     }
     g.values = std::move(values);
@@ -265,42 +454,49 @@ class DecoupledRounds final : public RoundProtocol {
     g.initial = false;
     ++g.version;
     r.open = false;
-    r.answers.clear();
-    r.waiting.clear();
+    clear_waiting(r);
 
     SyncerStats& st = s_.stats;
+    double good = 0.0;
+    for (const auto& [m, a] : r.answers) good += a.seconds;
     ++st.rounds;
-    st.merged_pushes += cs.size();
-    st.quorum_sum += static_cast<double>(cs.size());
+    st.merged_pushes += r.answers.size();
+    st.quorum_sum += static_cast<double>(r.answers.size());
     st.grace_wait_sum += seconds_between(r.quorum_at, now);
     // A step's time is spread over fragments by their share of the parameters.
     st.good_seconds +=
         good * static_cast<double>(s_.fragments[p].size) / static_cast<double>(s_.layout().size());
     st.round_ends.push_back(s_.elapsed(now));
     std::vector<uint32_t> merged;
-    for (const auto& [m, base] : who) {
+    merged.reserve(r.answers.size());
+    for (const auto& [m, a] : r.answers) {
       merged.push_back(m);
       LearnerRecord& l = s_.learners[m];
-      if (p < l.merged_base.size()) l.merged_base[p] = base;
+      if (p < l.merged_base.size()) l.merged_base[p] = a.base_version;
       s_.note_merged(m, now, fx);
+      refresh_quorum(m);  // merged progress qualifies a newcomer
     }
+    forget_answers(r);
+    r.answers_version = g.version;
+    sync_due(p);  // a new version: nobody is due on it yet, unless its Progress says so
     fx.to_all.push_back(s_.broadcast(p, std::move(merged)));
   }
 
   void open_last_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
     Round& r = rounds_[p];
-    // A round still open becomes the last one: the answers it has stay, and a
-    // learner's last answer replaces its earlier one.
+    // A round still open without progress becomes the last one (begin_flush
+    // merged any with progress): its pulls are answered late, and the last
+    // answers hold their progress.
+    r.last_pending = false;
     r.open = true;
     r.last = true;
     r.id = next_round_++;
     r.opened = now;
-    r.waiting.clear();
-    const auto staleness = static_cast<uint64_t>(s_.topology.outer.max_staleness);
-    std::erase_if(r.answers, [&](const auto& kv) { return kv.second.base_version + staleness < s_.global[p].version; });
+    clear_waiting(r);
     for (uint32_t m = 0; m < s_.learners.size(); ++m) {
       if (!s_.present(m)) continue;  // a leaver's last answers are in already
-      r.waiting.insert(m);
+      r.waiting[m] = 1;
+      ++r.waiting_count;
       fx.sends.push_back({m, Pull{p, r.id, true}});
     }
     check_round(p, now, fx);
@@ -308,23 +504,27 @@ class DecoupledRounds final : public RoundProtocol {
 
   void close_last_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
     Round& r = rounds_[p];
-    const bool progress =
-        std::any_of(r.answers.begin(), r.answers.end(), [](const auto& kv) { return kv.second.steps > 0; });
-    if (progress) {
+    if (!r.answers.empty()) {
       r.quorum_at = now;  // no grace wait in a last round
       close_round(p, now, fx);
     }
     r.open = r.last = false;
-    r.waiting.clear();
-    r.answers.clear();
-    if (std::none_of(rounds_.begin(), rounds_.end(), [](const Round& x) { return x.open; })) {
-      flush_ = Flush::kDone;
-      fx.notes.push_back("every fragment had its last round: the model is final");
-    }
+    clear_waiting(r);
+    forget_answers(r);
+    check_flushed(fx);
+  }
+
+  void check_flushed(SyncerEffects& fx) {
+    if (flush_ != Flush::kFlushing) return;
+    if (std::any_of(rounds_.begin(), rounds_.end(), [](const Round& x) { return x.open || x.last_pending; })) return;
+    flush_ = Flush::kDone;
+    fx.notes.push_back("every fragment had its last round: the model is final");
   }
 
   SyncerState& s_;
   std::vector<Round> rounds_;  // by fragment
+  std::vector<uint8_t> counts_;  // by learner: counts toward the quorum cap
+  int counted_ = 0;
   uint64_t next_round_ = 1;
   enum class Flush { kNone, kFlushing, kDone };
   Flush flush_ = Flush::kNone;

@@ -2,6 +2,7 @@
 
 #include <cassert>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 namespace atl {
@@ -87,6 +88,64 @@ bool merge_fragment(const Fragment& fragment, std::span<const Contribution> cs,
     rda(piece_cs, out.subspan(piece.fragment_offset, piece.size));
   }
   return true;
+}
+
+MergeAccumulator::MergeAccumulator(Fragment fragment) : fragment_(std::move(fragment)) {}
+
+void MergeAccumulator::add(std::span<const float> g, double weight) {
+  assert(g.size() == fragment_.size);
+  if (!(weight > 0.0)) return;
+  const bool rda = fragment_.rule == MergeRule::kRda;
+  if (count_ == 0) {  // the first of a round: start from zero (assign keeps the capacity)
+    sum_.assign(fragment_.size, 0.0);
+    if (rda) {
+      unit_.assign(fragment_.size, 0.0);
+      length_.assign(fragment_.pieces.size(), 0.0);
+    }
+  }
+  ++count_;
+  weight_ += weight;
+  const float* x = g.data();
+  double* sum = sum_.data();
+  for (size_t i = 0; i < fragment_.size; ++i) sum[i] += weight * x[i];
+  if (!rda) return;
+  double* unit = unit_.data();
+  for (size_t k = 0; k < fragment_.pieces.size(); ++k) {
+    const auto& piece = fragment_.pieces[k];
+    const double n = norm(g.subspan(piece.fragment_offset, piece.size));
+    length_[k] += weight * n;
+    if (n == 0.0) continue;  // no direction: adds to the length (zero) and the weight only
+    const double a = weight / n;
+    for (size_t i = piece.fragment_offset; i < piece.fragment_offset + piece.size; ++i) unit[i] += a * x[i];
+  }
+}
+
+bool MergeAccumulator::merge(std::span<float> out) const {
+  assert(out.size() == fragment_.size);
+  if (count_ == 0) return false;
+  const double w = weight_;
+  if (fragment_.rule == MergeRule::kAvg) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(sum_[i] / w);
+    return true;
+  }
+  for (size_t k = 0; k < fragment_.pieces.size(); ++k) {
+    const auto& piece = fragment_.pieces[k];
+    std::span<float> o = out.subspan(piece.fragment_offset, piece.size);
+    for (size_t i = 0; i < o.size(); ++i) o[i] = static_cast<float>(unit_[piece.fragment_offset + i] / w);
+    const double direction = norm(o);  // of the mean direction as rda() rounds it
+    if (direction < kRdaMinDirection) {
+      for (size_t i = 0; i < o.size(); ++i) o[i] = static_cast<float>(sum_[piece.fragment_offset + i] / w);
+      continue;
+    }
+    const auto scale = static_cast<float>(length_[k] / w / direction);
+    for (float& x : o) x *= scale;
+  }
+  return true;
+}
+
+void MergeAccumulator::clear() {
+  count_ = 0;
+  weight_ = 0.0;
 }
 
 }  // namespace atl

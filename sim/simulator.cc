@@ -11,6 +11,7 @@
 #include <queue>
 
 #include "atoll/fragments.h"
+#include "atoll/job.h"
 #include "atoll/report.h"
 #include "atoll/simulation.h"
 #include "atoll/syncer_core.h"
@@ -277,6 +278,9 @@ class Simulator {
   std::vector<Payload> zero_delta_;    // per fragment: what every push carries (the model is not trained)
   OptimizerState moments_;             // what every peer hands a restarted learner
   uint64_t fingerprint_ = 0;
+  // Of the seed's initialization: welcomes of version 0 then carry no values,
+  // as real learners' do (else M welcomes at once hold M copies of the model).
+  uint32_t initial_crc_ = 0;
   int64_t chips_per_learner_ = 0;
   double syncer_seconds_ = 0.0;
   std::vector<double> reintegrations_;  // a restarted learner: from its Register to its welcome (seconds)
@@ -448,6 +452,7 @@ Status Simulator::init_protocol() {
   if (!core.ok()) return core.status().with_context("the simulated syncer");
   core_ = std::move(*core);
   fingerprint_ = core_->layout().fingerprint();
+  initial_crc_ = parameters_crc(core_->parameters());
   for (const auto& f : core_->fragments())
     zero_delta_.push_back(encode_payload(t.outer.push_codec, t.outer.push_block, std::vector<float>(f.size, 0.0f)));
   const std::vector<float> zeros(core_->layout().size(), 0.0f);
@@ -459,7 +464,7 @@ Status Simulator::init_protocol() {
 void Simulator::send_register(SimLearner& l) {
   l.registered = true;
   l.registered_at = now_;
-  to_syncer(l, Register{l.id, l.incarnation, fingerprint_, "", {}, 0});
+  to_syncer(l, Register{l.id, l.incarnation, fingerprint_, "", {}, initial_crc_});
 }
 
 void Simulator::to_syncer(const SimLearner& l, Message m) {
@@ -469,7 +474,7 @@ void Simulator::to_syncer(const SimLearner& l, Message m) {
 
 // Registers again with the same incarnation (it missed a broadcast, or the
 // syncer does not know it); it trains on meanwhile, as a real learner does.
-void Simulator::resync(SimLearner& l) { to_syncer(l, Register{l.id, l.incarnation, fingerprint_, "", {}, 0}); }
+void Simulator::resync(SimLearner& l) { to_syncer(l, Register{l.id, l.incarnation, fingerprint_, "", {}, initial_crc_}); }
 
 void Simulator::deliver_to_syncer(uint32_t from, const Message& m) {
   SyncerEffects fx;

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "atoll/fragments.h"
 
@@ -44,5 +45,49 @@ void rda(std::span<const Contribution> cs, std::span<float> out);
 // REQUIRES: every c.g.size() == out.size() == fragment.size.
 bool merge_fragment(const Fragment& fragment, std::span<const Contribution> cs,
                     std::span<float> out);
+
+// merge_fragment() in streaming form: each contribution is folded into
+// running sums as it arrives, and its vector is no longer needed. The syncer
+// keeps one per fragment, so its memory does not grow with the learners.
+//
+//   AVG: sum_m w_m g_m and W = sum_m w_m
+//   RDA, per tensor: sum_m w_m |g_m| (a scalar), sum_m (w_m / |g_m|) g_m (the
+//        weighted sum of unit vectors), and sum_m w_m g_m for the fallback to
+//        AVG when the mean direction vanishes
+//
+// The vectors are double: 8 bytes per parameter for AVG, 16 for RDA, however
+// many contribute (float sums would lose about sqrt(M) ulps, and more where
+// the directions cancel, which is exactly where RDA's fallback looks). merge()
+// gives what merge_fragment() gives over the same contributions, to float
+// rounding: only the order of the double operations differs.
+class MergeAccumulator {
+ public:
+  MergeAccumulator() = default;
+  // `fragment.rule` decides what is summed (the caller may force AVG first).
+  explicit MergeAccumulator(Fragment fragment);
+
+  // Folds in g with `weight`. A weight <= 0 is ignored, as merge_fragment()
+  // ignores it. REQUIRES: g.size() == fragment.size.
+  void add(std::span<const float> g, double weight);
+  // Contributions folded in (weight > 0), and the sum of their weights.
+  size_t count() const { return count_; }
+  double weight() const { return weight_; }
+  // The merge of every contribution folded in since the last clear(). Returns
+  // false (and leaves `out` untouched) when there is none.
+  // REQUIRES: out.size() == fragment.size.
+  bool merge(std::span<float> out) const;
+  // Forgets every contribution; the sums keep their memory for the next round.
+  void clear();
+  // Bytes the sums hold.
+  size_t bytes() const { return (sum_.capacity() + unit_.capacity() + length_.capacity()) * sizeof(double); }
+
+ private:
+  Fragment fragment_;
+  size_t count_ = 0;
+  double weight_ = 0.0;
+  std::vector<double> sum_;     // sum w g (AVG; RDA's fallback)
+  std::vector<double> unit_;    // RDA: sum (w / |g_piece|) g, piece by piece
+  std::vector<double> length_;  // RDA: per piece, sum w |g_piece|
+};
 
 }  // namespace atl
