@@ -47,6 +47,7 @@ struct SyncerArgs {
   std::optional<std::chrono::steady_clock::time_point> run_started;
   std::shared_ptr<MessageFaults> faults;  // the send path's interposition point (null: none)
   std::string cluster_token;              // required of every Register (empty: none)
+  uint32_t shard = 0;                     // of topology.syncer.shards (SyncerCore::owns)
 };
 caf::actor spawn_syncer(caf::actor_system& sys, SyncerArgs args);
 
@@ -142,6 +143,7 @@ struct SyncerLinkArgs {
   double give_up_seconds = 60.0;
   size_t max_message_bytes = 0;          // the largest frame the syncer may send
   std::shared_ptr<Door> door;            // set by join_syncer()
+  uint32_t shard = 0;                    // the syncer shard at host:port
 };
 // A learner process: one connection per learner to the syncer at host:port,
 // kept (reconnecting with backoff) until the run ends or give_up_seconds.

@@ -144,8 +144,8 @@ caf::behavior gateway(GatewayActor* self, GatewayArgs args) {
 
 // Stands in for the syncer, to one learner of this process.
 caf::behavior remote_syncer(caf::event_based_actor* self, std::shared_ptr<Door> door, uint64_t conn, uint32_t learner,
-                            std::shared_ptr<Directory> directory) {
-  const std::string name = Directory::syncer_of(learner);
+                            uint32_t shard, std::shared_ptr<Directory> directory) {
+  const std::string name = Directory::syncer_of(learner, shard);
   directory->put(name, caf::actor_cast<caf::actor>(self));
   self->attach_functor([directory, name, addr = self->address()] { directory->erase(name, addr); });
   return {
@@ -156,6 +156,9 @@ caf::behavior remote_syncer(caf::event_based_actor* self, std::shared_ptr<Door> 
       [=](door_closed_atom) { self->quit(); },  // normal: the link it is linked to goes on
   };
 }
+
+// "syncer", or "syncer shard 1" when it is not the first.
+std::string syncer_name(uint32_t shard) { return shard == 0 ? "syncer" : "syncer shard " + std::to_string(shard); }
 
 struct LinkState {
   static inline const char* name = "syncer link";
@@ -192,8 +195,8 @@ caf::behavior syncer_link(LinkActor* self, SyncerLinkArgs args) {
         auto& st = self->state;
         auto& l = st.learners[id];
         if (l.conn != conn) return;
-        l.stand_in = self->spawn<caf::linked>(remote_syncer, st.args.door, conn, id, st.args.directory);
-        log_info("learner " + std::to_string(id) + ": connected to the syncer at " + peer);
+        l.stand_in = self->spawn<caf::linked>(remote_syncer, st.args.door, conn, id, st.args.shard, st.args.directory);
+        log_info("learner " + std::to_string(id) + ": connected to the " + syncer_name(st.args.shard) + " at " + peer);
         l.backoff = kBackoffInitial;
         l.failures = 0;
       },
@@ -234,15 +237,16 @@ caf::behavior syncer_link(LinkActor* self, SyncerLinkArgs args) {
         auto& l = st.learners[id];
         if (st.args.records->latch.finished() || l.conn != 0) return;
         const std::string where = st.args.host + ":" + std::to_string(st.args.port);
+        const std::string syncer = syncer_name(st.args.shard);
         if (l.was_open)
-          log_warn("learner " + std::to_string(id) + ": lost the syncer at " + where + " (" + l.why + "); reconnecting");
+          log_warn("learner " + std::to_string(id) + ": lost the " + syncer + " at " + where + " (" + l.why + "); reconnecting");
         else if (l.failures++ == 0)
-          log_warn("learner " + std::to_string(id) + ": cannot reach the syncer at " + where + " (" + l.why +
+          log_warn("learner " + std::to_string(id) + ": cannot reach the " + syncer + " at " + where + " (" + l.why +
                    "); retrying with backoff");
         l.was_open = false;
         const double waited = std::chrono::duration<double>(Clock::now() - l.lost_since).count();
         if (waited > st.args.give_up_seconds) {
-          st.args.records->fail("no syncer at " + where + " for " + std::to_string(static_cast<int>(waited)) + " s (" +
+          st.args.records->fail("no " + syncer + " at " + where + " for " + std::to_string(static_cast<int>(waited)) + " s (" +
                               l.why + ")");
           return;
         }

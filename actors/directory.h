@@ -35,15 +35,18 @@ class Directory {
     return it == entries_.end() ? caf::actor{} : it->second;
   }
 
-  // The syncer as learner `id` reaches it: in a learner process, the stand-in
-  // of its own connection (atoll/cluster.h); else the syncer itself.
-  caf::actor syncer_for(uint32_t id) const {
-    if (caf::actor own = get(syncer_of(id))) return own;
+  // Syncer shard `shard` as learner `id` reaches it: in a learner process,
+  // the stand-in of its own connection to that shard (atoll/cluster.h); else
+  // the syncer itself (a process holds one syncer, or one shard of it).
+  caf::actor syncer_for(uint32_t id, uint32_t shard = 0) const {
+    if (caf::actor own = get(syncer_of(id, shard))) return own;
     return get(kSyncer);
   }
 
   static std::string learner(uint32_t id) { return Child::of_learner(id).name(); }
-  static std::string syncer_of(uint32_t id) { return "syncer of learner " + std::to_string(id); }
+  static std::string syncer_of(uint32_t id, uint32_t shard = 0) {
+    return (shard == 0 ? "syncer" : "syncer shard " + std::to_string(shard)) + " of learner " + std::to_string(id);
+  }
   static constexpr const char* kSyncer = "syncer";
   static constexpr const char* kCheckpointer = "checkpointer";
 

@@ -8,6 +8,13 @@
 //                                       (no more steps; its last progress as
 //                                        unasked pushes, then Leave)
 //
+// A sharded syncer (syncer.shards = S) is S syncers to a learner: it
+// registers with each, trains once every one has welcomed it, pushes each
+// fragment to its owner (fragment % S), tells every shard its progress, and
+// is done when every shard said so (or, a shard being down, 30 s after the
+// first). A shard that goes away pauses only its fragments; the learner
+// looks it up and registers with it again.
+//
 // One behaviour per phase: joining() knows only the welcome, a refusal and
 // the end; training() everything else. What to do about a refusal and which
 // queued pulls are stale are LearnerCore's (on_reject, drop_closed_pulls).
@@ -43,13 +50,18 @@ using namespace std::chrono_literals;
 constexpr auto kLookupRetry = 50ms;
 constexpr auto kRegisterRetry = 500ms;  // a Register lost or refused (an old incarnation still known) is sent again
 constexpr auto kResyncAfter = 2s;       // blocked this long on a broadcast: it was lost, register again
+constexpr auto kOtherShardsDone = 30s;  // one shard said Done: the others' last rounds end within this
 
 struct LearnerState {
   static inline const char* name = "learner";
   LearnerArgs args;
   std::shared_ptr<LearnerCore> core;  // shared with the running step
-  caf::actor syncer;
-  bool registered = false;  // welcomed by the current syncer
+  // By syncer shard (one: the syncer): its current handle (null: not found
+  // or down), whether it welcomed us, whether it said Done.
+  std::vector<caf::actor> syncers;
+  std::vector<bool> welcomed_by, done_by;
+  uint32_t from_shard = 0;     // the shard the message being handled came from
+  uint32_t moments_shard = 0;  // the shard whose MomentsPull is answered next
   bool computing = false;   // a step runs on the arena
   bool delaying = false;    // a slow learner's extra time after a step
   // The end of the speed delay under way (none: epoch). A timer that fires
@@ -88,27 +100,48 @@ caf::timespan span(double seconds) {
   return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(seconds));
 }
 
-void send_to_syncer(LearnerActor* self, const Message& m) {
+bool any_syncer(const LearnerState& st) {
+  return std::any_of(st.syncers.begin(), st.syncers.end(), [](const caf::actor& s) { return static_cast<bool>(s); });
+}
+bool all_of(const std::vector<bool>& v) { return std::all_of(v.begin(), v.end(), [](bool b) { return b; }); }
+
+void send_to_shard(LearnerActor* self, uint32_t shard, const Message& m) {
   auto& st = self->state;
-  if (!st.syncer) return;
+  const caf::actor& to = st.syncers[shard];
+  if (!to) return;
   if (!st.args.faults || !st.args.faults->active()) {
-    self->send(st.syncer, Packet{encode_message(m)});
+    self->send(to, Packet{encode_message(m)});
     return;
   }
   for (auto& d : st.args.faults->route(st.args.id, encode_message(m), self->clock().now())) {
-    if (d.delay_seconds <= 0) self->send(st.syncer, Packet{std::move(d.bytes)});
-    else self->delayed_send(st.syncer, span(d.delay_seconds), Packet{std::move(d.bytes)});
+    if (d.delay_seconds <= 0) self->send(to, Packet{std::move(d.bytes)});
+    else self->delayed_send(to, span(d.delay_seconds), Packet{std::move(d.bytes)});
   }
 }
 
-void resync(LearnerActor* self);
+// A push goes to its fragment's shard, moments to the shard that asked, an
+// evaluation to the first; progress, registrations and Leave to every shard.
+void send_to_syncer(LearnerActor* self, const Message& m) {
+  auto& st = self->state;
+  const auto shards = static_cast<uint32_t>(st.syncers.size());
+  if (const auto* push = std::get_if<Push>(&m)) return send_to_shard(self, push->fragment % shards, m);
+  if (std::holds_alternative<Moments>(m)) return send_to_shard(self, st.moments_shard, m);
+  if (std::holds_alternative<Evaluation>(m)) return send_to_shard(self, 0, m);
+  for (uint32_t s = 0; s < shards; ++s) send_to_shard(self, s, m);
+}
 
-// Only the syncer talks to learners: the syncer itself, or in a learner
-// process the stand-in of this learner's connection (atoll/cluster.h).
-bool from_syncer(LearnerActor* self) {
-  const auto& syncer = self->state.syncer;
+void resync(LearnerActor* self, std::optional<uint32_t> shard = std::nullopt);
+
+// Only the syncer talks to learners: the syncer (a shard) itself, or in a
+// learner process the stand-in of this learner's connection to it
+// (atoll/cluster.h). Which shard, or nullopt.
+std::optional<uint32_t> from_syncer(LearnerActor* self) {
   const auto& sender = self->current_sender();
-  return syncer && sender && sender->address() == syncer.address();
+  if (!sender) return std::nullopt;
+  const auto& syncers = self->state.syncers;
+  for (uint32_t s = 0; s < syncers.size(); ++s)
+    if (syncers[s] && sender->address() == syncers[s].address()) return s;
+  return std::nullopt;
 }
 
 void try_step(LearnerActor* self) {
@@ -148,7 +181,7 @@ void say_leave(LearnerActor* self) {
 // then Leave. Again after a welcome (a restarted syncer lost them).
 void send_last_progress(LearnerActor* self) {
   auto& st = self->state;
-  if (!st.syncer || !st.core->welcomed()) return;
+  if (!any_syncer(st) || !st.core->welcomed()) return;
   const Progress now = st.core->progress();
   for (uint32_t p = 0; p < now.fragments.size(); ++p) {
     if (now.fragments[p].steps == 0 || !st.core->readable(p)) continue;
@@ -166,6 +199,16 @@ void gone(LearnerActor* self) {
   self->quit(caf::exit_reason::normal);
 }
 
+// Done from every shard (or the wait for the others is over): a normal stop, not restarted.
+void run_over(LearnerActor* self, const std::string& reason) {
+  auto& st = self->state;
+  log_info(who(self) + ": the run is over (" + reason + ")");
+  if (st.external) st.external->set_over("the run is over (" + reason + ")", false);
+  st.args.records->latch.finish();
+  st.stopping = true;
+  self->quit(caf::exit_reason::normal);
+}
+
 void handle(LearnerActor* self, Message m) {
   auto& st = self->state;
   if (auto* w = std::get_if<Welcome>(&m)) {
@@ -175,7 +218,7 @@ void handle(LearnerActor* self, Message m) {
       self->quit(caf::make_error(caf::sec::invalid_argument, s.to_string()));
       return;
     }
-    st.registered = true;
+    st.welcomed_by[st.from_shard] = true;
     st.last_refusal = RejectReason::kMalformed;
     for (uint32_t f = 0; f < st.core->fragments().size(); ++f) st.args.records->adopted.note(f, st.core->version(f));
     st.args.records->counters.regressions_refused += st.core->regressions_refused() - refused_before;
@@ -188,6 +231,7 @@ void handle(LearnerActor* self, Message m) {
     // Leaving: what went before this welcome (a syncer that restarted lost it), or what waited for one.
     if (st.leaving && !st.external && !st.computing) send_last_progress(self);
   } else if (auto* mp = std::get_if<MomentsPull>(&m)) {
+    st.moments_shard = st.from_shard;
     if (auto moments = st.core->moments_for(*mp); moments.ok()) send_to_syncer(self, *moments);
   } else if (auto* p = std::get_if<Pull>(&m)) {
     if (auto push = st.core->answer(*p); push.ok()) send_to_syncer(self, *push);
@@ -196,23 +240,28 @@ void handle(LearnerActor* self, Message m) {
   } else if (auto* b = std::get_if<Broadcast>(&m)) {
     if (Status s = st.core->apply(*b); s.code() == Status::Code::kUnavailable) {
       log_info(who(self) + ": " + s.to_string() + "; resynchronizing");
-      resync(self);  // the welcome brings the version we missed
+      resync(self, st.from_shard);  // the welcome brings the version we missed
     } else if (!s.ok()) {
       log_warn(who(self) + ": broadcast dropped: " + s.to_string());
     } else if (b->fragment < st.core->fragments().size()) {
       st.args.records->adopted.note(b->fragment, st.core->version(b->fragment));
     }
   } else if (auto* farewell = std::get_if<Done>(&m); farewell && st.leaving) {
+    st.done_by[st.from_shard] = true;
+    if (!all_of(st.done_by)) return;  // other shards still merge our last progress
     log_info(who(self) + ": " + farewell->reason + "; it leaves the run");
     gone(self);
   } else if (auto* d = std::get_if<Done>(&m)) {
-    log_info(who(self) + ": the run is over (" + d->reason + ")");
-    if (st.external) st.external->set_over("the run is over (" + d->reason + ")", false);
-    st.args.records->latch.finish();
-    st.stopping = true;
-    self->quit(caf::exit_reason::normal);  // a normal stop: not restarted
+    const bool first = std::none_of(st.done_by.begin(), st.done_by.end(), [](bool said) { return said; });
+    st.done_by[st.from_shard] = true;
+    st.stopping = true;  // no more steps; the other shards' last pulls are still answered
+    if (!all_of(st.done_by)) {
+      if (first) self->delayed_send(self, kOtherShardsDone, end_atom_v, d->reason);
+      return;
+    }
+    run_over(self, d->reason);
   } else if (auto* r = std::get_if<Reject>(&m)) {
-    const auto action = st.core->on_reject(*r, st.registered);
+    const auto action = st.core->on_reject(*r, st.welcomed_by[st.from_shard]);
     if (action == LearnerCore::RejectAction::kStop) {
       // Joining again cannot help: end this side of the run, saying why.
       const std::string why = who(self) + " refused by the syncer (" + reject_reason_name(r->reason) + "): " + r->detail;
@@ -230,7 +279,7 @@ void handle(LearnerActor* self, Message m) {
       log_error(who(self) + ": its replica is not finite; restarting");
       self->quit(caf::make_error(caf::sec::runtime_error, "replica diverged"));
     } else if (action == LearnerCore::RejectAction::kResync) {
-      resync(self);  // we missed a broadcast, or the syncer restarted and does not know us
+      resync(self, st.from_shard);  // we missed a broadcast, or the syncer restarted and does not know us
     }
   } else {
     log_warn(who(self) + ": unexpected " + message_name(m) + " from the syncer");
@@ -277,7 +326,7 @@ void answer_deferred(LearnerActor* self) {
   }
   st.deferred = std::move(waiting);
   // Leaving, and every last push is out: now it may say so.
-  if (st.leaving && !st.leave_sent && st.syncer &&
+  if (st.leaving && !st.leave_sent && any_syncer(st) &&
       std::none_of(st.deferred.begin(), st.deferred.end(), [](const Message& m) { return std::holds_alternative<Pull>(m); }))
     say_leave(self);
 }
@@ -345,7 +394,7 @@ void take_steps(LearnerActor* self) {
       core.finish_step({static_cast<float>(loss), step.tokens, step.seconds}, step.seconds);
     }
     answer_deferred(self);
-    if (st.syncer) {
+    if (any_syncer(st)) {
       if (!st.last_pulled)
         for (const auto& push : core.due_pushes()) send_to_syncer(self, push);
       if (book) send_to_syncer(self, core.progress());
@@ -362,33 +411,45 @@ void take_steps(LearnerActor* self) {
   sync_exchange(self);
 }
 
+// Finds every shard not yet welcoming us and registers with it; again after
+// a while until each has.
 void lookup(LearnerActor* self) {
   auto& st = self->state;
-  caf::actor s = st.args.directory->syncer_for(st.args.id);
-  if (!s) {
-    self->delayed_send(self, kLookupRetry, lookup_atom_v);
-    return;
+  bool missing = false;
+  std::optional<Register> reg;
+  for (uint32_t s = 0; s < st.syncers.size(); ++s) {
+    if (st.welcomed_by[s]) continue;
+    caf::actor found = st.args.directory->syncer_for(st.args.id, s);
+    if (!found) {
+      missing = true;
+      continue;
+    }
+    if (found != st.syncers[s]) {
+      st.syncers[s] = found;
+      self->monitor(found);
+    }
+    if (!reg) reg = st.core->make_register(st.args.cluster_token);
+    send_to_shard(self, s, *reg);
   }
-  if (s != st.syncer) {
-    st.syncer = s;
-    st.registered = false;
-    self->monitor(s);
-  }
-  send_to_syncer(self, st.core->make_register(st.args.cluster_token));
-  self->delayed_send(self, kRegisterRetry, lookup_atom_v);  // again, unless welcomed by then
+  if (missing) self->delayed_send(self, kLookupRetry, lookup_atom_v);
+  else if (reg) self->delayed_send(self, kRegisterRetry, lookup_atom_v);  // again, unless welcomed by then
 }
 
-// Registers again with the current syncer (bases included): its welcome
-// brings every fragment we are behind on and keeps our progress elsewhere.
-void resync(LearnerActor* self) {
-  self->state.registered = false;
+// Registers again with a shard (every shard: nullopt), bases included: its
+// welcome brings every fragment we are behind on and keeps our progress elsewhere.
+void resync(LearnerActor* self, std::optional<uint32_t> shard) {
+  auto& st = self->state;
+  for (uint32_t s = 0; s < st.welcomed_by.size(); ++s)
+    if (!shard || s == *shard) st.welcomed_by[s] = false;
   lookup(self);
 }
 
 // A packet from the syncer, decoded; nullopt if it is not from the syncer
 // (only the syncer talks to learners) or malformed (logged).
 std::optional<Message> receive(LearnerActor* self, const Packet& p) {
-  if (!from_syncer(self)) return std::nullopt;
+  const auto shard = from_syncer(self);
+  if (!shard) return std::nullopt;
+  self->state.from_shard = *shard;
   auto msg = decode_message(p.bytes);
   if (!msg.ok()) {
     log_warn(who(self) + ": dropped a malformed message: " + msg.status().to_string());
@@ -402,7 +463,11 @@ std::optional<Message> receive(LearnerActor* self, const Packet& p) {
 caf::message_handler always(LearnerActor* self) {
   return {
       [self](lookup_atom) {
-        if (!self->state.registered) lookup(self);
+        if (!all_of(self->state.welcomed_by)) lookup(self);
+      },
+      [self](end_atom, const std::string& reason) {  // a shard said Done and the others did not in time
+        if (self->state.leaving) return gone(self);
+        run_over(self, reason);
       },
       [self](replica_step_atom) { take_steps(self); },
       [self](crash_atom) {
@@ -465,7 +530,7 @@ caf::behavior training(LearnerActor* self) {
           st.inbox.pop_front();
           handle(self, std::move(m));
         }
-        if (st.syncer && !st.stopping) {
+        if (any_syncer(st) && !st.stopping) {
           if (!st.last_pulled && !st.leaving)  // a last pull was answered with all progress
             for (const auto& push : st.core->due_pushes()) send_to_syncer(self, push);
           send_to_syncer(self, st.core->progress());
@@ -512,10 +577,16 @@ caf::behavior joining(LearnerActor* self) {
         auto msg = receive(self, p);
         if (!msg) return;
         // Pulls, broadcasts and moment requests meant for an earlier incarnation
-        // (delayed, reordered) can arrive before our welcome: nothing to answer with.
-        if (std::holds_alternative<Pull>(*msg) || std::holds_alternative<Broadcast>(*msg) ||
-            std::holds_alternative<MomentsPull>(*msg))
+        // (delayed, reordered) can arrive before our welcome: nothing to answer
+        // with. A shard that welcomed us while another has not yet is answered.
+        const auto* pull = std::get_if<Pull>(&*msg);
+        const auto* broadcast = std::get_if<Broadcast>(&*msg);
+        if ((pull || broadcast) && !st.external &&
+            st.core->welcomed(pull ? pull->fragment : broadcast->fragment)) {
+          handle(self, std::move(*msg));
           return;
+        }
+        if (pull || broadcast || std::holds_alternative<MomentsPull>(*msg)) return;
         if (!(std::holds_alternative<Welcome>(*msg) || std::holds_alternative<Reject>(*msg) ||
               std::holds_alternative<Done>(*msg))) {
           log_warn(who(self) + ": unexpected " + message_name(*msg) + " from the syncer before its welcome");
@@ -547,6 +618,10 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
     return {};
   }
   state.core = std::move(*core);
+  const auto shards = static_cast<size_t>(state.args.job->topology().syncer.shards);
+  state.syncers.assign(shards, caf::actor{});
+  state.welcomed_by.assign(shards, false);
+  state.done_by.assign(shards, false);
   if (state.external) {
     state.external->begin_incarnation(state.args.incarnation);
     state.external->set_notify([me = caf::actor_cast<caf::actor>(self)] { caf::anon_send(me, replica_step_atom_v); },
@@ -572,14 +647,18 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
   });
   self->set_down_handler([self](const caf::down_msg& dm) {
     auto& st = self->state;
-    if (dm.source != st.syncer.address()) return;
+    const auto it = std::find_if(st.syncers.begin(), st.syncers.end(),
+                                 [&](const caf::actor& s) { return s && s.address() == dm.source; });
+    if (it == st.syncers.end()) return;
+    const auto shard = static_cast<uint32_t>(it - st.syncers.begin());
+    const std::string name = st.syncers.size() > 1 ? "syncer shard " + std::to_string(shard) : "the syncer";
     if (st.leaving) {  // nobody to hand the last progress to: go now rather than wait out the drain
-      log_warn(who(self) + ": lost the syncer while leaving; its last progress may not be merged");
+      log_warn(who(self) + ": lost " + name + " while leaving; its last progress may not be merged");
       return gone(self);
     }
-    log_warn(who(self) + ": lost the syncer (" + to_string(dm.reason) + "); training on");
-    st.syncer = nullptr;
-    st.registered = false;
+    log_warn(who(self) + ": lost " + name + " (" + to_string(dm.reason) + "); training on");
+    *it = nullptr;
+    st.welcomed_by[shard] = false;
     self->delayed_send(self, kLookupRetry, lookup_atom_v);
   });
   lookup(self);

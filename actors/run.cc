@@ -131,7 +131,8 @@ std::string describe_model(const Result<std::unique_ptr<Model>>& model) {
 // What this process of the run is: where it listens or joins, which
 // learners it holds, and what the model says about messages.
 struct ProcessPlan {
-  std::optional<Endpoint> listen_at, join_at;
+  std::optional<Endpoint> listen_at;
+  std::vector<Endpoint> join_at;  // one per syncer shard, shard 0 first
   std::vector<uint32_t> local_ids;
   size_t max_message_bytes = 0;
   std::vector<NamedShape> layout;  // told to learners that ask for the topology
@@ -162,14 +163,39 @@ Result<ProcessPlan> plan_process(const Topology& topology, const RunOptions& opt
     if (cluster.token.size() < kMinTokenBytes)
       return Status::invalid_argument("a run across processes needs a cluster token of at least " +
                                       std::to_string(kMinTokenBytes) + " bytes");
-    auto endpoint = parse_endpoint(cluster.listen.empty() ? cluster.join : cluster.listen);
-    if (!endpoint.ok()) return endpoint.status();
-    (cluster.listen.empty() ? plan.join_at : plan.listen_at) = *endpoint;
+    if (!cluster.listen.empty()) {
+      auto endpoint = parse_endpoint(cluster.listen);
+      if (!endpoint.ok()) return endpoint.status();
+      plan.listen_at = *endpoint;
+    }
+    for (size_t begin = 0; begin < cluster.join.size();) {
+      const size_t end = std::min(cluster.join.find(',', begin), cluster.join.size());
+      auto endpoint = parse_endpoint(std::string_view(cluster.join).substr(begin, end - begin));
+      if (!endpoint.ok()) return endpoint.status();
+      plan.join_at.push_back(*endpoint);
+      begin = end + 1;
+    }
   }
+  const auto shards = static_cast<uint32_t>(topology.syncer.shards);
+  if (cluster.shard >= shards)
+    return Status::invalid_argument("syncer shard " + std::to_string(cluster.shard) + " of " + std::to_string(shards) +
+                                    ": shards count from 0 to syncer.shards - 1");
+  if (!plan.join_at.empty() && plan.join_at.size() != shards)
+    return Status::invalid_argument("the syncer runs as " + std::to_string(shards) + " shard" +
+                                    (shards == 1 ? "" : "s") + " (syncer.shards), and " +
+                                    std::to_string(plan.join_at.size()) +
+                                    " addresses were given to join: give one per shard, comma-separated, shard 0 first");
+  if (shards > 1 && !plan.listen_at && plan.join_at.empty())
+    return Status::invalid_argument("syncer.shards = " + std::to_string(shards) +
+                                    ": each shard is a process of its own (`atoll syncer --shard i/" +
+                                    std::to_string(shards) + "`, or `atoll run --processes`)");
+  if (shards > 1 && !options.save_model.empty())
+    return Status::invalid_argument("--save-model with syncer.shards = " + std::to_string(shards) +
+                                    ": each shard holds only its own fragments, not the model");
   auto local_ids = local_learners(topology, cluster);
   if (!local_ids.ok()) return local_ids.status();
   plan.local_ids = std::move(*local_ids);
-  if (options.external && (!plan.join_at || plan.local_ids.size() != 1))
+  if (options.external && (plan.join_at.empty() || plan.local_ids.size() != 1))
     return Status::invalid_argument("a learner trained outside atoll joins a syncer in another process, alone");
   if (!options.external && !plan.local_ids.empty() && topology.model.kind == ModelKind::kExternal)
     return Status::invalid_argument("model.kind = \"external\": atoll runs no learner of this model; run `atoll "
@@ -210,8 +236,9 @@ struct Run::Impl {
   caf::actor root;
   Clock::time_point started;
   bool waited = false;
-  bool joined() const { return plan.join_at.has_value(); }  // the syncer is in another process
-  DoorService door;          // across processes: the gateway or the link, and their door
+  bool joined() const { return !plan.join_at.empty(); }  // the syncer is in another process
+  // Across processes: the gateway, or one link per syncer shard, and their doors.
+  std::vector<DoorService> doors;
   uint16_t port = 0;         // the port learners are served on
   std::vector<float> theta;  // the global model at the end
   RunWatch watch;
@@ -256,13 +283,15 @@ struct Run::Impl {
   // all they will (a checkpoint written at the very end included).
   void shut_down() {
     if (system) {
-      if (door.actor) caf::anon_send_exit(door.actor, caf::exit_reason::user_shutdown);
+      for (auto& d : doors)
+        if (d.actor) caf::anon_send_exit(d.actor, caf::exit_reason::user_shutdown);
       caf::anon_send_exit(root, caf::exit_reason::user_shutdown);
       system->await_all_actors_done();
       pool->wait_idle();
       // Every actor is done, so nothing more is queued: what is, goes out.
-      if (door.door) door.door->drain(kDrainSeconds);
-      door = {};
+      for (auto& d : doors)
+        if (d.door) d.door->drain(kDrainSeconds);
+      doors.clear();
     }
     stop_sampler();
   }
@@ -292,6 +321,7 @@ Run::~Run() {
 Status Run::Impl::open_checkpoints(std::shared_ptr<CheckpointStore>& store) {
   if (topology.checkpoint.dir.empty() || joined()) return Status();
   checkpoint_dir = topology.checkpoint.dir + "/" + (options.run_name.empty() ? default_run_name() : options.run_name);
+  if (topology.syncer.shards > 1) checkpoint_dir += "/shard-" + std::to_string(options.cluster.shard);  // each its own lock
   auto opened = CheckpointStore::open(checkpoint_dir, topology.checkpoint.keep);
   if (!opened.ok()) return opened.status();
   store = std::move(*opened);
@@ -324,7 +354,7 @@ caf::actor Run::Impl::spawn_tree(const RunHooks& h, std::shared_ptr<CheckpointSt
                                 }});
   syncers.children.push_back(
       {{Child::Role::kSyncer, 0, {}}, [args = SyncerArgs{topology, directory, records, true, 0.1, started,
-                                                         h.message_faults, options.cluster.token}](
+                                                         h.message_faults, options.cluster.token, options.cluster.shard}](
                                           caf::actor_system& s, uint64_t) { return spawn_syncer(s, args); }});
   SupervisorSpec learners = supervisor_spec(Child::Role::kLearnerSupervisor, Strategy::kOneForOne, h);
   auto incarnations = std::make_shared<Incarnations>(joined() ? incarnation_base() : 0);
@@ -372,21 +402,22 @@ Status Run::Impl::open_door() {
         *system, GatewayArgs{topology, plan.layout, directory, records, plan.max_message_bytes, nullptr},
         *plan.listen_at, cluster);
     if (!served.ok()) return served.status();
-    door = std::move(*served);
-    port = door.port;
+    port = served->port;
+    doors.push_back(std::move(*served));
     log_info("serving learners on " + plan.listen_at->host + ":" + std::to_string(port) +
              (cluster.tls() ? " (TLS 1.3, learner certificates required)" : " (plain TCP)") +
              (cluster.link.active() ? "; emulated link " + cluster.link.to_string() : ""));
   }
-  if (plan.join_at) {
+  for (uint32_t shard = 0; shard < plan.join_at.size(); ++shard) {
+    const Endpoint& at = plan.join_at[shard];
     auto joined_syncer = join_syncer(*system,
-                                     SyncerLinkArgs{plan.join_at->host, plan.join_at->port, plan.local_ids, directory,
-                                                    records, cluster.give_up_seconds, plan.max_message_bytes, nullptr},
+                                     SyncerLinkArgs{at.host, at.port, plan.local_ids, directory, records,
+                                                    cluster.give_up_seconds, plan.max_message_bytes, nullptr, shard},
                                      cluster, m);
     if (!joined_syncer.ok()) return joined_syncer.status();
-    door = std::move(*joined_syncer);
-    if (!cluster.tls()) log_warn("joining over plain TCP: the traffic is not encrypted");
+    doors.push_back(std::move(*joined_syncer));
   }
+  if (joined() && !cluster.tls()) log_warn("joining over plain TCP: the traffic is not encrypted");
   return Status();
 }
 
@@ -729,7 +760,8 @@ void Run::Impl::save_final_model(const Report& r, const Result<std::unique_ptr<M
 void Run::Impl::evaluate(Report& r, const Result<std::unique_ptr<Model>>& model) {
   const bool external = topology.model.kind == ModelKind::kExternal;
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  if (theta.empty() || external) {
+  // A shard holds only its fragments: the model is evaluated where they are put together.
+  if (theta.empty() || external || topology.syncer.shards > 1) {
     if (!external || watch.view().stats.evaluations.empty()) r.eval.loss = r.eval.accuracy = nan;
     return;
   }

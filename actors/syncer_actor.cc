@@ -324,7 +324,7 @@ caf::behavior running(SyncerActor* self) {
 caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
   auto& state = self->state;
   state.args = std::move(args);
-  auto core = SyncerCore::create(state.args.topology, self->clock().now(), state.args.run_started);
+  auto core = SyncerCore::create(state.args.topology, self->clock().now(), state.args.run_started, state.args.shard);
   if (!core.ok()) {
     log_error("syncer: " + core.status().to_string());
     self->quit(caf::make_error(caf::sec::invalid_argument, core.status().to_string()));

@@ -34,7 +34,8 @@ int refused(const Status& s) {
 }
 
 int learner_command(const LearnerArgs& a) {
-  auto at = parse_endpoint(a.join);
+  // A sharded syncer: one address per shard, comma-separated; the topology comes from shard 0.
+  auto at = parse_endpoint(std::string_view(a.join).substr(0, a.join.find(',')));
   if (!at.ok()) return fail(at.status());
   RunOptions options;
   options.data_root = a.data;
@@ -71,7 +72,9 @@ int learner_command(const LearnerArgs& a) {
 void add_learner_command(CLI::App& app, int& status) {
   auto a = std::make_shared<LearnerArgs>();
   auto* learner = app.add_subcommand("learner", "Run one learner in this process, joining a syncer over the network");
-  learner->add_option("--join", a->join, "HOST:PORT of the syncer")->required();
+  learner->add_option("--join", a->join,
+                      "HOST:PORT of the syncer; of a sharded syncer, one per shard, comma-separated, shard 0 first")
+      ->required();
   auto* id = learner->add_option("--id", a->id,
                                  "Learner id: one of the topology's [[learners]] (0 .. M-1), or a free open slot. "
                                  "Without it the syncer gives the lowest free open slot (membership.max_learners)");

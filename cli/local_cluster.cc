@@ -115,49 +115,63 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(const LocalClusterOpti
     if (Status s = write_secret(o.token_file, token); !s.ok()) return s;
   }
 
-  // A private folder: another local user cannot plant or read the port file.
+  // A private folder: another local user cannot plant or read the port files.
   std::string scratch = (std::filesystem::temp_directory_path() / "atoll-XXXXXX").string();
   if (!::mkdtemp(scratch.data())) return Status::io_error("cannot make a temporary folder");
-  const std::string port_file = scratch + "/port";
-  std::vector<std::string> syncer = {"atoll", "syncer", "--listen", "127.0.0.1:0", "--port-file", port_file,
-                                     "--report", o.report_path};
-  if (!o.topology_file.empty()) syncer.insert(syncer.begin() + 2, o.topology_file);
-  for (const auto& s : o.sets) syncer.insert(syncer.end(), {"--set", s});
-  if (o.seconds > 0) syncer.insert(syncer.end(), {"--seconds", std::to_string(o.seconds)});
-  if (!o.data.empty()) syncer.insert(syncer.end(), {"--data", o.data});
-  if (o.quiet) syncer.push_back("--quiet");
-  if (o.verbose) syncer.push_back("-v");
-  if (!o.metrics.empty()) syncer.insert(syncer.end(), {"--metrics", o.metrics});
-  syncer.insert(syncer.end(), syncer_net.begin(), syncer_net.end());
-
+  const size_t shards = std::max<size_t>(1, o.shards);
   std::unique_ptr<LocalCluster> c(new LocalCluster());
-  c->syncer_ = spawn(o.atoll, syncer, env);
-  std::string port;
-  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.listen_timeout_seconds * 1000));
+  std::vector<std::string> ports;
   Status failure;
-  while (port.empty()) {
-    std::ifstream(port_file) >> port;
-    if (!port.empty()) break;
-    if (interrupted && interrupted()) {
-      failure = Status::unavailable("interrupted before the syncer listened");
-    } else if (auto status = ended(c->syncer_)) {
-      c->syncer_ = -1;
-      failure = Status::unavailable("the syncer process ended (status " + std::to_string(*status) +
-                                    ") before it listened");
-    } else if (Clock::now() >= deadline) {
-      failure = Status::unavailable("the syncer process did not listen within " +
-                                    std::to_string(static_cast<int>(o.listen_timeout_seconds)) + " s");
+  for (size_t shard = 0; shard < shards && failure.ok(); ++shard) {
+    const std::string port_file = scratch + "/port-" + std::to_string(shard);
+    std::string report = o.report_path;
+    if (shard > 0 && !report.empty()) {  // REPORT.json -> REPORT.shard-1.json
+      const auto dot = report.rfind('.');
+      const std::string tag = ".shard-" + std::to_string(shard);
+      report = dot == std::string::npos || dot < report.rfind('/') + 1 ? report + tag : report.insert(dot, tag);
     }
-    if (!failure.ok()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::vector<std::string> syncer = {"atoll", "syncer", "--listen", "127.0.0.1:0", "--port-file", port_file,
+                                       "--report", report};
+    if (!o.topology_file.empty()) syncer.insert(syncer.begin() + 2, o.topology_file);
+    for (const auto& s : o.sets) syncer.insert(syncer.end(), {"--set", s});
+    if (shards > 1) syncer.insert(syncer.end(), {"--shard", std::to_string(shard) + "/" + std::to_string(shards)});
+    if (o.seconds > 0) syncer.insert(syncer.end(), {"--seconds", std::to_string(o.seconds)});
+    if (!o.data.empty()) syncer.insert(syncer.end(), {"--data", o.data});
+    if (o.quiet || shard > 0) syncer.push_back("--quiet");  // one progress line: shard 0's
+    if (o.verbose) syncer.push_back("-v");
+    if (!o.metrics.empty() && shard == 0) syncer.insert(syncer.end(), {"--metrics", o.metrics});
+    syncer.insert(syncer.end(), syncer_net.begin(), syncer_net.end());
+    c->syncers_.push_back(spawn(o.atoll, syncer, env));
+    const std::string which = shards > 1 ? "syncer shard " + std::to_string(shard) : "syncer";
+    std::string port;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.listen_timeout_seconds * 1000));
+    while (port.empty()) {
+      std::ifstream(port_file) >> port;
+      if (!port.empty()) break;
+      if (interrupted && interrupted()) {
+        failure = Status::unavailable("interrupted before the " + which + " listened");
+      } else if (auto status = ended(c->syncers_.back())) {
+        c->syncers_.back() = -1;
+        failure = Status::unavailable("the " + which + " process ended (status " + std::to_string(*status) +
+                                      ") before it listened");
+      } else if (Clock::now() >= deadline) {
+        failure = Status::unavailable("the " + which + " process did not listen within " +
+                                      std::to_string(static_cast<int>(o.listen_timeout_seconds)) + " s");
+      }
+      if (!failure.ok()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ports.push_back(port);
   }
   std::error_code ignored;
   std::filesystem::remove_all(scratch, ignored);
-  if (!failure.ok()) return failure;  // the destructor kills the syncer
-  c->port_ = static_cast<uint16_t>(std::stoul(port));
+  if (!failure.ok()) return failure;  // the destructor kills the syncers
+  c->port_ = static_cast<uint16_t>(std::stoul(ports[0]));
+  std::string join;
+  for (const auto& port : ports) join += (join.empty() ? "" : ",") + std::string("127.0.0.1:") + port;
   c->learner_end_seconds_ = o.learner_end_seconds;
   for (size_t id = 0; id < o.learners; ++id) {
-    std::vector<std::string> learner = {"atoll", "learner", "--join", "127.0.0.1:" + port, "--id", std::to_string(id),
+    std::vector<std::string> learner = {"atoll", "learner", "--join", join, "--id", std::to_string(id),
                                         "--threads", "1", "--report", ""};
     if (!o.data.empty()) learner.insert(learner.end(), {"--data", o.data});
     if (o.verbose) learner.push_back("-v");
@@ -169,28 +183,35 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(const LocalClusterOpti
 
 LocalCluster::~LocalCluster() {
   kill();
-  if (syncer_ > 0) ::waitpid(syncer_, nullptr, 0);
+  for (pid_t pid : syncers_)
+    if (pid > 0) ::waitpid(pid, nullptr, 0);
   for (pid_t pid : learners_) ::waitpid(pid, nullptr, 0);
 }
 
 uint16_t LocalCluster::port() const { return port_; }
 
 void LocalCluster::stop() {
-  if (syncer_ > 0) ::kill(syncer_, SIGINT);
+  for (pid_t pid : syncers_)
+    if (pid > 0) ::kill(pid, SIGINT);
 }
 
 void LocalCluster::kill() {
-  if (syncer_ > 0) ::kill(syncer_, SIGKILL);
+  for (pid_t pid : syncers_)
+    if (pid > 0) ::kill(pid, SIGKILL);
   for (pid_t pid : learners_) ::kill(pid, SIGKILL);
 }
 
 int LocalCluster::wait(const std::function<void()>& poll) {
-  std::optional<int> status;
-  while (syncer_ > 0 && !(status = ended(syncer_))) {
-    if (poll) poll();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  int result = 0;
+  for (pid_t& pid : syncers_) {
+    std::optional<int> status;
+    while (pid > 0 && !(status = ended(pid))) {
+      if (poll) poll();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (pid > 0 && result == 0) result = status.value_or(1);
+    pid = -1;
   }
-  syncer_ = -1;
   // Learners end when the syncer says the run is over; one that missed it is stopped.
   learners_failed_ = 0;
   for (pid_t pid : learners_) {
@@ -198,7 +219,7 @@ int LocalCluster::wait(const std::function<void()>& poll) {
     learners_failed_ += stopped || code != 0;  // missing the end of the run is not a clean end
   }
   learners_.clear();
-  return status.value_or(1);
+  return syncers_.empty() ? 1 : result;
 }
 
 int LocalCluster::learners_failed() const { return learners_failed_; }

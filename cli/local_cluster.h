@@ -7,7 +7,8 @@
 //   ... cluster->stop() from a signal handler's watcher: the run ends in order ...
 //   int status = (*cluster)->wait();            // the syncer's exit status
 //
-// The syncer is `atoll syncer` on 127.0.0.1 (a free port), each learner an
+// The syncer is `atoll syncer` on 127.0.0.1 (a free port; a sharded syncer:
+// one process per shard, each on its own port), each learner an
 // `atoll learner`, all with a fresh cluster token in their environment (never
 // on a command line). Each child has a process group of its own, so a
 // terminal's Ctrl-C reaches only the caller, and dies with the caller (even
@@ -29,6 +30,9 @@ namespace atl {
 struct LocalClusterOptions {
   std::string atoll;                 // path of the atoll executable
   size_t learners = 0;               // learner processes: one per learner of the topology
+  // Syncer processes: the topology's syncer.shards, each `atoll syncer --shard i/S`. Shard 0
+  // writes report_path; shard i > 0 beside it (REPORT.shard-i.json).
+  size_t shards = 1;
   std::string topology_file;         // empty: the built-in default
   std::vector<std::string> sets;     // --set key=value, each
   std::string report_path;           // the syncer writes the run's report (and plots) here
@@ -57,22 +61,22 @@ class LocalCluster {
   LocalCluster(const LocalCluster&) = delete;
   LocalCluster& operator=(const LocalCluster&) = delete;
 
-  uint16_t port() const;  // where the syncer serves learners
-  // SIGINT to the syncer: it ends the run in order, tells the learners, writes the report.
+  uint16_t port() const;  // where the syncer (shard 0) serves learners
+  // SIGINT to the syncer (every shard): it ends the run in order, tells the learners, writes the report.
   void stop();
   // SIGKILL to every process.
   void kill();
-  // Waits for the syncer to end, calling `poll` every 50 ms (to stop() or
-  // kill() on a signal); then gives each learner learner_end_seconds to end
-  // (then SIGTERM, then SIGKILL). Returns the syncer's exit status (a signal:
-  // 128 + it).
+  // Waits for the syncer (every shard) to end, calling `poll` every 50 ms (to
+  // stop() or kill() on a signal); then gives each learner learner_end_seconds
+  // to end (then SIGTERM, then SIGKILL). Returns the syncer's exit status (a
+  // signal: 128 + it; shards: the first non-zero).
   int wait(const std::function<void()>& poll = {});
   // Learners that did not end cleanly (stopped, or a non-zero status); after wait().
   int learners_failed() const;
 
  private:
   LocalCluster() = default;
-  pid_t syncer_ = -1;
+  std::vector<pid_t> syncers_;  // by shard; -1: reaped
   std::vector<pid_t> learners_;
   uint16_t port_ = 0;
   int learners_failed_ = 0;

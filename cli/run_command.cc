@@ -77,6 +77,7 @@ int run_processes(const Topology& topology, const RunArgs& a) {
   LocalClusterOptions o;
   o.atoll = "/proc/self/exe";
   o.learners = topology.learners.size();
+  o.shards = static_cast<size_t>(topology.syncer.shards);
   o.topology_file = a.file;
   o.sets = a.sets;
   o.report_path = a.report;

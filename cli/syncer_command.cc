@@ -17,7 +17,7 @@ namespace {
 struct SyncerArgs {
   std::string file, report = output("report.json"), data;
   std::vector<std::string> sets;
-  std::string listen = "127.0.0.1:7070", port_file, run_name, save_model;
+  std::string listen = "127.0.0.1:7070", port_file, run_name, save_model, shard;
   double seconds = 0;
   bool quiet = false;
   ClusterFlags cluster;
@@ -33,21 +33,52 @@ void write_port_file(const std::string& path, uint16_t port) {
   if (ec) log_error("cannot write the port file " + path + ": " + ec.message());
 }
 
+// "i/S": shard i of S, which the topology's syncer.shards must be (or become, from 1).
+Status apply_shard(const std::string& text, Topology& t, uint32_t& shard) {
+  const auto bad = [&](const std::string& why) {
+    return Status::invalid_argument("--shard " + text + ": " + why + " (expected i/S, e.g. --shard 0/2)");
+  };
+  const size_t slash = text.find('/');
+  if (slash == std::string::npos) return bad("no '/'");
+  int i = -1, s = -1;
+  try {
+    size_t used = 0;
+    i = std::stoi(text.substr(0, slash), &used);
+    if (used != slash) return bad("the shard is not a number");
+    s = std::stoi(text.substr(slash + 1), &used);
+    if (used != text.size() - slash - 1) return bad("the count is not a number");
+  } catch (const std::exception&) {
+    return bad("not two numbers");
+  }
+  if (s < 1 || i < 0 || i >= s) return bad("i counts from 0 to S - 1");
+  if (t.syncer.shards != 1 && t.syncer.shards != s)
+    return bad("the topology says syncer.shards = " + std::to_string(t.syncer.shards));
+  t.syncer.shards = s;
+  shard = static_cast<uint32_t>(i);
+  return validate(t);
+}
+
 int syncer_command(const SyncerArgs& a) {
   auto topology = load_topology(a.file, a.sets);
   if (!topology.ok()) return fail(topology.status());
+  uint32_t shard = 0;
+  if (!a.shard.empty())
+    if (Status s = apply_shard(a.shard, *topology, shard); !s.ok()) return fail(s);
   RunOptions options;
   options.data_root = a.data;
   options.seconds = a.seconds;
   options.run_name = a.run_name;
   options.save_model = a.save_model;
   options.cluster.listen = a.listen;
+  options.cluster.shard = shard;
   if (Status s = apply_cluster_flags(a.cluster, options.cluster); !s.ok()) return fail(s);
   return drive(*topology, options, a.report, a.quiet, a.metrics, [&](Run& run) {
     const auto at = parse_endpoint(a.listen);
     const size_t open = learner_slots(*topology) - topology->learners.size();
-    std::printf("atoll syncer: serving learners on %s:%u (%zu learners expected%s)\n", at->host.c_str(), run.port(),
-                topology->learners.size(),
+    const std::string which =
+        topology->syncer.shards > 1 ? " shard " + std::to_string(shard) + " of " + std::to_string(topology->syncer.shards) : "";
+    std::printf("atoll syncer%s: serving learners on %s:%u (%zu learners expected%s)\n", which.c_str(), at->host.c_str(),
+                run.port(), topology->learners.size(),
                 open ? (", " + std::to_string(open) + " open slots for learners without an id").c_str() : "");
     std::fflush(stdout);
     if (!a.port_file.empty()) write_port_file(a.port_file, run.port());
@@ -70,6 +101,9 @@ void add_syncer_command(CLI::App& app, int& status) {
                      "Checkpoint folder name inside checkpoint.dir; the same name again resumes from its checkpoints "
                      "(default: a fresh run-<date>-<pid>)");
   syncer->add_option("--port-file", a->port_file, "Write the port served on to this file once listening");
+  syncer->add_option("--shard", a->shard,
+                     "Hold shard i of a syncer in S processes (i/S, e.g. 0/2): the fragments p with p % S == i, "
+                     "its own checkpoint folder <run-name>/shard-i; learners join every shard");
   syncer->add_option("--save-model", a->save_model,
                      "At the end, write the global model here as a model file (atoll.load_model() reads it)");
   add_cluster_flags(syncer, a->cluster, "learner");
@@ -86,6 +120,9 @@ void add_syncer_command(CLI::App& app, int& status) {
       "With membership.max_learners above the [[learners]] (--set membership.max_learners=8), learners\n"
       "may also join without --id: each gets a free open slot, or is refused as 'full'; SIGTERM on a\n"
       "learner makes it leave in order (its last progress merged; a departure, not a failure).\n"
+      "A syncer in S processes (--shard i/S): each shard merges, checkpoints and broadcasts its share of the\n"
+      "fragments; learners join all of them (--join HOST:PORT0,HOST:PORT1) and push each fragment to its\n"
+      "owner. A shard that dies pauses only its fragments; restarted with the same --run-name, it restores.\n"
       "Example:\n"
       "  head -c 32 /dev/urandom | base64 > token && chmod 600 token\n"
       "  atoll syncer examples/topologies/default.toml --listen 0.0.0.0:7070 --token-file token --run-name exp1\n"

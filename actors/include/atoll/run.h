@@ -61,7 +61,10 @@ struct RunOptions {
     // serves learners there (port 0: any free port; see Run::port()).
     std::string listen;
     // "HOST:PORT": this process holds learners `learner_ids`; the syncer is there.
+    // A sharded syncer (syncer.shards = S): S addresses, comma-separated, shard 0 first.
     std::string join;
+    // Listening with syncer.shards = S: the shard this process holds (0 to S - 1).
+    uint32_t shard = 0;
     std::vector<uint32_t> learner_ids;
     // Required with listen or join; never printed (atoll/cluster_token.h).
     std::string token;

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# A syncer in two processes (syncer.shards = 2): shard 0 holds fragment 0,
+# shard 1 fragment 1. Shard 1 is killed (kill -9) after it wrote a
+# checkpoint. Shard 0 keeps merging its fragment meanwhile (it writes new
+# checkpoints, which it does only when it merged), the learners train on, and
+# a new shard 1 on the same port restores its checkpoint, takes newer versions
+# from the learners' bases, and they register with it again. The test then
+# ends the run at both shards; the learners exit 0 once both said Done. No
+# version any learner adopted is lost: each fragment's owner ends at least
+# at the newest version any learner adopted.
+# Usage: shard_kill_test.sh ATOLL SCRATCH
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+
+write_topology "$work/topo.toml" 1000000000 "[syncer]
+shards = 2"  # ended by the test
+sed -i "s|^dir = \"\"|dir = \"$work/ckpt\"\nevery_rounds = 4\nevery_seconds = 1|" "$work/topo.toml"
+start_syncer s0 "$work/topo.toml" --listen 127.0.0.1:0 --shard 0/2 --run-name t --report "$work/s0.json"
+port0=$port
+start_syncer s1 "$work/topo.toml" --listen 127.0.0.1:0 --shard 1/2 --run-name t --report "$work/first.json"
+port1=$port
+for id in 0 1; do
+  "$atoll" learner --join "127.0.0.1:$port0,127.0.0.1:$port1" --id "$id" -v --threads 1 "${learner_net[@]}" \
+    --report "$work/l$id.json" >"$work/l$id.log" 2>&1 &
+  pids+=($!)
+  eval "l${id}_pid=$!"
+done
+wait_for s0 "learner 1 registered" 60
+wait_for s1 "learner 1 registered" 60
+for _ in $(seq 300); do
+  compgen -G "$work/ckpt/t/shard-1/*" >/dev/null && break
+  sleep 0.1
+done
+compgen -G "$work/ckpt/t/shard-1/*" >/dev/null || die "shard 1 wrote no checkpoint within 30 s"
+sleep 1  # a few more rounds past the checkpoint: learners now hold newer versions
+kill -9 "$s1_pid"
+wait_for l0 "lost syncer shard 1" 30
+wait_for l1 "lost syncer shard 1" 30
+# Shard 0 merges on: it checkpoints only after new rounds.
+written=$(grep -c "checkpointer: wrote" "$work/s0.log" || true)
+wait_for s0 "checkpointer: wrote" 30 $((written + 2))
+
+start_syncer s1b "$work/topo.toml" --listen "127.0.0.1:$port1" --shard 1/2 --run-name t --report "$work/s1.json"
+wait_for s1b "restored checkpoint" 30
+wait_for l0 "connected to the syncer shard 1" 60 2
+wait_for l1 "connected to the syncer shard 1" 60 2
+wait_for s1b "checkpointer: wrote" 60 3  # a few rounds with the restarted shard
+stop_run "$s0_pid"
+stop_run "$s1b_pid"
+
+expect_exit "$s0_pid" 300 0 "shard 0"
+expect_exit "$s1b_pid" 300 0 "the restarted shard 1"
+expect_exit "$l0_pid" 60 0 "learner 0"
+expect_exit "$l1_pid" 60 0 "learner 1"
+
+read -ra final0 <<<"$(json_array "$work/s0.json" final_versions)"
+read -ra final1 <<<"$(json_array "$work/s1.json" final_versions)"
+((${#final0[@]} == 2 && ${#final1[@]} == 2)) || die "a shard's report has no final versions"
+((final1[0] == 0 && final0[1] == 0)) || die "a shard merged a fragment it does not own"
+owner_final=("${final0[0]}" "${final1[1]}")
+for learner in l0 l1; do
+  read -ra adopted <<<"$(json_array "$work/$learner.json" max_adopted_versions)"
+  ((${#adopted[@]} == 2)) || die "$learner's report has no adopted versions"
+  for p in 0 1; do
+    ((owner_final[p] >= adopted[p])) ||
+      die "fragment $p: $learner adopted version ${adopted[p]}, its shard ended at ${owner_final[p]}"
+  done
+done
+for report in s0 s1; do
+  [[ $(json_number "$work/$report.json" version_decreases) == 0 ]] || die "$report: a global version went down"
+done
+echo "shard_kill_test: ok (fragment 0 at ${owner_final[0]}, fragment 1 at ${owner_final[1]}; no adopted version lost)"
