@@ -72,6 +72,7 @@ struct Row {
   double hours = 0, goodput = 0;
   unsigned long long rounds = 0, events = 0;
   double syncer_seconds = 0, wall_seconds = 0, peak_mib = 0;
+  double busiest_shard_seconds = 0;  // of syncer_seconds (one shard: all of it)
   std::string error;  // the cell did not run: why
 };
 
@@ -87,10 +88,10 @@ bool run_cell(const atl::SimulationPlan& base, int learners, int64_t parameters,
     plan.training.parameters = parameters;
     auto r = atl::simulate_cell(plan, atl::SimulationCell{atl::Mode::kDecoupled, learners, 1200000, 1, 0});
     char line[512];
-    const int n = r.ok() ? std::snprintf(line, sizeof line, "%.9g %llu %llu %.9g %.9g %.9g\n", r->goodput,
+    const int n = r.ok() ? std::snprintf(line, sizeof line, "%.9g %llu %llu %.9g %.9g %.9g %.9g\n", r->goodput,
                                          static_cast<unsigned long long>(r->rounds),
                                          static_cast<unsigned long long>(r->events), r->syncer_seconds,
-                                         r->wall_seconds, r->simulated_hours)
+                                         r->wall_seconds, r->simulated_hours, r->syncer_busiest_shard_seconds)
                          : std::snprintf(line, sizeof line, "error %s\n", r.status().to_string().c_str());
     (void)!write(fds[1], line, static_cast<size_t>(n));
     _exit(r.ok() ? 0 : 1);
@@ -110,8 +111,8 @@ bool run_cell(const atl::SimulationPlan& base, int learners, int64_t parameters,
     while (!row.error.empty() && row.error.back() == '\n') row.error.pop_back();
     return false;
   }
-  std::sscanf(text.c_str(), "%lg %llu %llu %lg %lg %lg", &row.goodput, &row.rounds, &row.events, &row.syncer_seconds,
-              &row.wall_seconds, &row.hours);
+  std::sscanf(text.c_str(), "%lg %llu %llu %lg %lg %lg %lg", &row.goodput, &row.rounds, &row.events, &row.syncer_seconds,
+              &row.wall_seconds, &row.hours, &row.busiest_shard_seconds);
   row.peak_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;  // KiB on Linux
   return true;
 }
@@ -121,6 +122,7 @@ bool run_cell(const atl::SimulationPlan& base, int learners, int64_t parameters,
 int main(int argc, char** argv) {
   std::vector<int64_t> learners = {64, 256, 1000, 4000}, parameters = {0};
   double hours = 1.0, jitter = 0.0;
+  int shards = 1;
   std::string out = "atoll-out/bench/syncer_scale.json";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -130,21 +132,24 @@ int main(int argc, char** argv) {
                   "The real SyncerCore at 1.2M simulated chips (the paper's failure model as fitted in\n"
                   "examples/simulate/paper_table1.toml): time per round, utilization and peak memory against M.\n"
                   "--step-jitter: log-normal sigma of step times (0: learners step in lockstep, and every\n"
-                  "learner's push of a round is in flight at once).\n");
+                  "learner's push of a round is in flight at once).\n"
+                  "--shards S: a syncer in S shards (one SyncerCore each); 'busiest shard' is the utilization\n"
+                  "of the shard that spent the most.\n");
       return 0;
     }
     if (a == "--learners" && has_value) learners = parse_list("--learners", argv[++i]);
     else if (a == "--parameters" && has_value) parameters = parse_list("--parameters", argv[++i]);
     else if (a == "--hours" && has_value) hours = std::atof(argv[++i]);
     else if (a == "--step-jitter" && has_value) jitter = std::atof(argv[++i]);
+    else if (a == "--shards" && has_value) shards = std::atoi(argv[++i]);
     else if (a == "--out" && has_value) out = argv[++i];
     else {
       std::fprintf(stderr, "atoll_syncer_scale_bench: unknown or incomplete argument '%s' (see --help)\n", a.c_str());
       return 2;
     }
   }
-  if (!(hours > 0) || !(jitter >= 0)) {
-    std::fprintf(stderr, "atoll_syncer_scale_bench: --hours must be > 0 and --step-jitter >= 0\n");
+  if (!(hours > 0) || !(jitter >= 0) || shards < 1) {
+    std::fprintf(stderr, "atoll_syncer_scale_bench: --hours must be > 0, --step-jitter >= 0 and --shards >= 1\n");
     return 2;
   }
   auto plan = atl::parse_simulation_plan(kPlan, "syncer_scale");
@@ -154,9 +159,10 @@ int main(int argc, char** argv) {
   }
   plan->min_hours = plan->max_hours = hours;
   plan->training.step_jitter = jitter;
+  plan->training.syncer_shards = shards;
 
-  std::printf("%8s %11s %9s %9s %14s %14s %12s %10s %9s %9s\n", "learners", "parameters", "sim h", "rounds",
-              "syncer ms/rnd", "us/rnd/learner", "utilization", "peak MiB", "goodput", "wall s");
+  std::printf("%8s %11s %9s %9s %14s %14s %12s %14s %10s %9s %9s\n", "learners", "parameters", "sim h", "rounds",
+              "syncer ms/rnd", "us/rnd/learner", "utilization", "busiest shard", "peak MiB", "goodput", "wall s");
   std::vector<Row> rows;
   const size_t cells = parameters.size() * learners.size();
   const auto began = std::chrono::steady_clock::now();
@@ -178,9 +184,10 @@ int main(int argc, char** argv) {
       ran_seconds += row.wall_seconds;
       const double per_round = row.rounds ? 1e3 * row.syncer_seconds / double(row.rounds) : 0.0;
       const double utilization = row.syncer_seconds / (row.hours * 3600.0);
-      std::printf("%8d %11lld %9.2f %9llu %14.3f %14.3f %12.4f %10.1f %9.3f %9.1f\n", row.learners,
+      std::printf("%8d %11lld %9.2f %9llu %14.3f %14.3f %12.4f %14.4f %10.1f %9.3f %9.1f\n", row.learners,
                   static_cast<long long>(row.parameters), row.hours, row.rounds, per_round,
-                  1e3 * per_round / double(row.learners), utilization, row.peak_mib, row.goodput, row.wall_seconds);
+                  1e3 * per_round / double(row.learners), utilization,
+                  row.busiest_shard_seconds / (row.hours * 3600.0), row.peak_mib, row.goodput, row.wall_seconds);
       std::fflush(stdout);
       rows.push_back(row);
     }
@@ -188,7 +195,8 @@ int main(int argc, char** argv) {
   std::error_code ec;
   if (const auto dir = std::filesystem::path(out).parent_path(); !dir.empty()) std::filesystem::create_directories(dir, ec);
   std::ofstream f(out);
-  f << "{\"bench\":\"syncer_scale\",\"chips\":1200000,\"step_jitter\":" << jitter << ",\"rows\":[";
+  f << "{\"bench\":\"syncer_scale\",\"chips\":1200000,\"step_jitter\":" << jitter << ",\"shards\":" << shards
+    << ",\"rows\":[";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     if (!r.error.empty()) {
@@ -206,10 +214,12 @@ int main(int argc, char** argv) {
     std::snprintf(line, sizeof line,
                   "%s{\"learners\":%d,\"parameters\":%lld,\"simulated_hours\":%.6g,\"rounds\":%llu,\"events\":%llu,"
                   "\"syncer_seconds\":%.6g,\"syncer_ms_per_round\":%.6g,\"syncer_us_per_round_per_learner\":%.6g,"
-                  "\"utilization\":%.6g,\"peak_rss_mib\":%.6g,\"goodput\":%.6g,\"wall_seconds\":%.6g}",
+                  "\"utilization\":%.6g,\"busiest_shard_utilization\":%.6g,\"peak_rss_mib\":%.6g,\"goodput\":%.6g,"
+                  "\"wall_seconds\":%.6g}",
                   i ? "," : "", r.learners, static_cast<long long>(r.parameters), r.hours, r.rounds, r.events,
                   r.syncer_seconds, per_round, 1e3 * per_round / double(r.learners),
-                  r.syncer_seconds / (r.hours * 3600.0), r.peak_mib, r.goodput, r.wall_seconds);
+                  r.syncer_seconds / (r.hours * 3600.0), r.busiest_shard_seconds / (r.hours * 3600.0), r.peak_mib,
+                  r.goodput, r.wall_seconds);
     f << line;
   }
   f << "]}\n";

@@ -92,13 +92,15 @@ TrainingModel read_training(const toml::table& t, const std::string& path) {
     for (size_t i = 0; i < arr.size(); ++i) {
       const std::string key = "training.set[" + std::to_string(i) + "]";
       std::string s = get_string(arr[i], key);
-      if (!s.starts_with("outer.")) fail(arr[i], key, "'" + s + "': only outer.* keys shape the simulated rounds");
+      if (!s.starts_with("outer.") && !s.starts_with("syncer."))
+        fail(arr[i], key, "'" + s + "': only outer.* and syncer.* keys shape the simulated rounds");
       sets.push_back(std::move(s));
     }
   }
   auto topology = parse_topology("", path, sets);
   if (!topology.ok()) fail(t, "training.set", std::string(topology.status().message()));
   m.outer = topology->outer;
+  m.syncer_shards = topology->syncer.shards;
   return m;
 }
 

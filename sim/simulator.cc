@@ -225,7 +225,7 @@ class Simulator {
   void to_syncer(const SimLearner& l, Message m);
   void resync(SimLearner& l);
   void deliver_to_syncer(uint32_t from, const Message& m);
-  void carry_out(SyncerEffects& fx);
+  void carry_out(SyncerEffects& fx, uint32_t shard = 0);  // effects of that syncer shard's core
 
   // Scavenging: machines, and the learners they lend.
   void init_machines();
@@ -246,11 +246,19 @@ class Simulator {
   // steady clock is its CPU time; the thread CPU clock is a system call that
   // would slow the whole simulation 2.5x.
   template <class F>
-  void in_core(F&& f) {
+  void in_core(F&& f, uint32_t shard = 0) {
     const auto start = WallClock::now();
     f();
-    syncer_seconds_ += std::chrono::duration<double>(WallClock::now() - start).count();
+    const double spent = std::chrono::duration<double>(WallClock::now() - start).count();
+    syncer_seconds_ += spent;
+    shard_seconds_[shard] += spent;
   }
+  // Syncer shards: each message goes where a real learner sends it (a push
+  // to its fragment's owner, the rest to every shard). Learner records are
+  // alike in every shard; the first answers for them.
+  SyncerCore& core() const { return *cores_[0]; }
+  uint32_t shards() const { return static_cast<uint32_t>(cores_.size()); }
+  SyncerStats merged_stats() const;
 
   // Goodput so far, as the cell defines it (a share of chip time).
   double good_chip_seconds() const;
@@ -267,7 +275,7 @@ class Simulator {
 
   ChipGroup job_;                      // dp, elastic_dp
   std::vector<SimLearner> learners_;   // decoupled
-  std::unique_ptr<SyncerCore> core_;
+  std::vector<std::unique_ptr<SyncerCore>> cores_;  // by syncer shard
   // A message in flight, and the incarnation of the learner that sent it (0: the syncer did).
   struct Mail {
     std::shared_ptr<const Message> message;
@@ -283,6 +291,7 @@ class Simulator {
   uint32_t initial_crc_ = 0;
   int64_t chips_per_learner_ = 0;
   double syncer_seconds_ = 0.0;
+  std::vector<double> shard_seconds_ = std::vector<double>(1, 0.0);
   std::vector<double> reintegrations_;  // a restarted learner: from its Register to its welcome (seconds)
 
   // Scavenging.
@@ -447,15 +456,19 @@ Status Simulator::init_protocol() {
   t.outer.final_flush = false;
   t.checkpoint.dir.clear();
   t.checkpoint.moments = false;
+  t.syncer.shards = plan_.training.syncer_shards;
   ATOLL_RETURN_IF_ERROR(validate(t).with_context("the simulated topology"));
-  auto core = SyncerCore::create(t, core_time());
-  if (!core.ok()) return core.status().with_context("the simulated syncer");
-  core_ = std::move(*core);
-  fingerprint_ = core_->layout().fingerprint();
-  initial_crc_ = parameters_crc(core_->parameters());
-  for (const auto& f : core_->fragments())
+  for (uint32_t shard = 0; shard < static_cast<uint32_t>(t.syncer.shards); ++shard) {
+    auto core = SyncerCore::create(t, core_time(), std::nullopt, shard);
+    if (!core.ok()) return core.status().with_context("the simulated syncer");
+    cores_.push_back(std::move(*core));
+  }
+  shard_seconds_.assign(cores_.size(), 0.0);
+  fingerprint_ = core().layout().fingerprint();
+  initial_crc_ = parameters_crc(initial_parameters(*make_model(t).value(), t));
+  for (const auto& f : core().fragments())
     zero_delta_.push_back(encode_payload(t.outer.push_codec, t.outer.push_block, std::vector<float>(f.size, 0.0f)));
-  const std::vector<float> zeros(core_->layout().size(), 0.0f);
+  const std::vector<float> zeros(core().layout().size(), 0.0f);
   moments_ = OptimizerState{1, encode_payload(Codec::kBf16, 0, zeros), encode_payload(Codec::kBf16, 0, zeros)};
   for (uint32_t m = 0; m < static_cast<uint32_t>(cell_.learners); ++m) send_register(learners_[m]);
   return {};
@@ -477,30 +490,48 @@ void Simulator::to_syncer(const SimLearner& l, Message m) {
 void Simulator::resync(SimLearner& l) { to_syncer(l, Register{l.id, l.incarnation, fingerprint_, "", {}, initial_crc_}); }
 
 void Simulator::deliver_to_syncer(uint32_t from, const Message& m) {
-  SyncerEffects fx;
-  in_core([&] {
-    // One actor per learner process (the core's share process 1).
-    const uint64_t process = learners_[from].process;
-    const Sender sender{process, ((process - 1) << 20) + from + 1};
-    if (const auto* r = std::get_if<Register>(&m)) core_->on_register(*r, sender, core_time(), fx);
-    else if (const auto* p = std::get_if<Push>(&m)) core_->on_push(*p, core_time(), fx);
-    else if (const auto* g = std::get_if<Progress>(&m)) core_->on_progress(*g, core_time(), fx);
-    else if (const auto* mo = std::get_if<Moments>(&m)) core_->on_moments(from, *mo, core_time(), fx);
-    else if (const auto* lv = std::get_if<Leave>(&m)) core_->on_leave(*lv, core_time(), fx);
-  });
-  carry_out(fx);
+  // One actor per learner process (the core's share process 1).
+  const uint64_t process = learners_[from].process;
+  const Sender sender{process, ((process - 1) << 20) + from + 1};
+  for (uint32_t shard = 0; shard < shards(); ++shard) {
+    if (const auto* p = std::get_if<Push>(&m); p && p->fragment % shards() != shard) continue;
+    SyncerCore& c = *cores_[shard];
+    SyncerEffects fx;
+    in_core(
+        [&] {
+          if (const auto* r = std::get_if<Register>(&m)) c.on_register(*r, sender, core_time(), fx);
+          else if (const auto* p = std::get_if<Push>(&m)) c.on_push(*p, core_time(), fx);
+          else if (const auto* g = std::get_if<Progress>(&m)) c.on_progress(*g, core_time(), fx);
+          else if (const auto* mo = std::get_if<Moments>(&m)) c.on_moments(from, *mo, core_time(), fx);
+          else if (const auto* lv = std::get_if<Leave>(&m)) c.on_leave(*lv, core_time(), fx);
+        },
+        shard);
+    carry_out(fx, shard);
+  }
 }
 
-void Simulator::carry_out(SyncerEffects& fx) {
+SyncerStats Simulator::merged_stats() const {
+  SyncerStats all = core().stats();
+  for (uint32_t shard = 1; shard < shards(); ++shard) {
+    const SyncerStats& s = cores_[shard]->stats();
+    all.rounds += s.rounds;
+    all.good_seconds += s.good_seconds;
+    all.round_ends.insert(all.round_ends.end(), s.round_ends.begin(), s.round_ends.end());
+  }
+  std::sort(all.round_ends.begin(), all.round_ends.end());
+  return all;
+}
+
+void Simulator::carry_out(SyncerEffects& fx, uint32_t shard) {
   const double arrive = now_ + plan_.training.latency_seconds;
   for (auto& s : fx.sends)
     schedule(arrive, Event::Kind::kToLearner, s.learner, mail_.put(Mail{std::make_shared<const Message>(std::move(s.message))}));
   for (auto& m : fx.to_all) {
     const auto shared = std::make_shared<const Message>(std::move(m));
     for (uint32_t id = 0; id < learners_.size(); ++id)
-      if (core_->learners()[id].connected) schedule(arrive, Event::Kind::kToLearner, id, mail_.put(Mail{shared}));
+      if (cores_[shard]->learners()[id].connected) schedule(arrive, Event::Kind::kToLearner, id, mail_.put(Mail{shared}));
   }
-  for (const auto& t : fx.timers) schedule(now_ + std::max(0.0, t.seconds), Event::Kind::kTimer, 0, timers_.put(t));
+  for (const auto& t : fx.timers) schedule(now_ + std::max(0.0, t.seconds), Event::Kind::kTimer, shard, timers_.put(t));
   // The scavenged learners' comings and goings, as the core decided them.
   for (const auto& e : fx.events) {
     if (const auto* j = std::get_if<event::Joined>(&e); j && j->learner >= static_cast<uint32_t>(cell_.learners))
@@ -601,7 +632,8 @@ void Simulator::drain_inbox(SimLearner& l) {
 void Simulator::adopt_welcome(SimLearner& l, const Welcome& w) {
   if (w.incarnation != l.incarnation) return;
   const bool first = !l.welcomed;
-  if (l.tracks.empty()) l.tracks.resize(w.fragments.size());
+  // A shard welcomes with its own fragments only; the learner trains from the first welcome.
+  if (l.tracks.empty()) l.tracks.resize(core().fragments().size());
   for (const auto& fv : w.fragments) {
     if (fv.fragment >= l.tracks.size()) continue;
     Track& t = l.tracks[fv.fragment];
@@ -725,7 +757,7 @@ void Simulator::on_claim(uint32_t h) {
   if (m.leaving) return;  // with notice, it does not join any more
   SyncerEffects fx;
   Admission a;
-  in_core([&] { a = core_->claim(m.process, core_time(), fx); });
+  in_core([&] { a = core().claim(m.process, core_time(), fx); });
   carry_out(fx);
   if (!a.accepted()) {  // every open slot taken or held: ask again later
     ++counts_.claims_refused;
@@ -806,7 +838,9 @@ SimLearner* Simulator::learner_of(uint32_t h) {
 
 double Simulator::good_chip_seconds() const {
   if (!decoupled()) return job_.productive;
-  return core_->stats().good_seconds;  // learner seconds (each learner is 1/M of the chips)
+  double good = 0.0;  // learner seconds (each learner is 1/M of the chips), each shard its fragments' share
+  for (const auto& c : cores_) good += c->stats().good_seconds;
+  return good;
 }
 
 // ---- the loop
@@ -835,7 +869,7 @@ Result<CellResult> Simulator::run() {
   batch = std::min(batch, max_seconds / double(kMinBatches + 1));
   const double allocated_per_second = decoupled() ? double(cell_.learners) : 1.0;
   // Scavenging: allocated learner time is the core's figure (members come and go).
-  const auto allocated = [&] { return core_->allocated_seconds(core_time()); };
+  const auto allocated = [&] { return core().allocated_seconds(core_time()); };
 
   BatchMeans goodputs, merged;  // per batch, the first (warm-up) left out; merged: learners' worth, scavenging
   double batch_start = 0.0, good_at_batch_start = 0.0, allocated_at_batch_start = 0.0, trained_at_warmup = 0.0;
@@ -845,7 +879,7 @@ Result<CellResult> Simulator::run() {
   double allocated_at_warmup = 0.0;
   const auto vanished = [&] {  // open slots' failures, as the core counted them
     uint64_t n = 0;
-    for (size_t m = static_cast<size_t>(cell_.learners); m < learners_.size(); ++m) n += core_->learners()[m].failures;
+    for (size_t m = static_cast<size_t>(cell_.learners); m < learners_.size(); ++m) n += core().learners()[m].failures;
     return n;
   };
   for (double batch_end = batch;; batch_end += batch) {
@@ -884,15 +918,17 @@ Result<CellResult> Simulator::run() {
         case Event::Kind::kTimer: {
           const SyncerEffects::Timer t = timers_.take(e.tag);
           SyncerEffects fx;
-          in_core([&] { core_->on_timer(t, core_time(), fx); });
-          carry_out(fx);
+          in_core([&] { cores_[e.who]->on_timer(t, core_time(), fx); }, e.who);
+          carry_out(fx, e.who);
           break;
         }
         case Event::Kind::kDown: {
-          SyncerEffects fx;
-          if (core_->learners()[e.who].incarnation <= e.tag)  // not a newer incarnation's record
-            in_core([&] { core_->on_learner_down(e.who, core_time(), fx); });
-          carry_out(fx);
+          for (uint32_t shard = 0; shard < shards(); ++shard) {
+            SyncerEffects fx;
+            if (cores_[shard]->learners()[e.who].incarnation <= e.tag)  // not a newer incarnation's record
+              in_core([&] { cores_[shard]->on_learner_down(e.who, core_time(), fx); }, shard);
+            carry_out(fx, shard);
+          }
           break;
         }
         case Event::Kind::kMachineUp:
@@ -946,11 +982,13 @@ Result<CellResult> Simulator::run() {
   if (decoupled()) {
     for (const auto& l : learners_) interruptions += l.chips.interruptions;
     std::vector<double> ends;
-    for (double t : core_->stats().round_ends)
+    const SyncerStats stats = merged_stats();
+    for (double t : stats.round_ends)
       if (t >= batch) ends.push_back(t - batch);
     r.uptime = uptime_of(ends, measured);
-    r.rounds = core_->stats().rounds;
+    r.rounds = stats.rounds;
     r.syncer_seconds = syncer_seconds_;
+    r.syncer_busiest_shard_seconds = *std::max_element(shard_seconds_.begin(), shard_seconds_.end());
     r.reintegrations = reintegrations_.size();
     for (double s : reintegrations_) {
       r.reintegration_seconds_max = std::max(r.reintegration_seconds_max, s);

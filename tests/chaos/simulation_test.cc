@@ -210,6 +210,30 @@ BOOST_AUTO_TEST_CASE(without_failures_every_step_is_merged_for_any_number_of_lea
   }
 }
 
+// A syncer in shards merges the same rounds: each shard its own fragments,
+// each in its own SyncerCore, and the shards split the syncer's work.
+BOOST_AUTO_TEST_CASE(a_sharded_syncer_merges_every_fragment_as_one_syncer_does) {
+  SimulationPlan one = must(kQuiet);
+  one.failures.mtbi_chip_years = 1e6;
+  SimulationPlan two = must(std::string(kQuiet).replace(std::string(kQuiet).find("outer.fragments=4\""),
+                                                         std::string("outer.fragments=4\"").size(),
+                                                         "outer.fragments=4\", \"syncer.shards=2\""));
+  two.failures.mtbi_chip_years = 1e6;
+  BOOST_REQUIRE_EQUAL(two.training.syncer_shards, 2);
+  const CellResult a = simulate(one, Mode::kDecoupled, 8, 8000, 4), b = simulate(two, Mode::kDecoupled, 8, 8000, 4);
+  BOOST_TEST_MESSAGE("one syncer: " << a.rounds << " rounds, goodput " << a.goodput << "; two shards: " << b.rounds
+                                    << " rounds, goodput " << b.goodput << ", busiest shard "
+                                    << b.syncer_busiest_shard_seconds << " of " << b.syncer_seconds << " s");
+  BOOST_CHECK_GT(b.goodput, 0.97);
+  BOOST_CHECK_CLOSE(double(b.rounds), double(a.rounds), 5.0);
+  BOOST_CHECK_LT(b.syncer_busiest_shard_seconds, b.syncer_seconds);  // the other shard did some of it
+  BOOST_CHECK_EQUAL(a.syncer_busiest_shard_seconds, a.syncer_seconds);
+  expect_error(std::string(kQuiet).replace(std::string(kQuiet).find("outer.fragments=4\""),
+                                           std::string("outer.fragments=4\"").size(),
+                                           "outer.fragments=4\", \"syncer.shards=5\""),
+               "syncer.shards = 5 is outside [1, 4]");
+}
+
 // The paper's ordering: more chips lose more; elastic beats dp; decoupled
 // learners beat elastic dp, and more of them beat fewer.
 BOOST_AUTO_TEST_CASE(goodput_orders_as_the_paper_says) {

@@ -132,6 +132,7 @@ struct TrainingModel {
   // tensor per fragment). Nothing is trained; the size sets what merges cost.
   int64_t parameters = 0;
   OuterSpec outer;                // H, P, K, grace, codecs: the rounds the SyncerCore runs
+  int syncer_shards = 1;          // syncer.shards: one SyncerCore per shard, each its own fragments
 };
 
 struct SimulationCell {
@@ -226,6 +227,7 @@ struct CellResult {
   // simulation is one busy thread: its steady clock is its CPU time)
   uint64_t rounds = 0;
   double syncer_seconds = 0.0;
+  double syncer_busiest_shard_seconds = 0.0;  // of syncer_seconds, the busiest shard's (one shard: all)
   // decoupled: restarted learners welcomed back, and the time from their
   // Register to their welcome (virtual seconds: latencies, and a peer's moments)
   uint64_t reintegrations = 0;
