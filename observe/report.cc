@@ -106,6 +106,9 @@ std::string Report::to_json() const {
   j.field("syncer_cpu_seconds", syncer_cpu_seconds);
   j.field("quorum_mean", quorum_mean);
   j.field("grace_wait_mean_ms", grace_wait_mean_ms);
+  j.field("round_mean_ms", round_mean_ms);
+  j.field("broadcast_adopted_mean_ms", broadcast_adopted_mean_ms);
+  j.field("broadcast_adopted_max_ms", broadcast_adopted_max_ms);
   j.field("late", late);
   j.field("stale_refused", stale_refused);
   j.field("rejected", rejected);
@@ -193,7 +196,11 @@ std::string Report::to_table() const {
   if (!eval.by.empty()) row("evaluated by", eval.by);
   row("bytes up / down", human_bytes(double(bytes.learner_to_syncer)) + " / " + human_bytes(double(bytes.syncer_to_learners)));
   row("bytes per token", num("%.1f", bytes_per_token));
-  row("rounds", std::to_string(rounds) + num(" (quorum %.2f", quorum_mean) + num(", grace wait %.1f ms)", grace_wait_mean_ms));
+  row("rounds", std::to_string(rounds) + num(" (quorum %.2f", quorum_mean) + num(", grace wait %.1f ms", grace_wait_mean_ms) +
+                    num(", pull to broadcast %.1f ms)", round_mean_ms));
+  if (broadcast_adopted_mean_ms > 0)
+    row("broadcast adopted by all", num("%.1f ms mean", broadcast_adopted_mean_ms) +
+                                        num(", %.1f ms at most", broadcast_adopted_max_ms));
   row("syncer CPU", num("%.2f s", syncer_cpu_seconds) +
                         (rounds ? num(" (%.2f ms per round", 1e3 * syncer_cpu_seconds / double(rounds)) +
                                       num(", %.1f%% of the wall time)", wall_seconds > 0 ? 100.0 * syncer_cpu_seconds / wall_seconds : 0.0)

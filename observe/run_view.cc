@@ -195,6 +195,9 @@ Report report_from_view(const RunView& v, double wall) {
   r.syncer_cpu_seconds = v.syncer_cpu_seconds;
   r.quorum_mean = v.stats.quorum_mean();
   r.grace_wait_mean_ms = 1000.0 * v.stats.grace_wait_mean();
+  r.round_mean_ms = 1000.0 * v.stats.round_seconds_mean();
+  r.broadcast_adopted_mean_ms = 1000.0 * v.stats.adopted_seconds_mean();
+  r.broadcast_adopted_max_ms = 1000.0 * v.stats.adopted_seconds_max;
   r.late = v.stats.late;
   r.stale_refused = v.stats.stale_refused;
   r.rejected = v.stats.rejected + v.gateway_refusals;

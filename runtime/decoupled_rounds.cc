@@ -463,6 +463,7 @@ class DecoupledRounds final : public RoundProtocol {
     st.merged_pushes += r.answers.size();
     st.quorum_sum += static_cast<double>(r.answers.size());
     st.grace_wait_sum += seconds_between(r.quorum_at, now);
+    st.round_seconds_sum += seconds_between(r.opened, now);
     // A step's time is spread over fragments by their share of the parameters.
     st.good_seconds +=
         good * static_cast<double>(s_.fragments[p].size) / static_cast<double>(s_.layout().size());
@@ -479,7 +480,7 @@ class DecoupledRounds final : public RoundProtocol {
     forget_answers(r);
     r.answers_version = g.version;
     sync_due(p);  // a new version: nobody is due on it yet, unless its Progress says so
-    fx.to_all.push_back(s_.broadcast(p, std::move(merged)));
+    fx.to_all.push_back(s_.broadcast(p, std::move(merged), now));
   }
 
   void open_last_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {

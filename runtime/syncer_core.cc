@@ -64,8 +64,16 @@ FragmentValues SyncerState::held_values(uint32_t p) const {
   return {p, g.version, encode_payload(Codec::kFp32, 0, g.held.empty() ? g.values : g.held)};
 }
 
-Broadcast SyncerState::broadcast(uint32_t p, std::vector<uint32_t> merged) {
+Broadcast SyncerState::broadcast(uint32_t p, std::vector<uint32_t> merged, SteadyTime now) {
   GlobalFragment& g = global[p];
+  g.broadcast_at = now;
+  g.adopting.assign(learners.size(), false);
+  g.adopting_left = 0;
+  for (uint32_t m = 0; m < learners.size(); ++m)
+    if (learners[m].connected) {
+      g.adopting[m] = true;
+      ++g.adopting_left;
+    }
   Broadcast b{p, g.version, {}, false, 0, std::move(merged)};
   if (!delta_broadcasts()) {
     b.values = held_values(p).values;
@@ -450,7 +458,7 @@ void SyncerCore::adopt_bases(const Register& r, SteadyTime now, SyncerEffects& f
     ++s_->stats.recovered_fragments;
     fx.notes.push_back("recovered fragment " + std::to_string(base.fragment) + " at version " +
                        std::to_string(base.version) + " from learner " + std::to_string(r.learner) + "'s base");
-    fx.to_all.push_back(s_->broadcast(base.fragment, {}));  // learners welcomed before move forward too
+    fx.to_all.push_back(s_->broadcast(base.fragment, {}, now));  // learners welcomed before move forward too
   }
 }
 
@@ -593,6 +601,17 @@ void SyncerCore::on_progress(const Progress& m, SteadyTime now, SyncerEffects& f
   if (std::isfinite(m.step_seconds)) l.step_seconds = std::clamp(m.step_seconds, 0.0, 3600.0);
   if (std::isfinite(m.loss)) l.loss = m.loss;
   l.progress = m.fragments;
+  // Every learner connected at a broadcast has reported it adopted: how long that took.
+  for (uint32_t p = 0; p < s_->global.size(); ++p) {
+    GlobalFragment& g = s_->global[p];
+    if (g.adopting_left == 0 || !g.adopting[m.learner] || m.fragments[p].version < g.version) continue;
+    g.adopting[m.learner] = false;
+    if (--g.adopting_left > 0) continue;
+    const double seconds = seconds_between(g.broadcast_at, now);
+    s_->stats.adopted_seconds_sum += seconds;
+    s_->stats.adopted_seconds_max = std::max(s_->stats.adopted_seconds_max, seconds);
+    ++s_->stats.adopted_broadcasts;
+  }
   qualify(m.learner);
   rounds_->on_progress(m.learner, now, fx);
   settle_departures(fx);

@@ -31,6 +31,11 @@ struct GlobalFragment {
   // recovery): the next broadcast then sends the values.
   std::vector<float> held;
   bool initial = true;  // values are the seed's initialization (learners can make them)
+  // The newest broadcast: when it went out, and the learners connected then
+  // that have not yet reported it adopted (SyncerStats::adopted_*).
+  SteadyTime broadcast_at{};
+  std::vector<bool> adopting;  // by learner
+  uint32_t adopting_left = 0;
 };
 
 // A push that passed the core's checks, decoded: a learner's progress on a
@@ -81,8 +86,8 @@ struct SyncerState {
   bool delta_broadcasts() const;
   // A fragment's current version as a welcome gives it: the values learners hold.
   FragmentValues held_values(uint32_t p) const;
-  // The broadcast of a fragment's new version (updates `held`).
-  Broadcast broadcast(uint32_t p, std::vector<uint32_t> merged);
+  // The broadcast of a fragment's new version (updates `held`), sent at `now`.
+  Broadcast broadcast(uint32_t p, std::vector<uint32_t> merged, SteadyTime now);
 
   // Books that a push of `learner` was merged; the first one after it came
   // back is a recovery event ("first_merge").

@@ -127,7 +127,7 @@ class SynchronousRounds final : public RoundProtocol {
     st.round_ends.push_back(s_.elapsed(now));
     for (const auto& [m, a] : gradients_) s_.note_merged(m, now, fx);
     gradients_.clear();
-    fx.to_all.push_back(s_.broadcast(0, {}));
+    fx.to_all.push_back(s_.broadcast(0, {}, now));
   }
 
   SyncerState& s_;

@@ -166,10 +166,17 @@ BOOST_AUTO_TEST_CASE(decoupled_due_pull_quorum_grace_merge_in_virtual_time) {
   BOOST_CHECK_EQUAL(c.core->stats().merged_pushes, 2u);
   BOOST_CHECK_EQUAL(c.core->learners()[0].merged, 1u);
   BOOST_CHECK_EQUAL(c.core->learners()[1].merged, 1u);
+  BOOST_CHECK_CLOSE(c.core->stats().round_seconds_mean(), 0.2, 1e-6);  // pulled at 0.4, broadcast at 0.6
   // The grace timer fires later: the round it was for is gone, nothing happens.
   fx = {};
   c.core->on_timer(grace, at(0.8), fx);
   BOOST_CHECK(fx.empty());
+  // The broadcast counts as adopted once both learners report version 1.
+  c.progress(0, 1, 0.7);
+  BOOST_CHECK_EQUAL(c.core->stats().adopted_broadcasts, 0u);
+  c.progress(1, 1, 0.9);
+  BOOST_CHECK_EQUAL(c.core->stats().adopted_broadcasts, 1u);
+  BOOST_CHECK_CLOSE(c.core->stats().adopted_seconds_max, 0.3, 1e-6);  // 0.6 to 0.9
 }
 
 BOOST_AUTO_TEST_CASE(decoupled_a_dead_learner_leaves_the_round_it_was_pulled_for) {

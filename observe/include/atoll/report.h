@@ -66,6 +66,9 @@ struct Report {
   double syncer_cpu_seconds = 0.0;  // the syncer's thread CPU (its last incarnation)
   double quorum_mean = 0.0;
   double grace_wait_mean_ms = 0.0;
+  double round_mean_ms = 0.0;                 // decoupled: from a round's pulls to its broadcast
+  double broadcast_adopted_mean_ms = 0.0;     // from a broadcast until every learner reported it adopted
+  double broadcast_adopted_max_ms = 0.0;
   uint64_t late = 0, stale_refused = 0, rejected = 0, cancelled_rounds = 0;
   uint64_t restarts = 0;
   uint64_t checkpoints = 0;

@@ -193,6 +193,13 @@ struct SyncerStats {
   uint64_t discarded_rounds = 0;   // merges whose result was not finite, rolled back
   double quorum_sum = 0.0;         // pushes merged, summed over rounds
   double grace_wait_sum = 0.0;     // seconds from quorum to close, summed over rounds
+  double round_seconds_sum = 0.0;  // decoupled: seconds from a round's pulls to its broadcast, summed
+  // Broadcasts that every learner connected when it went out reported
+  // adopted (in a Progress) before the next one of its fragment: how many,
+  // and the seconds that took, summed and at most. Transfer, the wait for a
+  // step boundary and the Progress back are all in it.
+  uint64_t adopted_broadcasts = 0;
+  double adopted_seconds_sum = 0.0, adopted_seconds_max = 0.0;
   double good_seconds = 0.0;       // learner step time whose progress was merged
   std::vector<double> round_ends;  // seconds since the core started, one per round
   std::vector<double> recovery_seconds;  // from a learner's failure (seen) to its next welcome
@@ -203,6 +210,10 @@ struct SyncerStats {
 
   double quorum_mean() const { return rounds ? quorum_sum / double(rounds) : 0.0; }
   double grace_wait_mean() const { return rounds ? grace_wait_sum / double(rounds) : 0.0; }
+  double round_seconds_mean() const { return rounds ? round_seconds_sum / double(rounds) : 0.0; }
+  double adopted_seconds_mean() const {
+    return adopted_broadcasts ? adopted_seconds_sum / double(adopted_broadcasts) : 0.0;
+  }
 };
 
 struct SyncerState;    // what the core and its round protocol share (runtime/syncer_state.h)
