@@ -168,6 +168,8 @@ class Checker:
             return False
         if re.fullmatch(r"[\w.-]+:\d+", word):  # HOST:PORT
             return False
+        if re.fullmatch(r"\d+/\d+", word):  # a fraction, e.g. --shard 0/2
+            return False
         if any(c in word for c in "{}[]=,'\""):  # a TOML value or a list, not a path
             return False
         return "/" in word or word.endswith(PATH_SUFFIXES)
