@@ -48,7 +48,15 @@ namespace {
 
 using namespace std::chrono_literals;
 constexpr auto kLookupRetry = 50ms;
-constexpr auto kRegisterRetry = 500ms;  // a Register lost or refused (an old incarnation still known) is sent again
+// A Register lost or refused (an old incarnation still known) is sent again
+// after 500 ms. A large one (it carries every base, 4 bytes a parameter)
+// waits the time it takes at kRegisterRate, doubling while unanswered up to
+// kRegisterRetryMax: a syncer still reading a large model's checkpoint must
+// not find a flood of them (100M parameters: 4, 8, 16, 32, 60 s; the 100M
+// run queued 7 GB of Registers at a restarted shard before this).
+constexpr auto kRegisterRetry = 500ms;
+constexpr double kRegisterRate = 100e6;  // bytes per second
+constexpr double kRegisterRetryMax = 60.0;  // seconds
 constexpr auto kResyncAfter = 2s;       // blocked this long on a broadcast: it was lost, register again
 constexpr auto kOtherShardsDone = 30s;  // one shard said Done: the others' last rounds end within this
 
@@ -62,6 +70,7 @@ struct LearnerState {
   std::vector<bool> welcomed_by, done_by;
   uint32_t from_shard = 0;     // the shard the message being handled came from
   uint32_t moments_shard = 0;  // the shard whose MomentsPull is answered next
+  int unanswered_registers = 0;  // sent since the last welcome: large Registers back off
   bool computing = false;   // a step runs on the arena
   bool delaying = false;    // a slow learner's extra time after a step
   // The end of the speed delay under way (none: epoch). A timer that fires
@@ -219,6 +228,7 @@ void handle(LearnerActor* self, Message m) {
       return;
     }
     st.welcomed_by[st.from_shard] = true;
+    st.unanswered_registers = 0;
     st.last_refusal = RejectReason::kMalformed;
     for (uint32_t f = 0; f < st.core->fragments().size(); ++f) st.args.records->adopted.note(f, st.core->version(f));
     st.args.records->counters.regressions_refused += st.core->regressions_refused() - refused_before;
@@ -429,10 +439,26 @@ void lookup(LearnerActor* self) {
       self->monitor(found);
     }
     if (!reg) reg = st.core->make_register(st.args.cluster_token);
-    send_to_shard(self, s, *reg);
+    if (st.syncers.size() == 1) {
+      send_to_shard(self, s, *reg);
+      continue;
+    }
+    Register mine = *reg;  // a shard reads only the bases of its own fragments
+    const auto shards = static_cast<uint32_t>(st.syncers.size());
+    std::erase_if(mine.bases, [&](const FragmentValues& b) { return b.fragment % shards != s; });
+    send_to_shard(self, s, mine);
   }
-  if (missing) self->delayed_send(self, kLookupRetry, lookup_atom_v);
-  else if (reg) self->delayed_send(self, kRegisterRetry, lookup_atom_v);  // again, unless welcomed by then
+  if (missing) {
+    self->delayed_send(self, kLookupRetry, lookup_atom_v);
+  } else if (reg) {  // again, unless welcomed by then
+    const double transfer = 4.0 * static_cast<double>(st.core->parameters().size()) / kRegisterRate;
+    const double first = std::chrono::duration<double>(kRegisterRetry).count();
+    const double wait = transfer <= first ? first
+                                          : std::min(kRegisterRetryMax,
+                                                     transfer * std::ldexp(1.0, std::min(st.unanswered_registers, 8)));
+    ++st.unanswered_registers;
+    self->delayed_send(self, span(wait), lookup_atom_v);
+  }
 }
 
 // Registers again with a shard (every shard: nullopt), bases included: its

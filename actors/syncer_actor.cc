@@ -357,7 +357,7 @@ caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
           [self](Packet& file) {
             if (file.bytes.empty()) return;
             auto saved = decode_checkpoint(file.bytes);
-            Status s = saved.ok() ? self->state.core->restore(*saved) : saved.status();
+            Status s = saved.ok() ? self->state.core->restore(*saved, self->clock().now()) : saved.status();
             if (s.ok())
               log_info("syncer: restored checkpoint of round " + std::to_string(saved->rounds));
             else

@@ -163,7 +163,7 @@ double SyncerCore::elapsed(SteadyTime now) const { return s_->elapsed(now); }
 bool SyncerCore::flushing() const { return rounds_->flushing(); }
 bool SyncerCore::flushed() const { return rounds_->flushed(); }
 
-Status SyncerCore::restore(const CheckpointState& state) {
+Status SyncerCore::restore(const CheckpointState& state, std::optional<SteadyTime> now) {
   if (state.fingerprint != layout().fingerprint())
     return Status::invalid_argument("checkpoint belongs to another model (fingerprint " +
                                     std::to_string(state.fingerprint) + ")");
@@ -191,6 +191,7 @@ Status SyncerCore::restore(const CheckpointState& state) {
     else ATOLL_RETURN_IF_ERROR(st);
   }
   restored_ = true;
+  if (now) s_->created = *now;  // the recovery window starts once the checkpoint is in
   for (const auto& f : state.fragments) {
     GlobalFragment& g = s_->global[f.fragment];
     g.values = f.values;

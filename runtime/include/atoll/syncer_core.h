@@ -244,7 +244,10 @@ class SyncerCore {
   // state: dp's optimizer, or the moments a learner that registers without
   // bases is welcomed with while no peer can give fresher ones. Fails,
   // changing nothing, if it belongs to another model or fragment plan.
-  Status restore(const CheckpointState& state);
+  // `now`: when the checkpoint was read; the recovery window (learners'
+  // newer bases, kRecoverySeconds) runs from then, since reading a large
+  // model's checkpoint takes longer than the window (24 s at 100M).
+  Status restore(const CheckpointState& state, std::optional<SteadyTime> now = std::nullopt);
   CheckpointState checkpoint(int64_t unix_ms) const;
   // Decoupled, checkpoint.moments: asks the learner that trained the most
   // for its AdamW moments, which the next checkpoint() carries.
