@@ -80,6 +80,7 @@ struct LearnerState {
   double overslept = 0.0;  // seconds, not yet booked
   caf::actor_clock::time_point step_started;
   std::deque<Message> inbox;  // from the syncer, held while a step runs
+  std::deque<uint32_t> inbox_shards;  // beside inbox: the shard each came from
   caf::actor_clock::time_point started;  // of this incarnation (re-integration time)
   bool reintegrated = false;             // welcomed once
   bool resync_armed = false;
@@ -367,6 +368,7 @@ void handle_external(LearnerActor* self, Message m) {
   auto& st = self->state;
   if (st.core->welcomed() && (std::holds_alternative<Pull>(m) || std::holds_alternative<MomentsPull>(m))) {
     if (const auto* p = std::get_if<Pull>(&m); p && p->last) st.last_pulled = true;
+    if (std::holds_alternative<MomentsPull>(m)) st.moments_shard = st.from_shard;  // answered at a later boundary
     st.deferred.push_back(std::move(m));
     answer_deferred(self);  // a frozen replica answers at once
   } else {
@@ -530,6 +532,7 @@ caf::behavior training(LearnerActor* self) {
         if (st.external) return handle_external(self, std::move(*msg));
         if (st.computing) {
           st.inbox.push_back(std::move(*msg));
+          st.inbox_shards.push_back(st.from_shard);
           return;
         }
         handle(self, std::move(*msg));
@@ -550,10 +553,12 @@ caf::behavior training(LearnerActor* self) {
                              : speed < 1.0 ? wall * (1.0 / speed - 1.0)
                                            : 0.0;
         st.core->finish_step({static_cast<float>(loss), tokens, compute}, wall + extra + std::exchange(st.overslept, 0.0));
-        LearnerCore::drop_closed_pulls(st.inbox);
+        LearnerCore::drop_closed_pulls(st.inbox, nullptr, &st.inbox_shards);
         while (!st.inbox.empty() && !st.stopping) {
           Message m = std::move(st.inbox.front());
           st.inbox.pop_front();
+          st.from_shard = st.inbox_shards.front();  // what it answers goes back there
+          st.inbox_shards.pop_front();
           handle(self, std::move(m));
         }
         if (any_syncer(st) && !st.stopping) {

@@ -406,7 +406,9 @@ Admission SyncerCore::on_register(const Register& r, const Sender& from, SteadyT
   // Nor is a newcomer once the global model has moved on.
   const bool moved = std::any_of(s_->global.begin(), s_->global.end(), [](const GlobalFragment& g) { return g.version > 0; });
   const bool newcomer = !l.member && moved;
-  if (r.bases.empty() && (r.incarnation > 1 || restored_ || newcomer) && s_->topology.mode == Mode::kDecoupled) {
+  // A sharded syncer's shard 0 alone hands moments: they cover the whole model.
+  if (r.bases.empty() && (r.incarnation > 1 || restored_ || newcomer) && s_->topology.mode == Mode::kDecoupled &&
+      s_->shard == 0) {
     std::optional<uint32_t> peer;
     for (uint32_t m = 0; m < s_->learners.size(); ++m)
       if (m != r.learner && s_->learners[m].connected && s_->learners[m].steps > 0 &&

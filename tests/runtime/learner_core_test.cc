@@ -290,6 +290,12 @@ BOOST_AUTO_TEST_CASE(queued_pulls_of_closed_rounds_are_dropped) {
   const Message next = Broadcast{1, 2, {}, false, 0, {}};
   BOOST_CHECK_EQUAL(LearnerCore::drop_closed_pulls(queue, &next), 1u);  // a broadcast arriving next closes fragment 1's
   BOOST_CHECK_EQUAL(queue.size(), 2u);
+  // Tags beside the queue (the syncer shard each came from) lose the same entries.
+  std::deque<Message> tagged = {Pull{0, 1, false}, MomentsPull{7}, Broadcast{0, 2, {}, false, 0, {}}};
+  std::deque<uint32_t> shards = {0, 1, 0};
+  BOOST_CHECK_EQUAL(LearnerCore::drop_closed_pulls(tagged, nullptr, &shards), 1u);
+  BOOST_CHECK(shards == (std::deque<uint32_t>{1, 0}));
+  BOOST_CHECK(std::holds_alternative<MomentsPull>(tagged[0]));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -168,7 +168,9 @@ class LearnerCore {
   // Drops every pull in `queue` that a later broadcast of its fragment
   // follows (in the queue, or `next`, arriving after it): its round has
   // closed, and an answer would only count as late. Returns how many.
-  static size_t drop_closed_pulls(std::deque<Message>& queue, const Message* next = nullptr);
+  // `tags`, if given, runs beside `queue` (one per message) and loses the same entries.
+  static size_t drop_closed_pulls(std::deque<Message>& queue, const Message* next = nullptr,
+                                  std::deque<uint32_t>* tags = nullptr);
 
   // With the barrier option (and always in dp modes): true while a pushed
   // fragment's next version has not arrived; the learner must not step.
