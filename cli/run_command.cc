@@ -169,8 +169,10 @@ void add_run_command(CLI::App& app, int& status) {
       "  atoll run --metrics 127.0.0.1:9464            watch it at http://127.0.0.1:9464/ (Prometheus: /metrics)\n"
       "  atoll topology > mine.toml                    start a topology file from the defaults\n"
       "\nThe report (JSON) has mode, tokens, tokens_per_second, goodput, uptime, eval.loss,\n"
-      "eval.accuracy, bytes.*, bytes_per_token, rounds, quorum_mean, grace_wait_mean_ms,\n"
-      "stale_refused, rejected, restarts, versions_min/max and per-learner figures. Beside it go the\n"
+      "eval.accuracy, bytes.*, bytes_per_token, rounds, quorum_mean, grace_wait_mean_ms, round_mean_ms,\n"
+      "broadcast_adopted_mean_ms/max_ms, stale_refused, rejected, restarts, versions_min/max and\n"
+      "per-learner figures. A syncer in shards (syncer.shards, with --processes) writes one report per\n"
+      "shard: shard i's as REPORT.shard-i.json. Beside it go the\n"
       "run's time series (REPORT.series.csv, REPORT.events.csv) and plots (REPORT.loss.svg,\n"
       "REPORT.learners.svg, REPORT.goodput.svg); `atoll plot REPORT.json` draws them again.\n"
       "Exit status: 0 done; 1 the run failed or gave up on an actor; 2 bad topology or arguments.");

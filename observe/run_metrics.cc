@@ -84,6 +84,13 @@ const std::vector<Spec>& specs() {
        [](auto& v) { return one(v.stats.grace_wait_sum); }},
       {"atoll_grace_wait_seconds_mean", "Seconds a round waited from quorum to close, mean over the run", nullptr,
        false, [](auto& v) { return one(v.stats.grace_wait_mean()); }},
+      {"atoll_round_seconds_mean", "Seconds from a round's pulls to its broadcast, mean over the run", nullptr, false,
+       [](auto& v) { return one(v.stats.round_seconds_mean()); }},
+      {"atoll_broadcast_adopted_seconds_mean",
+       "Seconds from a broadcast until every learner connected then reported it adopted, mean over the run", nullptr,
+       false, [](auto& v) { return one(v.stats.adopted_seconds_mean()); }},
+      {"atoll_broadcast_adopted_seconds_max", "The longest a broadcast took to be adopted by every learner", nullptr,
+       false, [](auto& v) { return one(v.stats.adopted_seconds_max); }},
       {"atoll_fragment_version", "Global version of each fragment", "fragment", false,
        [](auto& v) {
          Values out;
