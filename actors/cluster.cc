@@ -157,9 +157,6 @@ caf::behavior remote_syncer(caf::event_based_actor* self, std::shared_ptr<Door> 
   };
 }
 
-// "syncer", or "syncer shard 1" when it is not the first.
-std::string syncer_name(uint32_t shard) { return shard == 0 ? "syncer" : "syncer shard " + std::to_string(shard); }
-
 struct LinkState {
   static inline const char* name = "syncer link";
   SyncerLinkArgs args;
@@ -196,7 +193,7 @@ caf::behavior syncer_link(LinkActor* self, SyncerLinkArgs args) {
         auto& l = st.learners[id];
         if (l.conn != conn) return;
         l.stand_in = self->spawn<caf::linked>(remote_syncer, st.args.door, conn, id, st.args.shard, st.args.directory);
-        log_info("learner " + std::to_string(id) + ": connected to the " + syncer_name(st.args.shard) + " at " + peer);
+        log_info("learner " + std::to_string(id) + ": connected to the " + Directory::syncer_name(st.args.shard) + " at " + peer);
         l.backoff = kBackoffInitial;
         l.failures = 0;
       },
@@ -237,7 +234,7 @@ caf::behavior syncer_link(LinkActor* self, SyncerLinkArgs args) {
         auto& l = st.learners[id];
         if (st.args.records->latch.finished() || l.conn != 0) return;
         const std::string where = st.args.host + ":" + std::to_string(st.args.port);
-        const std::string syncer = syncer_name(st.args.shard);
+        const std::string syncer = Directory::syncer_name(st.args.shard);
         if (l.was_open)
           log_warn("learner " + std::to_string(id) + ": lost the " + syncer + " at " + where + " (" + l.why + "); reconnecting");
         else if (l.failures++ == 0)

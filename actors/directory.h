@@ -45,7 +45,11 @@ class Directory {
 
   static std::string learner(uint32_t id) { return Child::of_learner(id).name(); }
   static std::string syncer_of(uint32_t id, uint32_t shard = 0) {
-    return (shard == 0 ? "syncer" : "syncer shard " + std::to_string(shard)) + " of learner " + std::to_string(id);
+    return syncer_name(shard) + " of learner " + std::to_string(id);
+  }
+  // "syncer", or "syncer shard 1" for a shard but the first: in names and log lines.
+  static std::string syncer_name(uint32_t shard) {
+    return shard == 0 ? "syncer" : "syncer shard " + std::to_string(shard);
   }
   static constexpr const char* kSyncer = "syncer";
   static constexpr const char* kCheckpointer = "checkpointer";

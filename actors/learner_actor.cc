@@ -427,8 +427,7 @@ void take_steps(LearnerActor* self) {
 // a while until each has.
 void lookup(LearnerActor* self) {
   auto& st = self->state;
-  bool missing = false;
-  std::optional<Register> reg;
+  bool missing = false, sent = false;
   for (uint32_t s = 0; s < st.syncers.size(); ++s) {
     if (st.welcomed_by[s]) continue;
     caf::actor found = st.args.directory->syncer_for(st.args.id, s);
@@ -440,19 +439,12 @@ void lookup(LearnerActor* self) {
       st.syncers[s] = found;
       self->monitor(found);
     }
-    if (!reg) reg = st.core->make_register(st.args.cluster_token);
-    if (st.syncers.size() == 1) {
-      send_to_shard(self, s, *reg);
-      continue;
-    }
-    Register mine = *reg;  // a shard reads only the bases of its own fragments
-    const auto shards = static_cast<uint32_t>(st.syncers.size());
-    std::erase_if(mine.bases, [&](const FragmentValues& b) { return b.fragment % shards != s; });
-    send_to_shard(self, s, mine);
+    send_to_shard(self, s, st.core->make_register(st.args.cluster_token, s));
+    sent = true;
   }
   if (missing) {
     self->delayed_send(self, kLookupRetry, lookup_atom_v);
-  } else if (reg) {  // again, unless welcomed by then
+  } else if (sent) {  // again, unless welcomed by then
     const double transfer = 4.0 * static_cast<double>(st.core->parameters().size()) / kRegisterRate;
     const double first = std::chrono::duration<double>(kRegisterRetry).count();
     const double wait = transfer <= first ? first

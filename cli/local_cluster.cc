@@ -71,6 +71,39 @@ std::pair<int, bool> reap(pid_t pid, double seconds) {
   return {128 + SIGKILL, true};
 }
 
+// Where syncer shard `shard` writes its report: REPORT.json, then REPORT.shard-1.json, ...
+std::string shard_report_path(std::string report, size_t shard) {
+  if (shard == 0 || report.empty()) return report;
+  const std::string tag = ".shard-" + std::to_string(shard);
+  const auto dot = report.rfind('.');
+  const auto slash = report.rfind('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return report + tag;
+  return report.insert(dot, tag);
+}
+
+// The port `pid` (`which`: "syncer", "syncer shard 1") writes to `port_file`
+// once it listens. Fails if it ends first, does not listen within `seconds`,
+// or `interrupted` says so (then pid is left to the caller to kill).
+Result<std::string> wait_for_port(pid_t& pid, const std::string& port_file, const std::string& which, double seconds,
+                                  const std::function<bool()>& interrupted) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  for (;;) {
+    std::string port;
+    std::ifstream(port_file) >> port;
+    if (!port.empty()) return port;
+    if (interrupted && interrupted()) return Status::unavailable("interrupted before the " + which + " listened");
+    if (auto status = ended(pid)) {
+      pid = -1;
+      return Status::unavailable("the " + which + " process ended (status " + std::to_string(*status) +
+                                 ") before it listened");
+    }
+    if (Clock::now() >= deadline)
+      return Status::unavailable("the " + which + " process did not listen within " +
+                                 std::to_string(static_cast<int>(seconds)) + " s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 Status write_secret(const std::string& path, const std::string& text) {
   std::error_code ec;
   if (const auto dir = std::filesystem::path(path).parent_path(); !dir.empty())
@@ -124,14 +157,8 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(const LocalClusterOpti
   Status failure;
   for (size_t shard = 0; shard < shards && failure.ok(); ++shard) {
     const std::string port_file = scratch + "/port-" + std::to_string(shard);
-    std::string report = o.report_path;
-    if (shard > 0 && !report.empty()) {  // REPORT.json -> REPORT.shard-1.json
-      const auto dot = report.rfind('.');
-      const std::string tag = ".shard-" + std::to_string(shard);
-      report = dot == std::string::npos || dot < report.rfind('/') + 1 ? report + tag : report.insert(dot, tag);
-    }
     std::vector<std::string> syncer = {"atoll", "syncer", "--listen", "127.0.0.1:0", "--port-file", port_file,
-                                       "--report", report};
+                                       "--report", shard_report_path(o.report_path, shard)};
     if (!o.topology_file.empty()) syncer.insert(syncer.begin() + 2, o.topology_file);
     for (const auto& s : o.sets) syncer.insert(syncer.end(), {"--set", s});
     if (shards > 1) syncer.insert(syncer.end(), {"--shard", std::to_string(shard) + "/" + std::to_string(shards)});
@@ -142,26 +169,10 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(const LocalClusterOpti
     if (!o.metrics.empty() && shard == 0) syncer.insert(syncer.end(), {"--metrics", o.metrics});
     syncer.insert(syncer.end(), syncer_net.begin(), syncer_net.end());
     c->syncers_.push_back(spawn(o.atoll, syncer, env));
-    const std::string which = shards > 1 ? "syncer shard " + std::to_string(shard) : "syncer";
-    std::string port;
-    const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.listen_timeout_seconds * 1000));
-    while (port.empty()) {
-      std::ifstream(port_file) >> port;
-      if (!port.empty()) break;
-      if (interrupted && interrupted()) {
-        failure = Status::unavailable("interrupted before the " + which + " listened");
-      } else if (auto status = ended(c->syncers_.back())) {
-        c->syncers_.back() = -1;
-        failure = Status::unavailable("the " + which + " process ended (status " + std::to_string(*status) +
-                                      ") before it listened");
-      } else if (Clock::now() >= deadline) {
-        failure = Status::unavailable("the " + which + " process did not listen within " +
-                                      std::to_string(static_cast<int>(o.listen_timeout_seconds)) + " s");
-      }
-      if (!failure.ok()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ports.push_back(port);
+    auto port = wait_for_port(c->syncers_.back(), port_file, shards > 1 ? "syncer shard " + std::to_string(shard) : "syncer",
+                              o.listen_timeout_seconds, interrupted);
+    if (!port.ok()) failure = port.status();
+    else ports.push_back(*port);
   }
   std::error_code ignored;
   std::filesystem::remove_all(scratch, ignored);

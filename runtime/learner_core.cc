@@ -112,7 +112,8 @@ LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<cons
 
 const ParamLayout& LearnerCore::layout() const { return external_ ? external_layout_ : model_->layout(); }
 
-Register LearnerCore::make_register(std::string_view cluster_token) const {
+Register LearnerCore::make_register(std::string_view cluster_token, uint32_t shard) const {
+  const auto shards = static_cast<uint32_t>(topology().syncer.shards);
   const uint64_t fingerprint = layout().fingerprint();
   Register r{id_, incarnation_, fingerprint,
              cluster_token.empty() ? "" : join_proof(cluster_token, id_, incarnation_, fingerprint), {},
@@ -121,7 +122,7 @@ Register LearnerCore::make_register(std::string_view cluster_token) const {
   r.batch_size = batch_label_;
   if (welcomed_)
     for (uint32_t p = 0; p < tracks_.size(); ++p)
-      r.bases.push_back({p, tracks_[p].version, encode_payload(Codec::kFp32, 0, tracks_[p].base)});
+      if (p % shards == shard) r.bases.push_back({p, tracks_[p].version, encode_payload(Codec::kFp32, 0, tracks_[p].base)});
   return r;
 }
 

@@ -29,12 +29,6 @@ bool SyncerState::counts_toward_quorum(uint32_t m) const {
   return l.connected && l.qualified;
 }
 
-int SyncerState::effective_quorum() const {
-  int counted = 0;
-  for (uint32_t m = 0; m < learners.size(); ++m) counted += counts_toward_quorum(m) ? 1 : 0;
-  return std::max(1, std::min(topology.outer.quorum, counted));
-}
-
 double SyncerState::slowest_step_seconds() const {
   double t = 0.0;
   for (uint32_t m = 0; m < learners.size(); ++m)

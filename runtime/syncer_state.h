@@ -73,9 +73,8 @@ struct SyncerState {
   // fixed member unless it failed and is not back (K = M must not hang on a
   // dead learner; one still joining counts), an open slot's member once it
   // is present and qualified. Leavers and non-members never.
+  // (K capped at those that count is DecoupledRounds', kept per message.)
   bool counts_toward_quorum(uint32_t m) const;
-  // K capped at the learners that count toward it (at least 1).
-  int effective_quorum() const;
   // The slowest present learner's moving-average step time (0: none yet).
   double slowest_step_seconds() const;
 

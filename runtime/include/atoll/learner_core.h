@@ -60,7 +60,9 @@ class LearnerCore {
   // Carries the learner's bases once it has some: a restarted syncer recovers
   // the newest global version from them. With a cluster token (joins from
   // another process) it carries join_proof() of it, never the token itself.
-  Register make_register(std::string_view cluster_token) const;
+  // To syncer shard `shard` it carries only that shard's bases (fragments
+  // p % syncer.shards == shard): with one syncer, every base.
+  Register make_register(std::string_view cluster_token, uint32_t shard = 0) const;
 
   // Adopts the global model. The first welcome sets every fragment's values,
   // version and base, and the peer's AdamW moments when there are some. A
