@@ -84,7 +84,7 @@ caf::behavior gateway(GatewayActor* self, GatewayArgs args) {
   self->state.args = std::move(args);
   // Without the gateway no learner can reach the syncer: end the run, do not hang.
   self->attach_functor([records = self->state.args.records] {
-    if (!records->latch.finished()) records->fail("the gateway stopped: learners can no longer reach the syncer");
+    if (!records->latch.finished()) records->fail(Status::unavailable("the gateway stopped: learners can no longer reach the syncer"));
   });
   return {
       [self](door_opened_atom, uint64_t conn, uint32_t learner, uint32_t purpose, uint64_t process,
@@ -243,8 +243,8 @@ caf::behavior syncer_link(LinkActor* self, SyncerLinkArgs args) {
         l.was_open = false;
         const double waited = std::chrono::duration<double>(Clock::now() - l.lost_since).count();
         if (waited > st.args.give_up_seconds) {
-          st.args.records->fail("no " + syncer + " at " + where + " for " + std::to_string(static_cast<int>(waited)) + " s (" +
-                              l.why + ")");
+          st.args.records->fail(Status::unavailable("no " + syncer + " at " + where + " for " +
+                                                    std::to_string(static_cast<int>(waited)) + " s (" + l.why + ")"));
           return;
         }
         connect(self, id);

@@ -233,6 +233,7 @@ void handle(LearnerActor* self, Message m) {
     st.last_refusal = RejectReason::kMalformed;
     for (uint32_t f = 0; f < st.core->fragments().size(); ++f) st.args.records->adopted.note(f, st.core->version(f));
     st.args.records->counters.regressions_refused += st.core->regressions_refused() - refused_before;
+    if (st.core->welcomed()) st.args.records->readiness.welcomed(st.args.id);
     if (!st.reintegrated) {
       st.reintegrated = true;
       if (st.args.restarted)
@@ -278,7 +279,7 @@ void handle(LearnerActor* self, Message m) {
       const std::string why = who(self) + " refused by the syncer (" + reject_reason_name(r->reason) + "): " + r->detail;
       log_error(why);
       if (st.external) st.external->set_over(why, true, true);
-      st.args.records->fail(why);
+      st.args.records->fail(Status::refused(why));
       st.stopping = true;
       self->quit(caf::exit_reason::normal);
       return;

@@ -253,7 +253,12 @@ struct Run::Impl {
   std::atomic<Clock::rep> leave_deadline{0};
   bool any_local_learner() const;
 
-  RunView observe(size_t max_events = 50) const { return observe_run(*records, topology, max_events); }
+  RunView observe(size_t max_events = 50) const {
+    RunView v = observe_run(*records, topology, max_events);
+    v.holds_syncer = !joined();
+    v.local_learners = static_cast<int>(plan.local_ids.size());
+    return v;
+  }
 
   void start_sampler() {
     sampling = true;
@@ -466,7 +471,7 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
 }
 
 const Topology& Run::topology() const { return impl_->topology; }
-std::string Run::failure() const { return impl_->records->latch.failure(); }
+std::string Run::failure() const { return std::string(impl_->records->latch.failure().message()); }
 uint16_t Run::port() const { return impl_->port; }
 const std::string& Run::checkpoint_dir() const { return impl_->checkpoint_dir; }
 RunView Run::view() const {
@@ -666,7 +671,7 @@ Result<Report> Run::wait() {
 // restarted; training totals and quality are the syncer's to report.
 Result<Report> Run::Impl::learner_side_report(double wall) {
   shut_down();
-  if (const std::string failure = records->latch.failure(); !failure.empty()) return Status::unavailable(failure);
+  if (Status failure = records->latch.failure(); !failure.ok()) return failure;
   const RunView v = observe(SIZE_MAX);
   Report r;
   r.mode = mode_name(topology.mode);

@@ -350,11 +350,17 @@ caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
     carry_out(self, fx);
   });
   caf::actor cp = state.args.use_checkpointer ? state.args.directory->get(Directory::kCheckpointer) : caf::actor{};
-  if (!cp || state.args.topology.checkpoint.dir.empty()) return running(self);
+  auto& readiness = state.args.records->readiness;
+  if (!cp || state.args.topology.checkpoint.dir.empty()) {
+    readiness.set_syncer_serving(true);
+    return running(self);
+  }
   // Restore before serving anyone: other messages wait until this answer.
+  readiness.set_syncer_serving(false);
   self->request(cp, kLoadTimeout, load_atom_v, state.core->layout().fingerprint())
       .await(
           [self](Packet& file) {
+            self->state.args.records->readiness.set_syncer_serving(true);
             if (file.bytes.empty()) return;
             auto saved = decode_checkpoint(file.bytes);
             Status s = saved.ok() ? self->state.core->restore(*saved, self->clock().now()) : saved.status();
@@ -363,7 +369,10 @@ caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
             else
               log_warn("syncer: checkpoint not restored: " + s.to_string());
           },
-          [](caf::error& e) { log_warn("syncer: no checkpoint restored: " + to_string(e)); });
+          [self](caf::error& e) {
+            self->state.args.records->readiness.set_syncer_serving(true);
+            log_warn("syncer: no checkpoint restored: " + to_string(e));
+          });
   return running(self);
 }
 

@@ -10,7 +10,16 @@ namespace atl::cli {
 
 int fail(const Status& s) {
   std::fprintf(stderr, "atoll: %s\n", s.to_string().c_str());
-  return 2;
+  return kExitUsage;
+}
+
+int exit_status_of(const Status& s) {
+  switch (s.code()) {
+    case Status::Code::kOk: return kExitDone;
+    case Status::Code::kRefused: return kExitRefused;
+    case Status::Code::kUnavailable: return kExitLost;
+    default: return kExitFailed;
+  }
 }
 
 std::string output(const char* name) { return std::string("atoll-out/") + name; }

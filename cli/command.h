@@ -2,8 +2,7 @@
 //
 // Each adds itself to the app with its options; its callback, run by the
 // parser once the command line is read, does the work and leaves the exit
-// status in `status`: 0 done, 1 the work failed, 2 bad arguments or input,
-// 130 interrupted. main (cli/atoll.cc) is the table of them.
+// status in `status` (ExitStatus below). main (cli/atoll.cc) is the table of them.
 #pragma once
 
 #include <string>
@@ -30,7 +29,21 @@ void add_plot_command(CLI::App& app, int& status);
 
 // ---- what the commands share
 
-// Prints "atoll: <why>" on stderr; returns 2.
+// Exit statuses, also what a cluster engine acts on (README, "Running on a
+// cluster"). 75 and 77 are sysexits.h's EX_TEMPFAIL and EX_NOPERM.
+enum ExitStatus : int {
+  kExitDone = 0,         // the run is over, or this learner left in order
+  kExitFailed = 1,       // the work failed
+  kExitUsage = 2,        // bad arguments or input: starting again cannot help
+  kExitLost = 75,        // no syncer for --give-up seconds: start again, it may be back
+  kExitRefused = 77,     // the syncer refused (token, id, model, 'full'): starting again cannot help
+  kExitInterrupted = 130,
+};
+// What a run that could not go on exits with: kExitRefused, kExitLost
+// (Status::Code::kUnavailable), else kExitFailed.
+int exit_status_of(const Status& s);
+
+// Prints "atoll: <why>" on stderr; returns kExitUsage.
 int fail(const Status& s);
 // Where run outputs go unless a flag says otherwise: atoll-out/<name>, one ignored folder.
 std::string output(const char* name);

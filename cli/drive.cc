@@ -110,7 +110,7 @@ int drive(const Topology& topology, const RunOptions& options, const std::string
   set_log_sink(nullptr);
   if (!report.ok()) {
     std::fprintf(stderr, "atoll: %s\n", report.status().to_string().c_str());
-    return 1;  // the run started and could not finish (a refusal, a lost syncer)
+    return exit_status_of(report.status());  // the run started and could not finish (a refusal, a lost syncer)
   }
   if (!options.cluster.join.empty()) {
     std::printf("learners %s: done; newest adopted versions %s; restarts %llu\n", learner_ids(options).c_str(),

@@ -13,8 +13,9 @@ namespace atl::cli {
 
 // `started` sees the run once it is up (to print a port, say). The first
 // Ctrl-C or SIGTERM calls `on_signal` (default: Run::stop()), a second one
-// Run::stop(). Exit status: 0 done; 1 the run failed or gave up on an
-// actor; 2 it could not start.
+// Run::stop(). Exit status (ExitStatus, command.h): 0 done; 1 the run failed
+// or gave up on an actor; 2 it could not start; 75 it lost the syncer; 77
+// the syncer refused it.
 int drive(const Topology& topology, const RunOptions& options, const std::string& report_path, bool quiet,
           const MetricsFlags& metrics, const std::function<void(Run&)>& started = {},
           std::function<void(Run&)> on_signal = {});

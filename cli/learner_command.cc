@@ -24,13 +24,14 @@ struct LearnerArgs {
   double drain = 30;
   int threads = 0;
   ClusterFlags cluster;
+  MetricsFlags metrics;
 };
 
-// A refusal or no syncer: the run started elsewhere and this learner cannot
-// join it (exit 1, as --help says), not a bad command line (2).
+// A refusal (77) or no syncer (75): the run started elsewhere and this
+// learner cannot join it, not a bad command line (2).
 int refused(const Status& s) {
   std::fprintf(stderr, "atoll: %s\n", s.to_string().c_str());
-  return 1;
+  return exit_status_of(s);
 }
 
 int learner_command(const LearnerArgs& a) {
@@ -63,7 +64,7 @@ int learner_command(const LearnerArgs& a) {
   std::printf("atoll learner: learner %u (%s slot, speed %g, batch %d) joins the syncer at %s\n", id,
               id < topology.learners.size() ? "fixed" : "open", spec.speed, spec.batch_size, a.join.c_str());
   std::fflush(stdout);
-  return drive(topology, options, a.report, /*quiet=*/true, MetricsFlags{}, {},
+  return drive(topology, options, a.report, /*quiet=*/true, a.metrics, {},
                [drain = a.drain](Run& run) { run.leave("asked to stop (signal)", drain); });
 }
 
@@ -94,6 +95,7 @@ void add_learner_command(CLI::App& app, int& status) {
       ->capture_default_str()
       ->check(kPositiveSeconds);
   add_cluster_flags(learner, a->cluster, "syncer");
+  add_metrics_flags(learner, a->metrics);
   learner->add_option("--data", a->data, "Data folder (default: $ATOLL_DATA_DIR or ./data)");
   learner->add_option("--threads", a->threads, "Compute threads (default: one per core)")->check(kThreads);
   learner->add_option("--report", a->report, "Where to write this process's JSON report (empty: none)");
@@ -102,8 +104,13 @@ void add_learner_command(CLI::App& app, int& status) {
       "\nThe topology comes from the syncer. The learner trains on without the syncer, reconnects\n"
       "with backoff and pushes again. SIGTERM or Ctrl-C makes it leave in order: its last progress\n"
       "goes to the syncer, which merges it (a departure, not a failure); a second signal stops it at\n"
-      "once. Exit status: 0 when the run is over or it left; 1 when refused (wrong token, unknown id,\n"
-      "'full': no free open slot) or when no syncer answered for --give-up seconds.");
+      "once. Exit status, for whatever restarts learners (a Slurm task loop, a Kubernetes Job):\n"
+      "   0  the run is over, or it left in order: done\n"
+      "   1  it failed otherwise (it gave up on its own learner): restart\n"
+      "   2  bad command line: restarting cannot help\n"
+      "  75  no syncer answered for --give-up seconds: restart (the syncer may be back)\n"
+      "  77  refused by the syncer (wrong token, unknown id, another model, 'full': no free open\n"
+      "      slot): restarting cannot help");
   learner->callback([a, id, &status] {
     a->has_id = id->count() > 0;
     status = learner_command(*a);

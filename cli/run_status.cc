@@ -21,9 +21,12 @@ Result<std::unique_ptr<RunStatus>> RunStatus::start(const MetricsFlags& flags, c
   options.port = at->port;
   options.token = token;
   options.allow_control = flags.allow_control;
+  options.public_metrics = flags.public_metrics;
   RunStatus* self = status.get();
   StatusSource source;
   source.view = [self] { return self->view(); };
+  source.health = [self] { return self->probe(false); };
+  source.ready = [self] { return self->probe(true); };
   if (flags.allow_control)
     source.control = [self](const std::string& action, uint32_t learner) { return self->control(action, learner); };
   auto server = StatusServer::start(options, source);
@@ -33,8 +36,9 @@ Result<std::unique_ptr<RunStatus>> RunStatus::start(const MetricsFlags& flags, c
   if (token.empty() && !local)
     log_warn("--metrics " + flags.listen + ": anyone who reaches this port can read the run's status (read-only" +
              std::string(flags.allow_control ? ", and with --allow-control kill learners" : "") + ")");
-  std::fprintf(stderr, "atoll: status page at http://%s:%u/ and Prometheus metrics at /metrics%s\n",
-               at->host.c_str(), status->port(), token.empty() ? "" : " (they want the cluster token)");
+  std::fprintf(stderr, "atoll: status page at http://%s:%u/, Prometheus metrics at /metrics%s, probes at /healthz and /readyz\n",
+               at->host.c_str(), status->port(),
+               token.empty() || flags.public_metrics ? "" : " (they want the cluster token)");
   return status;
 }
 
@@ -44,6 +48,7 @@ void RunStatus::watch(Run* run) {
   std::lock_guard lock(mu_);
   if (run_ && !run) last_ = run_->view();
   run_ = run;
+  phase_ = run ? RunPhase::kRunning : RunPhase::kOver;
 }
 
 uint16_t RunStatus::port() const { return server_ ? server_->port() : 0; }
@@ -52,6 +57,22 @@ RunView RunStatus::view() {
   std::lock_guard lock(mu_);
   if (run_) last_ = run_->view();
   return last_;
+}
+
+ProbeAnswer RunStatus::probe(bool ready) {
+  std::lock_guard lock(mu_);
+  if (run_) last_ = run_->view();
+  return ready ? probe_ready(phase_, last_) : probe_health(phase_, last_);
+}
+
+void add_metrics_flags(CLI::App* command, MetricsFlags& flags) {
+  command->add_option("--metrics", flags.listen,
+                      "Serve a live status page at /, Prometheus metrics at /metrics and probes at /healthz and "
+                      "/readyz on HOST:PORT; the page's data and metrics want the cluster token (Authorization: "
+                      "Bearer TOKEN), the probes do not");
+  command->add_flag("--metrics-public", flags.public_metrics,
+                    "Serve /metrics without the cluster token (a Prometheus that scrapes by annotation); the page's "
+                    "data still wants it");
 }
 
 std::string RunStatus::control(const std::string& action, uint32_t learner) {

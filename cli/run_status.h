@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
+#include "atoll/probes.h"
 #include "atoll/report.h"
 #include "atoll/run.h"
 #include "atoll/status_server.h"
@@ -16,9 +19,14 @@ namespace atl::cli {
 struct MetricsFlags {
   std::string listen;          // HOST:PORT; empty: no endpoint
   bool allow_control = false;  // with a fault plan: the page may kill or stall learners
+  bool public_metrics = false; // /metrics without the cluster token
 };
 
-// Serves /, /status.json and /metrics for whichever run is current: a command
+// --metrics and --metrics-public, as `atoll syncer` and `atoll learner` take them.
+void add_metrics_flags(CLI::App* command, MetricsFlags& flags);
+
+// Serves /, /status.json, /metrics and the probes /healthz and /readyz
+// (atoll/probes.h) for whichever run is current: a command
 // that runs several (a fault plan and its baseline) shows each in turn, and
 // the last one's final view once it is over.
 class RunStatus {
@@ -35,10 +43,12 @@ class RunStatus {
  private:
   RunStatus() = default;
   RunView view();
+  ProbeAnswer probe(bool ready);
   std::string control(const std::string& action, uint32_t learner);
 
   std::mutex mu_;
   Run* run_ = nullptr;
+  RunPhase phase_ = RunPhase::kStarting;
   RunView last_;
   std::unique_ptr<StatusServer> server_;
 };

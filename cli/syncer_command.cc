@@ -92,9 +92,7 @@ void add_syncer_command(CLI::App& app, int& status) {
   auto* syncer = app.add_subcommand("syncer", "Hold the syncer of a run whose learners join from other processes");
   syncer->add_option("file", a->file, "Topology file (TOML); none: the built-in default");
   syncer->add_option("--set", a->sets, "Override one key (repeatable)");
-  syncer->add_option("--metrics", a->metrics.listen,
-                     "Serve a live status page at / and Prometheus metrics at /metrics on HOST:PORT; their data "
-                     "wants the cluster token (Authorization: Bearer TOKEN)");
+  add_metrics_flags(syncer, a->metrics);
   syncer->add_option("--listen", a->listen, "HOST:PORT to serve learners on (port 0: any free one)")
       ->capture_default_str();
   syncer->add_option("--run-name", a->run_name,

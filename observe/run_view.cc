@@ -62,8 +62,12 @@ const char* learner_state_name(LearnerState s) {
 
 RunView observe_run(const RunRecords& records, const Topology& topology, size_t max_events) {
   const auto sample = records.syncer();
-  return fold_view(topology, sample ? *sample : SyncerSample{}, records.counters, records.adopted.max(),
-                   records.log->events(), records.latch.finished(), records.latch.sealed(), max_events);
+  RunView v = fold_view(topology, sample ? *sample : SyncerSample{}, records.counters, records.adopted.max(),
+                        records.log->events(), records.latch.finished(), records.latch.sealed(), max_events);
+  v.syncer_serving = records.readiness.syncer_serving();
+  v.local_welcomed = static_cast<int>(records.readiness.learners_welcomed());
+  v.failure = std::string(records.latch.failure().message());
+  return v;
 }
 
 RunView fold_view(const Topology& topology, const SyncerSample& syncer, const RunCounters& counters,

@@ -62,9 +62,15 @@ struct StatusServer::Impl {
       const std::string path = full.substr(0, full.find('?'));
       if (get && (path == "/" || path == "/index.html"))
         return send(response, 200, "OK", "text/html; charset=utf-8", status_page_html());
+      if (get && (path == "/healthz" || path == "/readyz")) {
+        const auto& ask = path == "/healthz" ? impl_.source.health : impl_.source.ready;
+        const ProbeAnswer a = ask ? ask() : ProbeAnswer{true, "serving"};
+        return send(response, a.ok ? 200 : 503, a.ok ? "OK" : "Service Unavailable", "text/plain", a.reason + "\n");
+      }
       if (path != "/status.json" && path != "/metrics" && path != "/control")
-        return send(response, 404, "Not Found", "text/plain", "not found: the page is at /, metrics at /metrics\n");
-      if (!authorized(headers))
+        return send(response, 404, "Not Found", "text/plain",
+                    "not found: the page is at /, metrics at /metrics, probes at /healthz and /readyz\n");
+      if (!(path == "/metrics" && impl_.opt.public_metrics) && !authorized(headers))
         return send(response, 401, "Unauthorized", "text/plain",
                     "this run wants its cluster token: Authorization: Bearer <token>\n");
       if (path == "/control") {

@@ -59,6 +59,16 @@ size_t RunLog::size() const {
   return events_.size();
 }
 
+void Readiness::welcomed(uint32_t learner) {
+  std::lock_guard lock(mu_);
+  if (std::find(welcomed_.begin(), welcomed_.end(), learner) == welcomed_.end()) welcomed_.push_back(learner);
+}
+
+size_t Readiness::learners_welcomed() const {
+  std::lock_guard lock(mu_);
+  return welcomed_.size();
+}
+
 void RunLatch::finish() {
   {
     std::lock_guard lock(mu_);
@@ -67,12 +77,12 @@ void RunLatch::finish() {
   cv_.notify_all();
 }
 
-bool RunLatch::fail(const std::string& why) {
+bool RunLatch::fail(Status why) {
   bool first = false;
   {
     std::lock_guard lock(mu_);
-    first = failure_.empty();
-    if (first) failure_ = why;
+    first = failure_.ok();
+    if (first) failure_ = std::move(why);
     finished_ = true;
   }
   cv_.notify_all();
@@ -97,7 +107,7 @@ bool RunLatch::sealed() const {
   return sealed_;
 }
 
-std::string RunLatch::failure() const {
+Status RunLatch::failure() const {
   std::lock_guard lock(mu_);
   return failure_;
 }
@@ -161,8 +171,9 @@ std::shared_ptr<const SyncerSample> RunRecords::syncer() const {
   return sample_;
 }
 
-void RunRecords::fail(const std::string& why) {
-  if (latch.fail(why)) log->append(event::Failed{why});
+void RunRecords::fail(Status why) {
+  const std::string text(why.message());
+  if (latch.fail(std::move(why))) log->append(event::Failed{text});
 }
 
 std::shared_ptr<RunRecords> make_records(size_t fragments, RunLog::Clock::time_point start) {

@@ -36,7 +36,7 @@ wait_for syncer "learner 3 registered" 60
 
 # Every slot is held: a fifth is refused, saying why, and does not retry.
 start_joiner full
-expect_exit "$full_pid" 60 1 "the fifth joiner"
+expect_exit "$full_pid" 60 77 "the fifth joiner (refused: full)"
 grep -q "(full): all 2 open slots are taken" "$work/full.log" || die "the fifth joiner was not told the run is full"
 
 # A few rounds with all four, then one joiner is told to stop: it leaves in order.

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <string>
 
+#include "atoll/probes.h"
 #include "atoll/run_metrics.h"
 #include "atoll/run_view.h"
 #include "atoll/status_server.h"
@@ -241,6 +242,68 @@ BOOST_AUTO_TEST_CASE(with_a_token_the_data_wants_it_and_control_goes_by_the_call
   BOOST_CHECK(post("action=kill&learner=9", bearer).find("there is no learner 9") != std::string::npos);
   BOOST_CHECK(post("action=kill&learner=x", bearer).starts_with("HTTP/1.1 400"));
   BOOST_CHECK(post("learner=1", bearer).starts_with("HTTP/1.1 400"));
+}
+
+BOOST_AUTO_TEST_CASE(probes_answer_without_the_token_and_public_metrics_too) {
+  StatusServerOptions options;
+  options.port = 0;
+  options.token = "a-cluster-token-of-enough-bytes";
+  options.public_metrics = true;
+  ProbeAnswer ready{false, "the syncer is restoring its checkpoint"};
+  StatusSource source;
+  source.view = [] { return sample_view(); };
+  source.health = [] { return ProbeAnswer{true, "alive"}; };
+  source.ready = [&] { return ready; };
+  auto server = StatusServer::start(options, source);
+  BOOST_REQUIRE_MESSAGE(server.ok(), server.status().to_string());
+  const uint16_t port = (*server)->port();
+  const std::string health = get(port, "/healthz");
+  BOOST_CHECK(health.starts_with("HTTP/1.1 200"));
+  BOOST_CHECK(health.ends_with("\r\n\r\nalive\n"));
+  const std::string not_ready = get(port, "/readyz");
+  BOOST_CHECK(not_ready.starts_with("HTTP/1.1 503"));
+  BOOST_CHECK(not_ready.ends_with("\r\n\r\nthe syncer is restoring its checkpoint\n"));
+  ready = {true, "ready: the syncer takes learners (2 up)"};
+  BOOST_CHECK(get(port, "/readyz").starts_with("HTTP/1.1 200"));
+  BOOST_CHECK(get(port, "/metrics").starts_with("HTTP/1.1 200"));       // public
+  BOOST_CHECK(get(port, "/status.json").starts_with("HTTP/1.1 401"));   // still wants the token
+}
+
+BOOST_AUTO_TEST_CASE(probes_follow_the_run_from_start_to_end) {
+  RunView v;
+  v.holds_syncer = true;
+  BOOST_CHECK(probe_health(RunPhase::kStarting, v).ok);
+  BOOST_CHECK(!probe_ready(RunPhase::kStarting, v).ok);
+  // A syncer: ready once it restored its checkpoint.
+  auto r = probe_ready(RunPhase::kRunning, v);
+  BOOST_CHECK(!r.ok);
+  BOOST_CHECK_EQUAL(r.reason, "the syncer is restoring its checkpoint");
+  v.syncer_serving = true;
+  BOOST_CHECK(probe_ready(RunPhase::kRunning, v).ok);
+  BOOST_CHECK(probe_health(RunPhase::kRunning, v).ok);
+  // Learners: ready once every one here was welcomed.
+  RunView l;
+  l.local_learners = 2;
+  l.local_welcomed = 1;
+  r = probe_ready(RunPhase::kRunning, l);
+  BOOST_CHECK(!r.ok);
+  BOOST_CHECK_EQUAL(r.reason, "1 of 2 learners here not yet welcomed by the syncer");
+  l.local_welcomed = 2;
+  BOOST_CHECK(probe_ready(RunPhase::kRunning, l).ok);
+  // Over: alive, not ready.
+  l.finished = true;
+  BOOST_CHECK(!probe_ready(RunPhase::kRunning, l).ok);
+  BOOST_CHECK(probe_health(RunPhase::kOver, l).ok);
+  BOOST_CHECK(!probe_ready(RunPhase::kOver, l).ok);
+  // A run that cannot go on, or an actor given up on: not alive, and says why.
+  l.failure = "no syncer shard 0 at h:7070 for 61 s (refused)";
+  auto h = probe_health(RunPhase::kRunning, l);
+  BOOST_CHECK(!h.ok);
+  BOOST_CHECK_EQUAL(h.reason, "the run cannot go on: no syncer shard 0 at h:7070 for 61 s (refused)");
+  RunView g;
+  g.gave_up = {"learner 3"};
+  BOOST_CHECK_EQUAL(probe_health(RunPhase::kRunning, g).reason, "gave up on learner 3");
+  BOOST_CHECK(probe_health(RunPhase::kRunning, g).reason.find('\n') == std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(a_port_in_use_is_a_clear_error) {

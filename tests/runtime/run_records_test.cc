@@ -170,12 +170,25 @@ BOOST_AUTO_TEST_CASE(adopted_versions_only_go_up) {
   BOOST_CHECK(a.max() == (std::vector<uint64_t>{4, 9}));
 }
 
+BOOST_AUTO_TEST_CASE(readiness_counts_each_welcomed_learner_once) {
+  Readiness r;
+  BOOST_CHECK(!r.syncer_serving());
+  r.set_syncer_serving(true);
+  BOOST_CHECK(r.syncer_serving());
+  r.welcomed(3);
+  r.welcomed(3);  // welcomed again after a syncer restart: still one learner
+  r.welcomed(0);
+  BOOST_CHECK_EQUAL(r.learners_welcomed(), 2u);
+}
+
 BOOST_AUTO_TEST_CASE(the_latch_keeps_the_first_failure_and_seal_finishes) {
   auto records = make_records(1);
   BOOST_CHECK(!records->latch.wait_finished_until(Clock::now()));
-  records->fail("first");
-  records->fail("second");
-  BOOST_CHECK_EQUAL(records->latch.failure(), "first");
+  BOOST_CHECK(records->latch.failure().ok());
+  records->fail(Status::refused("first"));
+  records->fail(Status::unavailable("second"));
+  BOOST_CHECK_EQUAL(records->latch.failure().message(), "first");
+  BOOST_CHECK(records->latch.failure().code() == Status::Code::kRefused);  // the first one's code too
   BOOST_CHECK(records->latch.finished() && !records->latch.sealed());
   BOOST_CHECK_EQUAL(records->log->size(), 1u);  // one Failed event
   records->latch.seal();

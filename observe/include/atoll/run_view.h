@@ -76,6 +76,13 @@ struct RunView {
   std::vector<std::string> gave_up;
   std::vector<LearnerView> per_learner;
 
+  // This process, for an engine's probes (atoll/probes.h).
+  bool holds_syncer = false;    // the syncer, or a shard of it, runs here
+  bool syncer_serving = false;  // it restored its checkpoint (or had none) and takes learners
+  int local_learners = 0;       // learners this process runs
+  int local_welcomed = 0;       // of them, welcomed by the syncer at least once
+  std::string failure;          // why the run cannot go on; empty: none
+
   // Held-out evaluation, once the run evaluated it (NaN until then).
   double eval_loss = std::numeric_limits<double>::quiet_NaN();
   double eval_bits_per_byte = std::numeric_limits<double>::quiet_NaN();

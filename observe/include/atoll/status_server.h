@@ -3,12 +3,15 @@
 //   GET  /             the status page: plain HTML and JS, no external fetches
 //   GET  /status.json  the newest RunView (atoll/run_view.h) as the page reads it
 //   GET  /metrics      Prometheus text format (atoll/run_metrics.h)
+//   GET  /healthz      an engine's probes (atoll/probes.h): 200 or 503 and
+//   GET  /readyz       a one-line reason; no token wanted
 //   POST /control?action=kill&learner=N
 //                      only with allow_control (a chaos run that allows it)
 //
 // Read-only by default. With a token, /status.json, /metrics and /control
 // want "Authorization: Bearer <token>" (the page asks for it once); the page
-// itself holds no data. Why kj-http rather than prometheus-cpp's exposer:
+// itself holds no data. public_metrics lets /metrics go without it, for a
+// Prometheus that scrapes by annotation. Why kj-http rather than prometheus-cpp's exposer:
 // the exposer serves metrics only, and the page, its JSON and the token check
 // share the port (docs/observing.md).
 #pragma once
@@ -18,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "atoll/probes.h"
 #include "atoll/run_view.h"
 #include "atoll/status.h"
 
@@ -34,6 +38,8 @@ struct StatusServerOptions {
   std::string token;
   // Serve POST /control (kill or stall a learner).
   bool allow_control = false;
+  // Serve /metrics without the token (the page's data and control still want it).
+  bool public_metrics = false;
   // The registry /metrics serves; atoll's metrics are registered in it. Null:
   // a registry of the server's own. An embedder passes theirs to serve both.
   std::shared_ptr<prometheus::Registry> registry;
@@ -43,6 +49,8 @@ struct StatusSource {
   std::function<RunView()> view;  // called on the server's thread
   // "kill" or "stall" learner N; returns "" when done, else why not.
   std::function<std::string(const std::string& action, uint32_t learner)> control;
+  // GET /healthz and /readyz; null: ok whenever the server answers.
+  std::function<ProbeAnswer()> health, ready;
 };
 
 class StatusServer {

@@ -1,6 +1,6 @@
 // RunRecords: what the actors of one process record about a run, typed.
 //
-// Five parts, each with one job and its own synchronization:
+// Six parts, each with one job and its own synchronization:
 //   counters  monotone atomics for high-frequency facts (bytes, checkpoints);
 //   log       the append-only event log (atoll/run_event.h), also written as
 //             the JSON-lines event tape when given a path;
@@ -8,7 +8,8 @@
 //             readers; the only in-process source of a restarted syncer's
 //             continuity;
 //   latch     finish, fail and seal, each set once;
-//   snapshots the global model at planned points, for the quality curve.
+//   snapshots the global model at planned points, for the quality curve;
+//   readiness what an engine's readiness probe asks (atoll/probes.h).
 // Everything that shows a run (views, reports, chaos verdicts) is a fold
 // over these records, never a mutator of them. No CAF here.
 #pragma once
@@ -94,13 +95,15 @@ class RunLatch {
   // The token budget, the time limit or stop(); wakes wait_finished_until.
   void finish();
   // Ends the run because it cannot go on; the first reason is kept. True
-  // for the first call.
-  bool fail(const std::string& why);
+  // for the first call. Its code tells what to do next: kRefused, joining
+  // again cannot help; kUnavailable, the peer may come back.
+  // REQUIRES: !why.ok().
+  bool fail(Status why);
   // The syncer merged all it will: the global model is final. Also finishes.
   void seal();
   bool finished() const;
   bool sealed() const;
-  std::string failure() const;  // "" none
+  Status failure() const;  // ok: none
   bool wait_finished_until(Clock::time_point deadline) const;
   bool wait_sealed_until(Clock::time_point deadline) const;
 
@@ -108,7 +111,7 @@ class RunLatch {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   bool finished_ = false, sealed_ = false;
-  std::string failure_;
+  Status failure_;
 };
 
 // The global model at planned points of the run, for a curve of quality
@@ -135,6 +138,24 @@ class ModelSnapshots {
   std::vector<Snapshot> taken_;
 };
 
+// Set by the actors, read by an engine's probe (GET /readyz, atoll/probes.h).
+class Readiness {
+ public:
+  // The syncer restored its checkpoint (or had none) and takes learners;
+  // false again while a restarted syncer loads its checkpoint.
+  void set_syncer_serving(bool serving) { syncer_serving_ = serving; }
+  bool syncer_serving() const { return syncer_serving_; }
+  // A learner of this process was welcomed by the syncer (every shard of
+  // it); once is enough.
+  void welcomed(uint32_t learner);
+  size_t learners_welcomed() const;
+
+ private:
+  std::atomic<bool> syncer_serving_{false};
+  mutable std::mutex mu_;
+  std::vector<uint32_t> welcomed_;  // ids, each once
+};
+
 struct RunRecords {
   RunRecords(std::shared_ptr<RunLog> event_log, size_t fragments) : log(std::move(event_log)), adopted(fragments) {}
 
@@ -143,11 +164,12 @@ struct RunRecords {
   AdoptedVersions adopted;
   RunLatch latch;
   ModelSnapshots snapshots;
+  Readiness readiness;
 
   // The syncer's sample; a decreasing version is logged (unless recovering).
   void publish(SyncerSample sample);
   std::shared_ptr<const SyncerSample> syncer() const;  // null: nothing published yet
-  void fail(const std::string& why);                   // latch.fail, and logged if it was the first
+  void fail(Status why);                               // latch.fail, and logged if it was the first
 
  private:
   mutable std::mutex sample_mu_;  // guards the pointer, never the sample
