@@ -3,6 +3,7 @@
 // syncer for a free open slot (open membership, docs/design.md section 6).
 // SIGTERM (or Ctrl-C) makes it leave in order: its last progress is pushed
 // and merged, then it exits 0.
+#include <atomic>
 #include <cstdio>
 #include <memory>
 
@@ -22,6 +23,7 @@ struct LearnerArgs {
   int batch = 0;        // 0: the slot's default
   double give_up = 60;
   double drain = 30;
+  int leave_status = kExitDone;
   int threads = 0;
   ClusterFlags cluster;
   MetricsFlags metrics;
@@ -64,8 +66,12 @@ int learner_command(const LearnerArgs& a) {
   std::printf("atoll learner: learner %u (%s slot, speed %g, batch %d) joins the syncer at %s\n", id,
               id < topology.learners.size() ? "fixed" : "open", spec.speed, spec.batch_size, a.join.c_str());
   std::fflush(stdout);
-  return drive(topology, options, a.report, /*quiet=*/true, a.metrics, {},
-               [drain = a.drain](Run& run) { run.leave("asked to stop (signal)", drain); });
+  std::atomic<bool> left{false};
+  const int status = drive(topology, options, a.report, /*quiet=*/true, a.metrics, {}, [&](Run& run) {
+    left = true;
+    run.leave("asked to stop (signal)", a.drain);
+  });
+  return status == kExitDone && left ? a.leave_status : status;
 }
 
 }  // namespace
@@ -91,6 +97,11 @@ void add_learner_command(CLI::App& app, int& status) {
                       "exits anyway")
       ->capture_default_str()
       ->check(kPositiveSeconds);
+  learner->add_option("--leave-status", a->leave_status,
+                      "Exit status after leaving in order on SIGTERM or Ctrl-C (default 0: a departure, done). "
+                      "75 asks an engine that replaces failed members to start it again: a Kubernetes Job "
+                      "whose node is drained")
+      ->check(CLI::Range(0, 255));
   learner->add_option("--give-up", a->give_up, "Seconds without a syncer before giving up")
       ->capture_default_str()
       ->check(kPositiveSeconds);
@@ -105,7 +116,7 @@ void add_learner_command(CLI::App& app, int& status) {
       "with backoff and pushes again. SIGTERM or Ctrl-C makes it leave in order: its last progress\n"
       "goes to the syncer, which merges it (a departure, not a failure); a second signal stops it at\n"
       "once. Exit status, for whatever restarts learners (a Slurm task loop, a Kubernetes Job):\n"
-      "   0  the run is over, or it left in order: done\n"
+      "   0  the run is over, or it left in order: done (--leave-status changes the latter)\n"
       "   1  it failed otherwise (it gave up on its own learner): restart\n"
       "   2  bad command line: restarting cannot help\n"
       "  75  no syncer answered for --give-up seconds: restart (the syncer may be back)\n"

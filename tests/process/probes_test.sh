@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# What a cluster engine sees of real processes: /healthz and /readyz on the
+# syncer's and a learner's --metrics server (no token needed), and the exit
+# statuses it acts on: 75 after leaving with --leave-status 75, 77 when
+# refused, 75 when no syncer answers for --give-up seconds, 0 when the run is
+# over.  Usage: probes_test.sh ATOLL SCRATCH
+source "$(dirname "$0")/lib.sh" "$1" "$2"
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# probe PORT PATH: "CODE BODY" of a GET, without a token.
+probe() {
+  python3 - "$1" "$2" <<'PY'
+import sys, urllib.request, urllib.error
+try:
+    r = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}{sys.argv[2]}", timeout=5)
+    print(r.status, r.read().decode().strip())
+except urllib.error.HTTPError as e:
+    print(e.code, e.read().decode().strip())
+except OSError as e:
+    print("none", e)
+PY
+}
+# wait_probe PORT PATH CODE SECONDS: until the probe answers CODE.
+wait_probe() {
+  for _ in $(seq $(($4 * 10))); do
+    [[ "$(probe "$1" "$2")" == "$3 "* ]] && return 0
+    sleep 0.1
+  done
+  die "$2 on port $1 did not answer $3 within $4 s (last: $(probe "$1" "$2"))"
+}
+
+write_topology "$work/topo.toml" 1000000000  # ended by the test
+sm=$(free_port)
+start_syncer syncer "$work/topo.toml" --listen 127.0.0.1:0 --metrics "127.0.0.1:$sm"
+wait_probe "$sm" /readyz 200 30
+echo "syncer /readyz: $(probe "$sm" /readyz)"
+echo "syncer /healthz: $(probe "$sm" /healthz)"
+[[ "$(probe "$sm" /metrics)" == 401* ]] || die "/metrics answered without the token"
+
+lm=$(free_port)
+start_learner l0 0 --metrics "127.0.0.1:$lm" --leave-status 75
+wait_for syncer "learner 0 registered" 60
+wait_probe "$lm" /readyz 200 30
+echo "learner /readyz: $(probe "$lm" /readyz)"
+[[ "$(probe "$lm" /healthz)" == "200 alive" ]] || die "learner /healthz: $(probe "$lm" /healthz)"
+# Learner 1 never comes: the syncer is still ready (it takes learners), learner 0 trains.
+kill -TERM "$l0_pid"
+expect_exit "$l0_pid" 60 75 "learner 0, asked to leave with --leave-status 75"
+
+ATOLL_TOKEN="another-token-0123456789abcdefgh" start_learner wrong 1
+expect_exit "$wrong_pid" 60 77 "a learner with the wrong token"
+start_learner l1 1
+wait_for syncer "learner 1 registered" 60
+stop_run "$syncer_pid"
+expect_exit "$syncer_pid" 120 0 "the syncer"
+expect_exit "$l1_pid" 30 0 "learner 1, whose run is over"
+start_learner lost 1 --give-up 2
+expect_exit "$lost_pid" 60 75 "a learner with no syncer for --give-up 2 s"
+grep -q "no syncer" "$work/lost.log" || die "the lost learner did not say why"
+echo "probes_test: ok (exit statuses: left 75, refused 77, run over 0, lost 75)"
