@@ -31,7 +31,7 @@ SignalStop::SignalStop(std::function<void(Run&)> first) : first_(std::move(first
       std::lock_guard lock(mu_);
       fired_ = true;
       if (run_ && first_) {
-        log_warn("interrupted: leaving in order (a second signal stops at once)");
+        log_warn("interrupted (a second signal stops the run at once)");
         std::exchange(first_, nullptr)(*run_);
         continue;
       }

@@ -1,7 +1,9 @@
 // `atoll syncer`: the syncer of a run whose learners join from other processes.
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 
 #include "atoll/cluster.h"
@@ -18,6 +20,7 @@ struct SyncerArgs {
   std::string file, report = output("report.json"), data;
   std::vector<std::string> sets;
   std::string listen = "127.0.0.1:7070", port_file, run_name, save_model, shard;
+  std::string on_signal = "end";
   double seconds = 0;
   bool quiet = false;
   ClusterFlags cluster;
@@ -72,6 +75,16 @@ int syncer_command(const SyncerArgs& a) {
   options.cluster.listen = a.listen;
   options.cluster.shard = shard;
   if (Status s = apply_cluster_flags(a.cluster, options.cluster); !s.ok()) return fail(s);
+  // pause: leave the run to the learners and a later syncer, as a crash would,
+  // on purpose: an engine is moving this process (a drained Kubernetes node).
+  std::function<void(Run&)> on_signal;
+  if (a.on_signal == "pause")
+    on_signal = [](Run&) {
+      log_warn("signal: pausing the run: exiting " + std::to_string(kExitLost) +
+               " without telling the learners; a syncer started with the same --run-name resumes it");
+      std::fflush(nullptr);
+      std::_Exit(kExitLost);
+    };
   return drive(*topology, options, a.report, a.quiet, a.metrics, [&](Run& run) {
     const auto at = parse_endpoint(a.listen);
     const size_t open = learner_slots(*topology) - topology->learners.size();
@@ -82,7 +95,7 @@ int syncer_command(const SyncerArgs& a) {
                 open ? (", " + std::to_string(open) + " open slots for learners without an id").c_str() : "");
     std::fflush(stdout);
     if (!a.port_file.empty()) write_port_file(a.port_file, run.port());
-  });
+  }, std::move(on_signal));
 }
 
 }  // namespace
@@ -104,6 +117,13 @@ void add_syncer_command(CLI::App& app, int& status) {
                      "its own checkpoint folder <run-name>/shard-i; learners join every shard");
   syncer->add_option("--save-model", a->save_model,
                      "At the end, write the global model here as a model file (atoll.load_model() reads it)");
+  syncer->add_option("--on-signal", a->on_signal,
+                     "What SIGTERM or Ctrl-C does. end: the run ends, learners are told and exit 0. pause: this "
+                     "process exits 75 at once and the run goes on without it, as after a crash: learners train "
+                     "on and reconnect, and a syncer started with the same --run-name restores the checkpoint and "
+                     "takes newer versions from their bases (for an engine that moves the syncer)")
+      ->check(CLI::IsMember({"end", "pause"}))
+      ->capture_default_str();
   add_cluster_flags(syncer, a->cluster, "learner");
   syncer->add_option("--report", a->report, "Where to write the JSON report (empty: none)")->capture_default_str();
   syncer->add_option("--seconds", a->seconds, "Stop after this many seconds, whatever the token budget")

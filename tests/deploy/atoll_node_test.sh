@@ -73,8 +73,8 @@ expect_command "W/fake-atoll syncer topo.toml --listen 0.0.0.0:7070 --token-file
   ATOLL_ROLE=syncer ATOLL_SYNCER=node1:7070 SLURM_JOB_ID=42 ATOLL_TOPOLOGY=topo.toml ATOLL_CHECKPOINT_DIR=/ck \
   ATOLL_SET="outer.sync_every=20 tokens=5" ATOLL_REPORT=/r.json ATOLL_TLS_DIR="$work/tls" ATOLL_METRICS=0.0.0.0:9464 \
   ATOLL_METRICS_PUBLIC=1 ATOLL_ARGS=-v
-expect_command "W/fake-atoll syncer --listen 0.0.0.0:7071 --token-file W/token --run-name atoll-run --shard 1/2" \
-  ATOLL_ROLE=syncer ATOLL_SYNCER=a:7070,b:7071 ATOLL_SHARD=1/2
+expect_command "W/fake-atoll syncer --listen 0.0.0.0:7071 --token-file W/token --run-name atoll-run --shard 1/2 --on-signal pause" \
+  ATOLL_ROLE=syncer ATOLL_SYNCER=a:7070,b:7071 ATOLL_SHARD=1/2 ATOLL_ON_SIGNAL=pause
 expect_command "W/fake-atoll learner --join a:7070,b:7071 --token-file W/token --id 5 --give-up 300" \
   ATOLL_ROLE=learner ATOLL_SYNCER=a:7070,b:7071 JOB_COMPLETION_INDEX=5 SLURM_PROCID=9 ATOLL_GIVE_UP=300
 expect_command "W/fake-atoll learner --join h:7070 --token-file W/token --id 4 --tls-cert W/tls/learner.pem --tls-key W/tls/learner.key --tls-ca W/tls/ca.pem" \

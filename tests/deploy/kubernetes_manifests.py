@@ -551,6 +551,10 @@ def check_atoll(bundle):
     for what, action in want.items():
         if actions.get(what) != action:
             bundle.fail(jwhere, f"podFailurePolicy: {what} should be {action}, is {actions.get(what)}")
+    senv = env_of(sts)
+    if senv.get("ATOLL_ON_SIGNAL") != "pause":
+        bundle.fail(swhere, f"ATOLL_ON_SIGNAL is {senv.get('ATOLL_ON_SIGNAL', 'unset')}: SIGTERM on the syncer's pod "
+                            "(a drain) would end the run for every learner")
     # A drained node's learner leaves in order; exiting 75, it is replaced (the rule above), not counted done.
     lenv = {e.get("name"): e.get("value") for e in get(spec, "template", "spec", "containers", 0, "env", default=[])}
     if lenv.get("ATOLL_LEAVE_STATUS") != "75":

@@ -162,6 +162,8 @@ broken probe-port learners.yaml $'path: /readyz\n              port: metrics' $'
   'readinessProbe: port 9465 is none of the container'
 broken probe-exec syncer.yaml "command: [atoll-node, --probe, /readyz]" "command: [atoll-node, --probe, /healthz]" \
   "readinessProbe: exec ['atoll-node', '--probe', '/healthz'], expected"
+broken on-signal syncer.yaml $'value: pause ' $'value: end ' \
+  'SIGTERM on the syncer'"'"'s pod (a drain) would end the run'
 broken leave-status learners.yaml $'name: ATOLL_LEAVE_STATUS  # SIGTERM (a drained node): leave in order, then 75, and the\n              value: "75"' $'name: ATOLL_LEAVE_STATUS\n              value: "0"' \
   'ATOLL_LEAVE_STATUS is 0: a drained learner exits 0'
 broken selector syncer.yaml \
@@ -180,4 +182,4 @@ broken exit-code learners.yaml "values: [77]" "values: [76]" \
   'exit 77 should be FailIndex'
 broken fake-secrets kustomization.yaml "  - learners.yaml" $'  - learners.yaml\n  - secrets.example.yaml' \
   'its fake Secrets would replace the real ones'
-echo "PASS: the Kubernetes example's manifests, and 16 broken copies refused"
+echo "PASS: the Kubernetes example's manifests, and 17 broken copies refused"

@@ -2,8 +2,10 @@
 # What a cluster engine sees of real processes: /healthz and /readyz on the
 # syncer's and a learner's --metrics server (no token needed), and the exit
 # statuses it acts on: 75 after leaving with --leave-status 75, 77 when
-# refused, 75 when no syncer answers for --give-up seconds, 0 when the run is
-# over.  Usage: probes_test.sh ATOLL SCRATCH
+# refused, 75 for a syncer paused by SIGTERM (--on-signal pause; the learner
+# trains on and rejoins the syncer started again), 75 when no syncer answers
+# for --give-up seconds, 0 when the run is over.
+# Usage: probes_test.sh ATOLL SCRATCH
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -31,7 +33,8 @@ wait_probe() {
 
 write_topology "$work/topo.toml" 1000000000  # ended by the test
 sm=$(free_port)
-start_syncer syncer "$work/topo.toml" --listen 127.0.0.1:0 --metrics "127.0.0.1:$sm"
+start_syncer syncer "$work/topo.toml" --listen 127.0.0.1:0 --metrics "127.0.0.1:$sm" \
+  --set checkpoint.dir="$work/ck" --set checkpoint.every_rounds=20 --run-name probes --on-signal pause
 wait_probe "$sm" /readyz 200 30
 echo "syncer /readyz: $(probe "$sm" /readyz)"
 echo "syncer /healthz: $(probe "$sm" /healthz)"
@@ -51,10 +54,20 @@ ATOLL_TOKEN="another-token-0123456789abcdefgh" start_learner wrong 1
 expect_exit "$wrong_pid" 60 77 "a learner with the wrong token"
 start_learner l1 1
 wait_for syncer "learner 1 registered" 60
-stop_run "$syncer_pid"
-expect_exit "$syncer_pid" 120 0 "the syncer"
+for _ in $(seq 600); do compgen -G "$work/ck/probes/checkpoint-*" >/dev/null && break; sleep 0.1; done
+compgen -G "$work/ck/probes/checkpoint-*" >/dev/null || die "no checkpoint within 60 s"
+# Paused: the syncer exits 75 without ending the run; learner 1 trains on and
+# rejoins the syncer started again on the same port with the same run name.
+kill -TERM "$syncer_pid"
+expect_exit "$syncer_pid" 30 75 "the syncer paused by SIGTERM (--on-signal pause)"
+kill -0 "$l1_pid" 2>/dev/null || die "learner 1 ended with the paused syncer"
+start_syncer syncer2 "$work/topo.toml" --listen "127.0.0.1:$port" --set checkpoint.dir="$work/ck" --run-name probes
+wait_for syncer2 "restored checkpoint" 30
+wait_for syncer2 "learner 1 registered" 60
+stop_run "$syncer2_pid"
+expect_exit "$syncer2_pid" 120 0 "the syncer started again"
 expect_exit "$l1_pid" 30 0 "learner 1, whose run is over"
 start_learner lost 1 --give-up 2
 expect_exit "$lost_pid" 60 75 "a learner with no syncer for --give-up 2 s"
 grep -q "no syncer" "$work/lost.log" || die "the lost learner did not say why"
-echo "probes_test: ok (exit statuses: left 75, refused 77, run over 0, lost 75)"
+echo "probes_test: ok (exit statuses: left 75, refused 77, paused 75, run over 0, lost 75)"
