@@ -84,7 +84,8 @@ caf::behavior gateway(GatewayActor* self, GatewayArgs args) {
   self->state.args = std::move(args);
   // Without the gateway no learner can reach the syncer: end the run, do not hang.
   self->attach_functor([records = self->state.args.records] {
-    if (!records->latch.finished()) records->fail(Status::unavailable("the gateway stopped: learners can no longer reach the syncer"));
+    if (!records->latch.finished())
+      records->fail(Status::unavailable("the gateway stopped: learners can no longer reach the syncer"));
   });
   return {
       [self](door_opened_atom, uint64_t conn, uint32_t learner, uint32_t purpose, uint64_t process,
@@ -354,9 +355,15 @@ Result<Welcome> ask_syncer(const Endpoint& syncer, uint32_t learner, Purpose pur
   std::string last_error;
   for (bool first = true;; first = false) {
     if (!first) {
-      if (Clock::now() + span(backoff) > deadline)
-        return Status::unavailable("no syncer at " + syncer.to_string() + " within " +
-                                   std::to_string(static_cast<int>(wait_seconds)) + " s: " + last_error);
+      if (Clock::now() + span(backoff) > deadline) {
+        const std::string why = " at " + syncer.to_string() + " within " +
+                                std::to_string(static_cast<int>(wait_seconds)) + " s: " + last_error;
+        // Reached but closed in the handshake (TLS, certificates, plain against TLS) until the end: a
+        // configuration no restart mends, so refused; unreachable (the door's "cannot connect"): may be back.
+        if (last_error.rfind("cannot connect", 0) == 0 || last_error == "no answer")
+          return Status::unavailable("no syncer" + why);
+        return Status::refused("no handshake with the syncer" + why);
+      }
       std::this_thread::sleep_for(span(backoff));
       backoff = std::min(kBackoffMax, backoff * 2);
     }

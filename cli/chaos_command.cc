@@ -108,7 +108,7 @@ int chaos_command(const ChaosArgs& a) {
   const auto failed = std::count_if(all.begin(), all.end(), [](const auto& r) { return !r.ok(); });
   std::printf("%zu runs, %ld with broken invariants%s\n", all.size(), static_cast<long>(failed),
               signals.fired() ? " (interrupted)" : "");
-  if (signals.fired()) return 130;
+  if (signals.fired()) return kExitInterrupted;
   return failed ? 1 : 0;
 }
 

@@ -118,9 +118,14 @@ int drive(const Topology& topology, const RunOptions& options, const std::string
   } else {
     std::fputs(report->to_table().c_str(), stdout);
   }
-  if (!report_path.empty() && !write_output(report_path, report->to_json(), "report")) return 1;
-  if (options.cluster.join.empty() && !write_plots(report_path, *report)) return 1;
-  return report->gave_up.empty() ? 0 : 1;
+  if (!report_path.empty() && !write_output(report_path, report->to_json(), "report")) return kExitFailed;
+  if (options.cluster.join.empty() && !write_plots(report_path, *report)) return kExitFailed;
+  // A syncer process whose run could not go on (its gateway stopped) still reports what it did.
+  if (const std::string failure = (*run)->failure(); !failure.empty()) {
+    std::fprintf(stderr, "atoll: the run failed: %s\n", failure.c_str());
+    return kExitFailed;
+  }
+  return report->gave_up.empty() ? kExitDone : kExitFailed;
 }
 
 }  // namespace atl::cli

@@ -119,9 +119,10 @@ void add_learner_command(CLI::App& app, int& status) {
       "   0  the run is over, or it left in order: done (--leave-status changes the latter)\n"
       "   1  it failed otherwise (it gave up on its own learner): restart\n"
       "   2  bad command line: restarting cannot help\n"
-      "  75  no syncer answered for --give-up seconds: restart (the syncer may be back)\n"
+      "  75  no syncer reachable for --give-up seconds: restart (the syncer may be back)\n"
       "  77  refused by the syncer (wrong token, unknown id, another model, 'full': no free open\n"
-      "      slot): restarting cannot help");
+      "      slot), or no TLS handshake with it for --give-up seconds (another CA, a name its\n"
+      "      certificate lacks, plain TCP against TLS): restarting cannot help");
   learner->callback([a, id, &status] {
     a->has_id = id->count() > 0;
     status = learner_command(*a);

@@ -59,7 +59,7 @@ int run_with_plan(const Topology& topology, const RunArgs& a) {
   std::printf("event tape: %s\n", a.tape.c_str());
   if (!a.report.empty() && !write_output(a.report, result->report.to_json(), "report")) return 1;
   if (!write_plots(a.report, result->report)) return 1;
-  if (signals.fired()) return 130;
+  if (signals.fired()) return kExitInterrupted;
   return result->ok() ? 0 : 1;
 }
 
@@ -92,7 +92,7 @@ int run_processes(const Topology& topology, const RunArgs& a) {
   catch_interrupts();
   int signals = 0;
   auto cluster = LocalCluster::start(o, [] { return interrupt_pending(); });
-  if (!cluster.ok()) return interrupt_pending() ? 130 : fail(cluster.status());
+  if (!cluster.ok()) return interrupt_pending() ? kExitInterrupted : fail(cluster.status());
   if (!a.metrics.listen.empty()) std::fprintf(stderr, "atoll: the status page's token is in %s\n", o.token_file.c_str());
   // The first signal asks the syncer to end the run in order; the second kills every process.
   const int status = (*cluster)->wait([&] {
@@ -147,7 +147,8 @@ void add_run_command(CLI::App& app, int& status) {
   run->add_option("--faults", a->faults, "Inject the faults of this plan (TOML; see examples/chaos/) and check its invariants");
   run->add_option("--tape", a->tape, "With --faults: where to write the event tape (JSON lines)")->capture_default_str();
   run->add_option("--metrics", a->metrics.listen,
-                  "Serve a live status page at / and Prometheus metrics at /metrics on HOST:PORT, e.g. 127.0.0.1:9464");
+                  "Serve a live status page at /, Prometheus metrics at /metrics and probes at /healthz and /readyz "
+                  "on HOST:PORT, e.g. 127.0.0.1:9464");
   run->add_flag("--allow-control", a->metrics.allow_control,
                 "With --faults and --metrics: the status page may kill or stall learners");
   run->add_flag("--processes", a->processes,

@@ -157,6 +157,7 @@ struct Door::Impl {
     bool authenticated = false;
     bool counted = false;    // in the per-address count of unauthenticated connections
     bool closing = false;
+    bool reached = false;    // connecting: the TCP connection was made (a later failure is no network's)
     uint32_t learner = 0;
     Purpose purpose = Purpose::kJoin;
     uint64_t process = 0;    // the peer's (listening) or ours (connecting)
@@ -355,7 +356,8 @@ struct Door::Impl {
           io.provider->getNetwork()
               .parseAddress(host, port)
               .then([](kj::Own<kj::NetworkAddress> a) { return a->connectAuthenticated().attach(kj::mv(a)); })
-              .then([this, name](kj::AuthenticatedStream s) -> kj::Promise<kj::AuthenticatedStream> {
+              .then([this, &conn, name](kj::AuthenticatedStream s) -> kj::Promise<kj::AuthenticatedStream> {
+                conn.reached = true;
                 if (!tls) return kj::mv(s);
                 return tls->wrapClient(kj::mv(s), name);
               })
@@ -365,7 +367,8 @@ struct Door::Impl {
                 start_reading(conn);
               })
               .eagerlyEvaluate([this, &conn](kj::Exception&& e) {
-                finish(conn, (tls ? "cannot connect over TLS: " : "cannot connect: ") + describe(e));
+                // "cannot connect" only when the network failed: a caller may wait for that to mend.
+                finish(conn, (conn.reached ? "TLS handshake failed: " : "cannot connect: ") + describe(e));
               });
     }
 

@@ -13,10 +13,16 @@ work=$3
 for tool in munged slurmctld slurmd sbatch; do
   command -v "$tool" >/dev/null || { echo "SKIPPED: $tool not found (scripts/setup installs slurm-wlm and munge)"; exit 77; }
 done
-rm -rf "$work"
+[ "$(id -u)" = 0 ] || { echo "SKIPPED: the daemons run as root (SlurmUser=root), and this is not root"; exit 77; }
 mkdir -p "$work"
 work=$(realpath "$work")
 source "$repo/tests/deploy/slurm_cluster.sh"
+# A run that CTest killed at its timeout (SIGKILL: no trap) may have left its daemons.
+slurm_stop "$work/slurm" >/dev/null 2>&1 || true
+rm -rf "$work"
+mkdir -p "$work"
+# Every wait below is also bounded by this, under CTest's 600 s timeout, so the trap always runs.
+overall=$((SECONDS + 480))
 trap 'slurm_stop "$work/slurm" || echo "WARNING: a daemon survived" >&2' EXIT
 
 die() {
@@ -30,6 +36,7 @@ die() {
 wait_log() {
   local file=$1 pattern=$2 seconds=$3 count=${4:-1}
   local deadline=$((SECONDS + seconds))
+  ((deadline < overall)) || deadline=$overall
   while ((SECONDS < deadline)); do
     local seen
     seen=$(grep -c -- "$pattern" "$file" 2>/dev/null || true)
@@ -42,13 +49,13 @@ wait_log() {
 slurm_start "$work/slurm" 8 || die "the Slurm cluster did not start"
 echo "slurm: up on node $SLURM_CLUSTER_NODE"
 
-# A small run that needs no data and ends by itself after 60 s of training:
+# A small run that needs no data and ends by itself after 90 s of training:
 # slow learners (speed 0.05) sleep most of each step, keeping the 2 cores free.
 shared="$work/shared"
 mkdir -p "$shared"
 cat >"$shared/topology.toml" <<'TOML'
 mode = "decoupled"
-seconds = 60
+seconds = 90
 [model]
 kind = "mlp"
 hidden = [32]
@@ -91,7 +98,7 @@ wait_log "$syncer_log" "learner 1 is merged again" 60
 grep -o "learner 1 is merged again, [0-9.]* s after it came back" "$syncer_log" | head -n 1
 grep -q "relaunching" "$shared/logs/learner-$job-1.log" || die "learner 1's task did not say it relaunched"
 
-state=$(slurm_wait_job "$job" 180) || die "job $job did not complete with exit 0: $state"
+state=$(slurm_wait_job "$job" $((overall - SECONDS > 0 ? overall - SECONDS : 1))) || die "job $job did not complete with exit 0: $state"
 echo "slurm: $state"
 report="$shared/report-$job.json"
 [ -f "$report" ] || die "no report at $report"

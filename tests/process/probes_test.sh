@@ -37,7 +37,7 @@ start_syncer syncer "$work/topo.toml" --listen 127.0.0.1:0 --metrics "127.0.0.1:
   --set checkpoint.dir="$work/ck" --set checkpoint.every_rounds=20 --run-name probes --on-signal pause
 wait_probe "$sm" /readyz 200 30
 echo "syncer /readyz: $(probe "$sm" /readyz)"
-echo "syncer /healthz: $(probe "$sm" /healthz)"
+[[ "$(probe "$sm" /healthz)" == "200 alive" ]] || die "syncer /healthz: $(probe "$sm" /healthz)"
 [[ "$(probe "$sm" /metrics)" == 401* ]] || die "/metrics answered without the token"
 
 lm=$(free_port)
@@ -46,7 +46,8 @@ wait_for syncer "learner 0 registered" 60
 wait_probe "$lm" /readyz 200 30
 echo "learner /readyz: $(probe "$lm" /readyz)"
 [[ "$(probe "$lm" /healthz)" == "200 alive" ]] || die "learner /healthz: $(probe "$lm" /healthz)"
-# Learner 1 never comes: the syncer is still ready (it takes learners), learner 0 trains.
+# Learner 1 is not there yet: the syncer is ready all the same (it takes learners).
+[[ "$(probe "$sm" /readyz)" == 200* ]] || die "syncer /readyz with a learner missing: $(probe "$sm" /readyz)"
 kill -TERM "$l0_pid"
 expect_exit "$l0_pid" 60 75 "learner 0, asked to leave with --leave-status 75"
 

@@ -14,18 +14,18 @@ env -u ATOLL_TOKEN "$atoll" learner --join "127.0.0.1:$port" --id 0 "${learner_n
 ((status == 2)) || die "a learner without a token exited with $status, not 2"
 grep -q "no cluster token" "$work/none.log" || die "no reason given for the missing token"
 
-# A wrong token: the syncer refuses it (exit 1, with the reason).
+# A wrong token: the syncer refuses it (exit 77: starting it again cannot help, with the reason).
 status=0
 ATOLL_TOKEN="not-the-cluster-token-at-all" "$atoll" learner --join "127.0.0.1:$port" --id 0 "${learner_net[@]}" \
   >"$work/wrong.log" 2>&1 || status=$?
-((status == 1)) || die "a learner with a wrong token exited with $status, not 1"
+((status == 77)) || die "a learner with a wrong token exited with $status, not 77"
 grep -q "bad_token" "$work/wrong.log" || die "no bad_token reason for a wrong token"
 grep -q "$ATOLL_TOKEN" "$work"/*.log && die "the token appears in a log"
 
 # An id the topology does not have.
 status=0
 "$atoll" learner --join "127.0.0.1:$port" --id 7 "${learner_net[@]}" >"$work/unknown.log" 2>&1 || status=$?
-((status == 1)) || die "a learner with an unknown id exited with $status, not 1"
+((status == 77)) || die "a learner with an unknown id exited with $status, not 77"
 grep -q "not in this topology of 2 learners" "$work/unknown.log" || die "no reason for an unknown id"
 
 # Random bytes, a frame claiming 4 GiB, a half-sent frame: nothing crashes.

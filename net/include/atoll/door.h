@@ -103,7 +103,9 @@ struct DoorEvents {
   // A whole frame of an opened connection, unread by the door.
   std::function<void(uint64_t conn, std::vector<uint8_t> message)> frame;
   // Closed by either side or the door, once per connection, opened or not;
-  // `why` says which ("closed by the peer", "silent for 5 s", "refused: ...").
+  // `why` says which ("closed by the peer", "silent for 5 s", "refused: ...");
+  // it starts with "cannot connect" exactly when the network failed before a
+  // TCP connection was made (a refused port, an unknown host).
   std::function<void(uint64_t conn, const std::string& why)> closed;
 };
 
