@@ -48,7 +48,8 @@ __all__ = [
 ]
 
 Refused.__module__ = Unavailable.__module__ = __name__
-Refused.__doc__ = "The syncer refused this learner: a wrong token, an id not in the run, another model."
+Refused.__doc__ = ("The syncer refused this learner: a wrong token, an id not in the run, another model; or no TLS "
+                   "handshake with it within wait_seconds (certificates, plain TCP against TLS).")
 Unavailable.__doc__ = "No syncer answered within wait_seconds, or it was lost for longer than give_up_seconds."
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -307,7 +308,8 @@ class Learner:
 
     Raises at construction: TypeError / ValueError for parameters atoll
     cannot exchange or a layout that is not the run's; :class:`Refused`
-    when the syncer refuses (token, id, or "full": no free open slot);
+    when the syncer refuses (token, id, or "full": no free open slot) or
+    no TLS handshake with it succeeds within ``wait_seconds``;
     :class:`Unavailable` when no syncer answers within ``wait_seconds``.
 
     The learner joins at once and is welcomed shortly after (its parameters
