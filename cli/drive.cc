@@ -55,6 +55,19 @@ std::string progress_line(const RunView& v) {
 
 int drive(const Topology& topology, const RunOptions& options, const std::string& report_path, bool quiet,
           const MetricsFlags& metrics, const std::function<void(Run&)>& started, std::function<void(Run&)> on_signal) {
+  // The endpoint first: a port in use fails before anything trains.
+  std::unique_ptr<RunStatus> status;
+  if (!metrics.listen.empty()) {
+    auto served = RunStatus::start(metrics, options.cluster.token);
+    if (!served.ok()) return fail(served.status());
+    status = std::move(*served);
+  }
+  return drive(topology, options, report_path, quiet, std::move(status), started, std::move(on_signal));
+}
+
+int drive(const Topology& topology, const RunOptions& options, const std::string& report_path, bool quiet,
+          std::unique_ptr<RunStatus> status, const std::function<void(Run&)>& started,
+          std::function<void(Run&)> on_signal) {
   const bool live = !quiet && ::isatty(STDOUT_FILENO);
   std::mutex out;
   std::string line;  // the progress line currently on screen
@@ -67,13 +80,6 @@ int drive(const Topology& topology, const RunOptions& options, const std::string
       std::fprintf(stdout, "%s", line.c_str());
       std::fflush(stdout);
     });
-  // The endpoint first: a port in use fails before anything trains.
-  std::unique_ptr<RunStatus> status;
-  if (!metrics.listen.empty()) {
-    auto served = RunStatus::start(metrics, options.cluster.token);
-    if (!served.ok()) return fail(served.status());
-    status = std::move(*served);
-  }
   auto run = Run::start(topology, options);
   if (!run.ok()) return fail(run.status());
   if (status) status->watch(run->get());

@@ -20,7 +20,7 @@ ProbeAnswer probe_health(RunPhase phase, const RunView& v) {
 }
 
 ProbeAnswer probe_ready(RunPhase phase, const RunView& v) {
-  if (phase == RunPhase::kStarting) return {false, "starting: loading data and opening the door"};
+  if (phase == RunPhase::kStarting) return {false, "starting: not running yet (data, ports, or the syncer's topology)"};
   if (!v.failure.empty()) return {false, "the run cannot go on: " + v.failure};
   if (phase == RunPhase::kOver || v.finished) return {false, "the run is over"};
   if (v.holds_syncer && !v.syncer_serving) return {false, "the syncer is restoring its checkpoint"};

@@ -68,7 +68,12 @@ wait_for syncer2 "learner 1 registered" 60
 stop_run "$syncer2_pid"
 expect_exit "$syncer2_pid" 120 0 "the syncer started again"
 expect_exit "$l1_pid" 30 0 "learner 1, whose run is over"
-start_learner lost 1 --give-up 2
-expect_exit "$lost_pid" 60 75 "a learner with no syncer for --give-up 2 s"
+# No syncer: the learner's probes answer while it waits (alive, not ready), then it gives up with 75.
+lm2=$(free_port)
+start_learner lost 1 --give-up 6 --metrics "127.0.0.1:$lm2"
+wait_probe "$lm2" /healthz 200 5
+[[ "$(probe "$lm2" /readyz)" == 503\ starting* ]] || die "a learner awaiting the syncer: /readyz $(probe "$lm2" /readyz)"
+echo "learner awaiting the syncer: /healthz $(probe "$lm2" /healthz); /readyz $(probe "$lm2" /readyz)"
+expect_exit "$lost_pid" 60 75 "a learner with no syncer for --give-up 6 s"
 grep -q "no syncer" "$work/lost.log" || die "the lost learner did not say why"
 echo "probes_test: ok (exit statuses: left 75, refused 77, paused 75, run over 0, lost 75)"

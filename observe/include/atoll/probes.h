@@ -25,7 +25,7 @@ struct ProbeAnswer {
 
 // Where a process's run is, as its status server sees it.
 enum class RunPhase : uint8_t {
-  kStarting,  // no run yet: loading data, binding ports
+  kStarting,  // no run yet: loading data, binding ports, awaiting the syncer's topology
   kRunning,   // `view` is the run now
   kOver,      // `view` is its final view
 };
