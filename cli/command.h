@@ -36,7 +36,7 @@ enum ExitStatus : int {
   kExitFailed = 1,       // the work failed
   kExitUsage = 2,        // bad arguments or input: starting again cannot help
   kExitLost = 75,        // no syncer for --give-up seconds: start again, it may be back
-  kExitRefused = 77,     // the syncer refused (token, id, model, 'full'): starting again cannot help
+  kExitRefused = 77,     // refused (token, id, model, 'full'), or no TLS handshake: starting again cannot help
   kExitInterrupted = 130,
 };
 // What a run that could not go on exits with: kExitRefused, kExitLost

@@ -56,13 +56,9 @@ std::string progress_line(const RunView& v) {
 int drive(const Topology& topology, const RunOptions& options, const std::string& report_path, bool quiet,
           const MetricsFlags& metrics, const std::function<void(Run&)>& started, std::function<void(Run&)> on_signal) {
   // The endpoint first: a port in use fails before anything trains.
-  std::unique_ptr<RunStatus> status;
-  if (!metrics.listen.empty()) {
-    auto served = RunStatus::start(metrics, options.cluster.token);
-    if (!served.ok()) return fail(served.status());
-    status = std::move(*served);
-  }
-  return drive(topology, options, report_path, quiet, std::move(status), started, std::move(on_signal));
+  auto status = RunStatus::start(metrics, options.cluster.token);
+  if (!status.ok()) return fail(status.status());
+  return drive(topology, options, report_path, quiet, std::move(*status), started, std::move(on_signal));
 }
 
 int drive(const Topology& topology, const RunOptions& options, const std::string& report_path, bool quiet,

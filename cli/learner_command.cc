@@ -47,12 +47,8 @@ int learner_command(const LearnerArgs& a) {
   options.cluster.give_up_seconds = a.give_up;
   if (Status s = apply_cluster_flags(a.cluster, options.cluster); !s.ok()) return fail(s);
   // Probes answer from now on (alive, not ready), also while the syncer is awaited.
-  std::unique_ptr<RunStatus> served;
-  if (!a.metrics.listen.empty()) {
-    auto status = RunStatus::start(a.metrics, options.cluster.token);
-    if (!status.ok()) return fail(status.status());
-    served = std::move(*status);
-  }
+  auto served = RunStatus::start(a.metrics, options.cluster.token);
+  if (!served.ok()) return fail(served.status());
   Topology topology;
   uint32_t id = a.id;
   if (a.has_id) {
@@ -74,7 +70,7 @@ int learner_command(const LearnerArgs& a) {
               id < topology.learners.size() ? "fixed" : "open", spec.speed, spec.batch_size, a.join.c_str());
   std::fflush(stdout);
   std::atomic<bool> left{false};
-  const int status = drive(topology, options, a.report, /*quiet=*/true, std::move(served), {}, [&](Run& run) {
+  const int status = drive(topology, options, a.report, /*quiet=*/true, std::move(*served), {}, [&](Run& run) {
     left = true;
     run.leave("asked to stop (signal)", a.drain);
   });

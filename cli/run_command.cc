@@ -32,12 +32,9 @@ struct RunArgs {
 int run_with_plan(const Topology& topology, const RunArgs& a) {
   auto plan = load_fault_plan(a.faults);
   if (!plan.ok()) return fail(plan.status());
-  std::unique_ptr<RunStatus> status;
-  if (!a.metrics.listen.empty()) {
-    auto started = RunStatus::start(a.metrics, "");
-    if (!started.ok()) return fail(started.status());
-    status = std::move(*started);
-  }
+  auto started = RunStatus::start(a.metrics, "");
+  if (!started.ok()) return fail(started.status());
+  std::unique_ptr<RunStatus> status = std::move(*started);
   if (a.seconds > 0) plan->seconds = a.seconds;
   ChaosOptions options;
   options.run.data_root = a.data;

@@ -13,6 +13,7 @@ namespace atl::cli {
 constexpr double kStallSeconds = 5.0;
 
 Result<std::unique_ptr<RunStatus>> RunStatus::start(const MetricsFlags& flags, const std::string& token) {
+  if (flags.listen.empty()) return std::unique_ptr<RunStatus>();
   auto at = parse_endpoint(flags.listen);
   if (!at.ok()) return at.status().with_context("--metrics");
   std::unique_ptr<RunStatus> status(new RunStatus());
@@ -36,7 +37,8 @@ Result<std::unique_ptr<RunStatus>> RunStatus::start(const MetricsFlags& flags, c
   if (token.empty() && !local)
     log_warn("--metrics " + flags.listen + ": anyone who reaches this port can read the run's status (read-only" +
              std::string(flags.allow_control ? ", and with --allow-control kill learners" : "") + ")");
-  std::fprintf(stderr, "atoll: status page at http://%s:%u/, Prometheus metrics at /metrics%s, probes at /healthz and /readyz\n",
+  std::fprintf(stderr,
+               "atoll: status page at http://%s:%u/, Prometheus metrics at /metrics%s, probes at /healthz and /readyz\n",
                at->host.c_str(), status->port(),
                token.empty() || flags.public_metrics ? "" : " (they want the cluster token)");
   return status;

@@ -32,6 +32,7 @@ void add_metrics_flags(CLI::App* command, MetricsFlags& flags);
 class RunStatus {
  public:
   // `token`: wanted by the data endpoints (empty: none, one process).
+  // Null (and ok) when flags.listen is empty: no endpoint asked for.
   static Result<std::unique_ptr<RunStatus>> start(const MetricsFlags& flags, const std::string& token);
   ~RunStatus();
 
