@@ -3,17 +3,20 @@
 // A thin binding over atoll's own C++: ExternalLearner (the door connector,
 // the learner actor and LearnerCore behind a ReplicaExchange), Run, chaos
 // runs, topology files and model files. No protocol is written again here,
-// and no libtorch is linked: parameters cross as float32 numpy arrays, and
-// the Python layer (atoll/__init__.py) moves them to and from the user's
-// tensors on whatever device and torch they have.
+// and no libtorch is linked.
+//
+// Values cross as float32 buffers (the buffer protocol), never as NumPy
+// arrays: the module has no NumPy ABI, so it loads beside NumPy 1, NumPy 2 or
+// none. What atoll hands out is a `Floats` (it owns its values; torch.frombuffer,
+// numpy.frombuffer and memoryview read it without a copy); what it takes is
+// any C-contiguous float32 buffer (a Floats, a numpy array, an array('f')).
+// The Python layer (atoll/tensors.py) moves them to and from the user's tensors.
 //
 // Threads: no thread of atoll ever calls into Python. Calls that wait (joining
 // a syncer, closing, waiting for a run) release the GIL.
-#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,7 +32,6 @@
 #include "atoll/topology_file.h"
 
 namespace py = pybind11;
-using FloatArray = py::array_t<float, py::array::c_style>;
 
 namespace {
 
@@ -64,19 +66,32 @@ T value_or_raise(atl::Result<T> r) {
   return std::move(*r);
 }
 
-// A vector handed to numpy without a copy: the array owns it.
-FloatArray to_numpy(std::vector<float> v) {
-  auto* owned = new std::vector<float>(std::move(v));
-  py::capsule free_it(owned, [](void* p) { delete static_cast<std::vector<float>*>(p); });
-  return FloatArray(static_cast<py::ssize_t>(owned->size()), owned->data(), free_it);
-}
+// ---- values: float32 buffers
 
-std::vector<float> from_numpy(const FloatArray& a, const char* what) {
-  if (a.ndim() != 1) throw py::value_error(std::string(what) + ": expected a 1-D float32 array");
-  return std::vector<float>(a.data(), a.data() + a.size());
-}
+// float32 values that atoll owns, shown to Python as a 1-D writable buffer.
+struct Floats {
+  std::vector<float> values;
+};
+using FloatsPtr = std::shared_ptr<Floats>;
 
-py::object json_object(const std::string& text) { return py::module_::import("json").attr("loads")(text); }
+FloatsPtr floats(std::vector<float> v) { return std::make_shared<Floats>(Floats{std::move(v)}); }
+
+// A copy of any C-contiguous float32 buffer, as a flat vector; `what` names it in errors.
+std::vector<float> from_buffer(const py::buffer& b, const char* what) {
+  const py::buffer_info info = b.request();
+  const bool is_float32 = info.itemsize == 4 && (info.format == "f" || info.format == "=f" || info.format == "<f");
+  if (!is_float32)
+    throw py::type_error(std::string(what) + ": expected float32 values, got a buffer of format '" + info.format +
+                         "' (" + std::to_string(info.itemsize) + " bytes each)");
+  py::ssize_t expected = info.itemsize;  // C order: the last axis is densest
+  for (py::ssize_t axis = info.ndim - 1; axis >= 0; --axis) {
+    if (info.shape[axis] != 1 && info.strides[axis] != expected)
+      throw py::value_error(std::string(what) + ": the values are not contiguous (copy them first)");
+    expected *= info.shape[axis];
+  }
+  const auto* at = static_cast<const float*>(info.ptr);
+  return std::vector<float>(at, at + info.size);
+}
 
 std::vector<atl::NamedShape> shapes_from(const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors) {
   std::vector<atl::NamedShape> out;
@@ -84,13 +99,36 @@ std::vector<atl::NamedShape> shapes_from(const std::vector<std::pair<std::string
   return out;
 }
 
-py::list shapes_to(const std::vector<atl::NamedShape>& shapes) {
-  py::list out;
-  for (const auto& s : shapes) out.append(py::make_tuple(s.name, py::tuple(py::cast(s.dims))));
+std::vector<std::pair<std::string, std::vector<int64_t>>> shapes_to(const std::vector<atl::NamedShape>& shapes) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  for (const auto& s : shapes) out.emplace_back(s.name, s.dims);
   return out;
 }
 
+py::object json_object(const std::string& text) { return py::module_::import("json").attr("loads")(text); }
+
 atl::Topology topology_from(const std::string& toml) { return value_or_raise(atl::parse_topology(toml, "topology")); }
+
+// ---- what crosses at a step boundary (atoll/replica_exchange.h), with buffers for vectors
+
+struct Update {
+  uint32_t fragment = 0;
+  float scale = 0.0f;  // the fragment becomes fragment * scale + offset
+  FloatsPtr offset;
+};
+
+struct Moments {
+  int64_t step = 0;
+  FloatsPtr m, v;
+};
+
+struct Request {
+  std::vector<Update> updates;
+  std::optional<Moments> moments;
+  std::vector<uint32_t> reads;
+  bool read_moments = false;
+  bool freeze = false;
+};
 
 // ---- the learner
 
@@ -137,33 +175,30 @@ class Learner {
     return *learner_;
   }
 
-  py::list fragments() {
-    py::list out;
+  // Per fragment: (tensor index, offset in the fragment's vector, values).
+  std::vector<std::vector<std::tuple<int, size_t, size_t>>> fragments() {
+    std::vector<std::vector<std::tuple<int, size_t, size_t>>> out;
     for (const auto& f : get().exchange().fragments()) {
-      py::list pieces;
-      for (const auto& p : f.pieces) pieces.append(py::make_tuple(p.tensor, p.fragment_offset, p.size));
-      out.append(pieces);
+      auto& pieces = out.emplace_back();
+      for (const auto& p : f.pieces) pieces.emplace_back(p.tensor, p.fragment_offset, p.size);
     }
     return out;
   }
 
-  py::dict request() {
+  Request request() {
     atl::ReplicaRequest r = get().exchange().request();
-    py::list updates;
-    for (auto& u : r.updates) updates.append(py::make_tuple(u.fragment, u.scale, to_numpy(std::move(u.offset))));
-    py::dict d;
-    d["updates"] = updates;
-    d["moments"] = r.moments ? py::object(py::make_tuple(r.moments->step, to_numpy(std::move(r.moments->m)),
-                                                         to_numpy(std::move(r.moments->v))))
-                             : py::none();
-    d["reads"] = r.reads;
-    d["read_moments"] = r.read_moments;
-    d["freeze"] = r.freeze;
-    return d;
+    Request out;
+    for (auto& u : r.updates) out.updates.push_back({u.fragment, u.scale, floats(std::move(u.offset))});
+    if (r.moments)
+      out.moments = Moments{r.moments->step, floats(std::move(r.moments->m)), floats(std::move(r.moments->v))};
+    out.reads = std::move(r.reads);
+    out.read_moments = r.read_moments;
+    out.freeze = r.freeze;
+    return out;
   }
 
-  void hand(int64_t tokens, double loss, const std::vector<uint32_t>& reads, std::optional<FloatArray> values,
-            std::optional<py::tuple> moments, std::optional<py::dict> evaluation, bool frozen) {
+  void hand(int64_t tokens, double loss, const std::vector<uint32_t>& reads, std::optional<py::buffer> values,
+            std::optional<Moments> moments, std::optional<atl::Evaluation> evaluation, bool frozen) {
     if (tokens < 0) throw py::value_error("tokens must be >= 0, got " + std::to_string(tokens));
     auto& ex = get().exchange();
     atl::ReplicaStep step;
@@ -176,9 +211,12 @@ class Learner {
       total += ex.fragments()[f].size;
     }
     if (!reads.empty()) {
-      if (!values || values->ndim() != 1 || static_cast<size_t>(values->size()) != total)
-        throw py::value_error("the fragments read need one float32 array of " + std::to_string(total) + " values");
-      const float* at = values->data();
+      if (!values) throw py::value_error("the fragments read need their values");
+      std::vector<float> all = from_buffer(*values, "values");
+      if (all.size() != total)
+        throw py::value_error("the fragments read need " + std::to_string(total) + " values, got " +
+                              std::to_string(all.size()));
+      const float* at = all.data();
       for (uint32_t f : reads) {
         step.fragments.push_back(f);
         step.values.emplace_back(at, at + ex.fragments()[f].size);
@@ -186,22 +224,10 @@ class Learner {
       }
     }
     if (moments) {
-      if (moments->size() != 3) throw py::value_error("moments: expected (step, m, v)");
-      atl::OptimizerMoments m;
-      m.step = (*moments)[0].cast<int64_t>();
-      m.m = from_numpy((*moments)[1].cast<FloatArray>(), "moments m");
-      m.v = from_numpy((*moments)[2].cast<FloatArray>(), "moments v");
-      step.moments = std::move(m);
+      if (!moments->m || !moments->v) throw py::value_error("moments: m and v are both needed");
+      step.moments = atl::OptimizerMoments{moments->step, moments->m->values, moments->v->values};
     }
-    if (evaluation) {
-      atl::Evaluation e;
-      e.loss = (*evaluation)["loss"].cast<double>();
-      e.bits_per_byte = (*evaluation)["bits_per_byte"].cast<double>();
-      e.accuracy = (*evaluation)["accuracy"].cast<double>();
-      e.count = (*evaluation)["count"].cast<uint64_t>();
-      e.versions = (*evaluation)["versions"].cast<std::vector<uint64_t>>();
-      step.evaluation = std::move(e);
-    }
+    step.evaluation = std::move(evaluation);
     ex.hand(std::move(step));
   }
 
@@ -211,32 +237,16 @@ class Learner {
     learner.leave(reason, drain_seconds);
   }
 
-  py::dict state() {
-    const atl::ReplicaState s = get().state();
-    py::dict d;
-    d["welcomed"] = s.welcomed;
-    d["over"] = s.over;
-    d["why"] = s.why;
-    d["failed"] = s.failed;
-    d["refused"] = s.refused;
-    d["stopping"] = s.stopping;
-    d["incarnation"] = s.incarnation;
-    d["versions"] = s.versions;
-    d["steps"] = s.steps;
-    d["tokens"] = s.tokens;
-    return d;
-  }
-
   bool wait_welcome(double seconds) {
     auto& ex = get().exchange();
     py::gil_scoped_release nogil;
     return ex.wait_welcome(seconds);
   }
 
-  py::tuple global_parameters() {
+  std::pair<FloatsPtr, std::vector<uint64_t>> global_parameters() {
     std::vector<uint64_t> versions;
     std::vector<float> values = get().exchange().global(&versions);
-    return py::make_tuple(to_numpy(std::move(values)), versions);
+    return {floats(std::move(values)), std::move(versions)};
   }
 
   py::object close(double seconds) {
@@ -304,7 +314,7 @@ class PyRun {
       py::gil_scoped_release nogil;
       report = run.wait();
     }
-    parameters_ = run.parameters();
+    parameters_ = floats(run.parameters());
     view_ = atl::view_json(run.view());
     {
       auto over = std::move(run_);
@@ -325,11 +335,12 @@ class PyRun {
     }
     return value_or_raise(std::move(id));
   }
-  FloatArray parameters() { return to_numpy(run_ ? run_->parameters() : parameters_); }
+
+  FloatsPtr parameters() { return run_ ? floats(run_->parameters()) : parameters_; }
 
  private:
   std::unique_ptr<atl::Run> run_;
-  std::vector<float> parameters_;  // kept from the run once it is over
+  FloatsPtr parameters_ = floats({});  // kept from the run once it is over
   std::string view_;
 };
 
@@ -337,6 +348,7 @@ class PyRun {
 
 PYBIND11_MODULE(_atoll, m) {
   m.doc() = "The compiled half of the atoll package: use `import atoll`, whose docstrings explain it.";
+  m.attr("__version__") = ATOLL_VERSION;
   g_refused = PyErr_NewExceptionWithDoc("atoll.Refused", "The syncer refused this learner (token, id, model).",
                                         PyExc_RuntimeError, nullptr);
   g_unavailable = PyErr_NewExceptionWithDoc("atoll.Unavailable",
@@ -344,6 +356,61 @@ PYBIND11_MODULE(_atoll, m) {
                                             PyExc_ConnectionError, nullptr);
   m.attr("Refused") = py::handle(g_refused);
   m.attr("Unavailable") = py::handle(g_unavailable);
+
+  py::class_<Floats, FloatsPtr>(m, "Floats", py::buffer_protocol())
+      .def(py::init([](size_t n) { return floats(std::vector<float>(n)); }), py::arg("n"))
+      .def("__len__", [](const Floats& f) { return f.values.size(); })
+      .def_buffer([](Floats& f) {
+        return py::buffer_info(f.values.data(), sizeof(float), py::format_descriptor<float>::format(), 1,
+                               {static_cast<py::ssize_t>(f.values.size())}, {static_cast<py::ssize_t>(sizeof(float))});
+      });
+
+  py::class_<Update>(m, "Update")
+      .def_readonly("fragment", &Update::fragment)
+      .def_readonly("scale", &Update::scale)
+      .def_readonly("offset", &Update::offset);
+  py::class_<Moments>(m, "Moments")
+      .def(py::init([](int64_t step, const py::buffer& mb, const py::buffer& vb) {
+             return Moments{step, floats(from_buffer(mb, "moments m")), floats(from_buffer(vb, "moments v"))};
+           }),
+           py::arg("step"), py::arg("m"), py::arg("v"))
+      .def_readonly("step", &Moments::step)
+      .def_readonly("m", &Moments::m)
+      .def_readonly("v", &Moments::v);
+  py::class_<Request>(m, "Request")
+      .def_readonly("updates", &Request::updates)
+      .def_readonly("moments", &Request::moments)
+      .def_readonly("reads", &Request::reads)
+      .def_readonly("read_moments", &Request::read_moments)
+      .def_readonly("freeze", &Request::freeze);
+  py::class_<atl::ReplicaState>(m, "State")
+      .def_readonly("welcomed", &atl::ReplicaState::welcomed)
+      .def_readonly("over", &atl::ReplicaState::over)
+      .def_readonly("why", &atl::ReplicaState::why)
+      .def_readonly("failed", &atl::ReplicaState::failed)
+      .def_readonly("refused", &atl::ReplicaState::refused)
+      .def_readonly("stopping", &atl::ReplicaState::stopping)
+      .def_readonly("incarnation", &atl::ReplicaState::incarnation)
+      .def_readonly("versions", &atl::ReplicaState::versions)
+      .def_readonly("steps", &atl::ReplicaState::steps)
+      .def_readonly("tokens", &atl::ReplicaState::tokens);
+  py::class_<atl::Evaluation>(m, "Evaluation")
+      .def(py::init([](double loss, double bits_per_byte, double accuracy, uint64_t count,
+                       std::vector<uint64_t> versions) {
+             atl::Evaluation e;
+             e.loss = loss;
+             e.bits_per_byte = bits_per_byte;
+             e.accuracy = accuracy;
+             e.count = count;
+             e.versions = std::move(versions);
+             return e;
+           }),
+           py::arg("loss"), py::arg("bits_per_byte"), py::arg("accuracy"), py::arg("count"), py::arg("versions"))
+      .def_readonly("loss", &atl::Evaluation::loss)
+      .def_readonly("bits_per_byte", &atl::Evaluation::bits_per_byte)
+      .def_readonly("accuracy", &atl::Evaluation::accuracy)
+      .def_readonly("count", &atl::Evaluation::count)
+      .def_readonly("versions", &atl::Evaluation::versions);
 
   py::class_<Learner>(m, "Learner")
       .def_static("join", &Learner::join, py::arg("syncer"), py::arg("id"), py::arg("token"), py::arg("tensors"),
@@ -358,7 +425,7 @@ PYBIND11_MODULE(_atoll, m) {
       .def("request", &Learner::request)
       .def("hand", &Learner::hand, py::arg("tokens"), py::arg("loss"), py::arg("reads"), py::arg("values"),
            py::arg("moments"), py::arg("evaluation"), py::arg("frozen"))
-      .def("state", &Learner::state)
+      .def("state", [](Learner& l) { return l.get().state(); })
       .def("wait_welcome", &Learner::wait_welcome, py::arg("seconds"))
       .def("global_parameters", &Learner::global_parameters)
       .def("close", &Learner::close, py::arg("seconds"));
@@ -394,6 +461,9 @@ PYBIND11_MODULE(_atoll, m) {
         return atl::to_toml(value_or_raise(atl::parse_topology(text, source, overrides)));
       },
       py::arg("text"), py::arg("source"), py::arg("overrides"));
+  m.def(
+      "topology_json", [](const std::string& toml) { return atl::to_json(topology_from(toml)); },
+      py::arg("topology"));
 
   m.def(
       "run_chaos",
@@ -417,16 +487,16 @@ PYBIND11_MODULE(_atoll, m) {
   m.def(
       "save_model",
       [](const std::string& path, const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors,
-         const FloatArray& values, const std::string& description) {
-        atl::ModelFile f{shapes_from(tensors), from_numpy(values, "values"), description};
+         const py::buffer& values, const std::string& description) {
+        atl::ModelFile f{shapes_from(tensors), from_buffer(values, "values"), description};
         if (atl::Status s = atl::save_model_file(path, f); !s.ok()) raise(s);
       },
-      py::arg("path"), py::arg("tensors"), py::arg("values").noconvert(), py::arg("description"));
+      py::arg("path"), py::arg("tensors"), py::arg("values"), py::arg("description"));
   m.def(
       "load_model",
       [](const std::string& path) {
         atl::ModelFile f = value_or_raise(atl::load_model_file(path));
-        return py::make_tuple(shapes_to(f.tensors), to_numpy(std::move(f.values)), f.description);
+        return py::make_tuple(shapes_to(f.tensors), floats(std::move(f.values)), f.description);
       },
       py::arg("path"));
   m.def(

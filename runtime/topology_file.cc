@@ -269,7 +269,9 @@ double tidy(float f) {
   return std::strtod(buf, nullptr);
 }
 
-std::string to_toml(const Topology& t) {
+namespace {
+
+toml::table to_table(const Topology& t) {
   toml::table root;
   root.insert("mode", mode_name(t.mode));
   root.insert("seed", static_cast<int64_t>(t.seed));
@@ -317,8 +319,20 @@ std::string to_toml(const Topology& t) {
   toml::array learners;
   for (const auto& l : t.learners) learners.push_back(toml::table{{"speed", l.speed}, {"batch_size", l.batch_size}});
   root.insert("learners", learners);
+  return root;
+}
+
+}  // namespace
+
+std::string to_toml(const Topology& t) {
   std::ostringstream os;
-  os << root << "\n";
+  os << to_table(t) << "\n";
+  return os.str();
+}
+
+std::string to_json(const Topology& t) {
+  std::ostringstream os;
+  os << toml::json_formatter{to_table(t)} << "\n";
   return os.str();
 }
 

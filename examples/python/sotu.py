@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 from typing import Iterator, List, Tuple
 
-import numpy as np
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,7 +36,7 @@ def split(docs: List[bytes], learner: int, learners: int, holdout_every: int = 1
 
 def batches(data: bytes, batch: int, context: int, seed: int) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
     """Random windows of `data`, forever: (inputs, targets), int64 [batch, context] each."""
-    array = torch.from_numpy(np.frombuffer(data, dtype=np.uint8).copy()).long()
+    array = torch.frombuffer(bytearray(data), dtype=torch.uint8).long()
     g = torch.Generator().manual_seed(seed)
     while True:
         starts = torch.randint(0, len(array) - context - 1, (batch,), generator=g)
@@ -47,7 +46,7 @@ def batches(data: bytes, batch: int, context: int, seed: int) -> Iterator[Tuple[
 
 def held_out(data: bytes, context: int, windows: int) -> torch.Tensor:
     """`windows` windows of context + 1 bytes spread evenly over the held-out bytes, int64."""
-    array = torch.from_numpy(np.frombuffer(data, dtype=np.uint8).copy()).long()
+    array = torch.frombuffer(bytearray(data), dtype=torch.uint8).long()
     step = max(1, (len(array) - context - 1) // windows)
     return torch.stack([array[i * step:i * step + context + 1] for i in range(windows)])
 

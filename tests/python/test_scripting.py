@@ -53,7 +53,7 @@ def test_a_run_shows_itself_while_it_runs_and_reports_at_the_end(tmp_path: Path)
     assert {"tokens", "goodput", "learners"} <= set(view)
     report = run.wait()
     assert report["tokens"] >= 200000 and report["rounds"] > 0 and math.isfinite(report["eval"]["loss"])
-    assert run.finished and run.parameters().size > 0
+    assert run.finished and len(run.parameters()) > 0 and run.parameters().format == "f"
     assert (tmp_path / "final.atoll").exists()
 
 

@@ -41,4 +41,8 @@ Result<Topology> parse_topology(std::string_view text, const std::string& source
 // to the same Topology.
 std::string to_toml(const Topology& topology);
 
+// The same keys and values as one JSON object (what the Python package's
+// Topology.to_dict() reads: no TOML parser needed on Python 3.10).
+std::string to_json(const Topology& topology);
+
 }  // namespace atl
