@@ -62,10 +62,8 @@ class Topology:
             self._toml = _atoll.load_topology(os.fspath(source), [])
         else:
             raise TypeError(f"Topology: expected a file path or a dict, got {type(source).__name__}")
-        for key, value in _overrides(source or {}) if isinstance(source, Mapping) else []:
-            self.set(key, value)
-        for key, value in keys.items():
-            self.set(key.replace("__", "."), value)
+        pairs = _overrides(source) if isinstance(source, Mapping) else []
+        self._apply(pairs + [(key.replace("__", "."), value) for key, value in keys.items()])
 
     @classmethod
     def _from_toml(cls, text: str) -> "Topology":
@@ -75,15 +73,26 @@ class Topology:
 
     def set(self, key: str, value: Any) -> "Topology":
         """Sets ``key`` (dotted: ``"outer.quorum"``) to ``value`` and returns this topology."""
-        if not isinstance(key, str):
-            raise TypeError(f"Topology.set: key must be a str, got {type(key).__name__}")
-        where = f"set({key!r}, {value!r:.60})"
-        assignment = f"{key}={_toml_value(value, key)}"
-        try:
-            self._toml = _atoll.parse_topology(self._toml, "topology", [assignment])
-        except ValueError as e:
-            raise ValueError(f"{where}: {str(e).removeprefix('--set ' + assignment + ': ')}") from None
+        self._apply([(key, value)])
         return self
+
+    def _apply(self, pairs: list) -> None:
+        """Sets every (key, value) at once: the topology is checked whole, after the last."""
+        if not pairs:
+            return
+        for key, _ in pairs:
+            if not isinstance(key, str):
+                raise TypeError(f"Topology.set: key must be a str, got {type(key).__name__}")
+        assignments = [f"{key}={_toml_value(value, key)}" for key, value in pairs]
+        try:
+            self._toml = _atoll.parse_topology(self._toml, "topology", assignments)
+        except ValueError as e:
+            why = str(e)
+            for (key, value), assignment in zip(pairs, assignments):
+                if why.startswith(f"--set {assignment}: "):
+                    raise ValueError(f"set({key!r}, {value!r:.60}): {why.removeprefix(f'--set {assignment}: ')}") \
+                        from None
+            raise ValueError(f"Topology: {why}") from None
 
     def to_dict(self) -> dict:
         """Every key and its value, as nested dicts."""
