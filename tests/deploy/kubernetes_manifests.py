@@ -599,13 +599,14 @@ def check_repo(bundle, pods, repo):
         m = re.match(r"^add_subdirectory\s*\(\s*([\w./-]+)", s)
         if m and depth == 0:
             always.add(m.group(1).split("/")[0])
-    for d in sorted(always | {"CMakeLists.txt", "cmake", "scripts"}):
+    for d in sorted(always | {"CMakeLists.txt", "cmake", "scripts", "python"}):
         if d not in copied:
             bundle.fail("Containerfile", f"does not copy {d}, which the build needs")
     if not re.search(r'^ENTRYPOINT\s*\["atoll-node"\]', cf, re.M):
         bundle.fail("Containerfile", 'its ENTRYPOINT is not ["atoll-node"]')
-    if "examples/deploy/atoll-node" not in cf:
-        bundle.fail("Containerfile", "does not install examples/deploy/atoll-node")
+    # The image holds the wheel's atoll and atoll-node (examples/deploy/atoll-node), on PATH.
+    if not re.search(r"scripts/wheel\b", cf) or not re.search(r"^ENV PATH=/opt/atoll/atoll/_bin:", cf, re.M):
+        bundle.fail("Containerfile", "does not build the wheel (scripts/wheel) and put its atoll/_bin on PATH")
 
 
 def check_topology(bundle, text):

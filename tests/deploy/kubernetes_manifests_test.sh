@@ -9,7 +9,8 @@
 # with its own message: a wrong type, an unknown field, a missing required
 # field and broken references.
 # `kubectl apply --dry-run=client` is no help here: it fetches the schema from
-# a cluster's API server. No container engine either, so the Containerfile is
+# a cluster's API server. The Containerfile is built and its image run by
+# image_test.sh; here it is
 # checked only for what it copies and runs, not built.
 # Usage: kubernetes_manifests_test.sh REPO_ROOT SCRATCH
 # Exit 0 pass, 1 fail, 77 skipped (the types or PyYAML missing).
