@@ -92,7 +92,7 @@ void add_bandwidth_command(CLI::App& app, int& status) {
   auto* bandwidth = app.add_subcommand(
       "bandwidth", "The link bandwidth each mode needs to keep its compute busy (a model; docs/benchmarks.md, \"Over a slow link\")");
   bandwidth->add_option("file", bw->file, "Topology file (TOML); none: the built-in default");
-  bandwidth->add_option("--set", bw->sets, "Override one key (repeatable)");
+  add_set_option(bandwidth, bw->sets);
   bandwidth->add_option("--step-seconds", bw->step_seconds, "Compute time of one inner step of one learner")
       ->capture_default_str()
       ->check(kPositiveSeconds);

@@ -118,11 +118,11 @@ void add_chaos_command(CLI::App& app, int& status) {
   auto a = std::make_shared<ChaosArgs>();
   auto* chaos = app.add_subcommand("chaos", "Run fault plans (a folder of them: a chaos suite) and check their invariants");
   chaos->add_option("plans", a->paths, "Fault plans (TOML) or folders of them")->required();
-  chaos->add_option("--report", a->report, "Where to write the JSON report (empty: none)")->capture_default_str();
+  add_report_option(chaos, a->report);
   chaos->add_option("--tapes", a->tapes, "Folder for the event tapes (JSON lines), one per plan and mode")
       ->capture_default_str();
-  chaos->add_option("--data", a->data, "Data folder from scripts/setup (default: $ATOLL_DATA_DIR or ./data)");
-  chaos->add_option("--threads", a->threads, "Compute threads for the learners (default: one per core)")->check(kThreads);
+  add_data_option(chaos, a->data);
+  add_threads_option(chaos, a->threads);
   chaos->add_option("--seed", a->seed,
                     "Run every plan with this seed: its random and message faults and its topology's seed\n"
                     "(default: each plan's own); the modes of a plan share its fault schedule either way");

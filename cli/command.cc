@@ -24,10 +24,6 @@ int exit_status_of(const Status& s) {
 
 std::string output(const char* name) { return std::string("atoll-out/") + name; }
 
-void add_verbose_flag(CLI::App* command, const char* what) {
-  command->add_flag_callback("-v,--verbose", [] { set_log_level(LogLevel::kInfo); }, what);
-}
-
 const CLI::Validator kPositiveSeconds(
     [](std::string& text) -> std::string {
       char* end = nullptr;
@@ -38,5 +34,43 @@ const CLI::Validator kPositiveSeconds(
     },
     "SECONDS > 0");
 const CLI::Range kThreads(1, 1024);
+
+void add_quiet_flag(CLI::App* command, bool& quiet) {
+  command->add_flag("-q,--quiet", quiet, "Print only the summary at the end: no start line, no progress line");
+}
+
+void add_verbose_flag(CLI::App* command, bool* verbose) {
+  command->add_flag_callback(
+      "-v,--verbose",
+      [verbose] {
+        set_log_level(LogLevel::kInfo);
+        if (verbose) *verbose = true;
+      },
+      "Log every connection, registration, restart and refusal");
+}
+
+void add_set_option(CLI::App* command, std::vector<std::string>& sets) {
+  command->add_option("--set", sets,
+                      "Override one topology key, e.g. --set outer.quorum=2 --set mode=dp (repeatable; "
+                      "docs/topology.md)");
+}
+
+void add_report_option(CLI::App* command, std::string& path) {
+  command->add_option("--report", path, "Where to write the JSON report (empty: none)")->capture_default_str();
+}
+
+void add_data_option(CLI::App* command, std::string& dir) {
+  command->add_option("--data", dir, "Data folder from scripts/setup (default: $ATOLL_DATA_DIR or ./data)");
+}
+
+void add_threads_option(CLI::App* command, int& threads) {
+  command->add_option("--threads", threads, "Compute threads for the learners (default: one per core)")
+      ->check(kThreads);
+}
+
+void add_seconds_option(CLI::App* command, double& seconds) {
+  command->add_option("--seconds", seconds, "Stop after this many seconds, whatever the token budget")
+      ->check(kPositiveSeconds);
+}
 
 }  // namespace atl::cli

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -47,10 +48,35 @@ int exit_status_of(const Status& s);
 int fail(const Status& s);
 // Where run outputs go unless a flag says otherwise: atoll-out/<name>, one ignored folder.
 std::string output(const char* name);
-// -v,--verbose: log every registration, restart and refusal (info level).
-void add_verbose_flag(CLI::App* command, const char* what = "Log every registration, restart and refusal");
 // A positive, finite number of seconds (CLI11's Range lets nan and inf through).
 extern const CLI::Validator kPositiveSeconds;
 extern const CLI::Range kThreads;  // compute threads: 1 to 1024
+
+// ---- the options several subcommands take
+//
+// Each is declared here once, name and help together, so that it says the
+// same thing in every subcommand that takes it; tests/docs/docs_check.py
+// holds every subcommand's help to them and lists which subcommand takes
+// which. --metrics and --metrics-public: add_metrics_flags (run_status.h);
+// the network flags of syncer and learner: add_cluster_flags (cluster_flags.h).
+
+// -q,--quiet: only the summary at the end; no start line, no progress line.
+// Warnings and errors still go to stderr.
+void add_quiet_flag(CLI::App* command, bool& quiet);
+// -v,--verbose: log at info level (every connection, registration, restart
+// and refusal), from the moment the flag is read. `verbose`, if given, is set
+// too (a launcher passes -v on to its children).
+void add_verbose_flag(CLI::App* command, bool* verbose = nullptr);
+// --set KEY=VALUE, repeatable: overrides of the topology's keys.
+void add_set_option(CLI::App* command, std::vector<std::string>& sets);
+// --report PATH: where the JSON report goes; empty: none. Its help shows
+// what `path` holds now as the default.
+void add_report_option(CLI::App* command, std::string& path);
+// --data DIR: the data folder (default: $ATOLL_DATA_DIR or ./data).
+void add_data_option(CLI::App* command, std::string& dir);
+// --threads N: compute threads for the learners (0: one per core).
+void add_threads_option(CLI::App* command, int& threads);
+// --seconds S: the run stops after S seconds, whatever its token budget.
+void add_seconds_option(CLI::App* command, double& seconds);
 
 }  // namespace atl::cli

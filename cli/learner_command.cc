@@ -25,6 +25,7 @@ struct LearnerArgs {
   double drain = 30;
   int leave_status = kExitDone;
   int threads = 0;
+  bool quiet = false;
   ClusterFlags cluster;
   MetricsFlags metrics;
 };
@@ -66,10 +67,14 @@ int learner_command(const LearnerArgs& a) {
   if (a.batch > 0) spec.batch_size = a.batch;
   options.learner_spec = spec;
   options.cluster.learner_ids = {id};
-  std::printf("atoll learner: learner %u (%s slot, speed %g, batch %d) joins the syncer at %s\n", id,
-              id < topology.learners.size() ? "fixed" : "open", spec.speed, spec.batch_size, a.join.c_str());
-  std::fflush(stdout);
+  if (!a.quiet) {
+    std::printf("atoll learner: learner %u (%s slot, speed %g, batch %d) joins the syncer at %s\n", id,
+                id < topology.learners.size() ? "fixed" : "open", spec.speed, spec.batch_size, a.join.c_str());
+    std::fflush(stdout);
+  }
   std::atomic<bool> left{false};
+  // Never a progress line: this process's view holds no syncer sample (no
+  // rounds, global versions or goodput); the syncer's progress line shows the run.
   const int status = drive(topology, options, a.report, /*quiet=*/true, std::move(*served), {}, [&](Run& run) {
     left = true;
     run.leave("asked to stop (signal)", a.drain);
@@ -110,12 +115,16 @@ void add_learner_command(CLI::App& app, int& status) {
       ->check(kPositiveSeconds);
   add_cluster_flags(learner, a->cluster, "syncer");
   add_metrics_flags(learner, a->metrics);
-  learner->add_option("--data", a->data, "Data folder (default: $ATOLL_DATA_DIR or ./data)");
-  learner->add_option("--threads", a->threads, "Compute threads (default: one per core)")->check(kThreads);
-  learner->add_option("--report", a->report, "Where to write this process's JSON report (empty: none)");
-  add_verbose_flag(learner, "Log every connection, registration and refusal");
+  add_data_option(learner, a->data);
+  add_threads_option(learner, a->threads);
+  add_report_option(learner, a->report);
+  add_quiet_flag(learner, a->quiet);
+  add_verbose_flag(learner);
   learner->footer(
-      "\nThe topology comes from the syncer. The learner trains on without the syncer, reconnects\n"
+      "\nIt prints a line when it joins (its id and slot, speed, batch, the syncer) and one when it\n"
+      "ends (its newest adopted versions, restarts); with -q only the latter. It keeps no progress\n"
+      "line: the syncer's shows the run. Warnings and errors go to stderr either way.\n"
+      "The topology comes from the syncer. The learner trains on without the syncer, reconnects\n"
       "with backoff and pushes again. SIGTERM or Ctrl-C makes it leave in order: its last progress\n"
       "goes to the syncer, which merges it (a departure, not a failure); a second signal stops it at\n"
       "once. Exit status, for whatever restarts learners (a Slurm task loop, a Kubernetes Job):\n"

@@ -164,9 +164,12 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(const LocalClusterOpti
     if (shards > 1) syncer.insert(syncer.end(), {"--shard", std::to_string(shard) + "/" + std::to_string(shards)});
     if (o.seconds > 0) syncer.insert(syncer.end(), {"--seconds", std::to_string(o.seconds)});
     if (!o.data.empty()) syncer.insert(syncer.end(), {"--data", o.data});
-    if (o.quiet || shard > 0) syncer.push_back("--quiet");  // one progress line: shard 0's
+    if (o.quiet || shard > 0) syncer.push_back("--quiet");  // one start and progress line: shard 0's
     if (o.verbose) syncer.push_back("-v");
-    if (!o.metrics.empty() && shard == 0) syncer.insert(syncer.end(), {"--metrics", o.metrics});
+    if (!o.metrics.empty() && shard == 0) {
+      syncer.insert(syncer.end(), {"--metrics", o.metrics});
+      if (o.metrics_public) syncer.push_back("--metrics-public");
+    }
     syncer.insert(syncer.end(), syncer_net.begin(), syncer_net.end());
     c->syncers_.push_back(spawn(o.atoll, syncer, env));
     auto port = wait_for_port(c->syncers_.back(), port_file, shards > 1 ? "syncer shard " + std::to_string(shard) : "syncer",
@@ -185,6 +188,7 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(const LocalClusterOpti
     std::vector<std::string> learner = {"atoll", "learner", "--join", join, "--id", std::to_string(id),
                                         "--threads", "1", "--report", ""};
     if (!o.data.empty()) learner.insert(learner.end(), {"--data", o.data});
+    if (o.quiet) learner.push_back("--quiet");
     if (o.verbose) learner.push_back("-v");
     learner.insert(learner.end(), learner_net.begin(), learner_net.end());
     c->learners_.push_back(spawn(o.atoll, learner, env));

@@ -38,14 +38,16 @@ struct LocalClusterOptions {
   std::string report_path;           // the syncer writes the run's report (and plots) here
   double seconds = 0;                // > 0: --seconds
   std::string data;                  // --data
-  bool quiet = false, verbose = false;
+  bool quiet = false, verbose = false;  // -q and -v on every process
   // Over TLS 1.3 with the certificates in this folder (made there by
   // make_certificates() when it has none).
   std::string tls_dir;
   std::string link;                  // --link on every process (an emulated wide-area link)
   // The syncer serves its status page and metrics here (--metrics); they
-  // want the cluster token, which then goes to `token_file` (mode 600).
+  // want the cluster token, which then goes to `token_file` (mode 600),
+  // /metrics not with `metrics_public` (--metrics-public).
   std::string metrics;
+  bool metrics_public = false;
   std::string token_file;
   double listen_timeout_seconds = 60;  // for the syncer to load its data and listen
   double learner_end_seconds = 15;     // for each learner to end after the syncer did

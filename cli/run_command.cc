@@ -7,7 +7,6 @@
 #include "atoll/chaos.h"
 #include "atoll/cluster.h"
 #include "atoll/fault_plan.h"
-#include "atoll/log.h"
 #include "atoll/topology_file.h"
 #include "command.h"
 #include "drive.h"
@@ -85,6 +84,7 @@ int run_processes(const Topology& topology, const RunArgs& a) {
   o.tls_dir = a.tls_dir;
   o.link = a.link;
   o.metrics = a.metrics.listen;
+  o.metrics_public = a.metrics.public_metrics;
   o.token_file = output("cluster-token");
   catch_interrupts();
   int signals = 0;
@@ -108,7 +108,6 @@ int run_processes(const Topology& topology, const RunArgs& a) {
 }
 
 int run_command(const RunArgs& a) {
-  if (a.verbose) set_log_level(LogLevel::kInfo);
   if (a.metrics.allow_control && (a.faults.empty() || a.metrics.listen.empty()))
     return fail(Status::invalid_argument(
         "--allow-control needs --faults (a chaos run) and --metrics (the page that controls it)"));
@@ -134,18 +133,16 @@ void add_run_command(CLI::App& app, int& status) {
   auto* run = app.add_subcommand(
       "run", "Train: the topology in FILE, or the built-in default (a byte-level transformer on the State of the Union)");
   run->add_option("file", a->file, "Topology file (TOML); see examples/topologies/ and `atoll topology`");
-  run->add_option("--set", a->sets, "Override one key, e.g. --set outer.quorum=2 --set mode=dp (repeatable)");
-  run->add_option("--report", a->report, "Where to write the JSON report (empty: none)")->capture_default_str();
-  run->add_option("--seconds", a->seconds, "Stop after this many seconds, whatever the token budget")->check(kPositiveSeconds);
-  run->add_option("--data", a->data, "Data folder from scripts/setup (default: $ATOLL_DATA_DIR or ./data)");
-  run->add_option("--threads", a->threads, "Compute threads for the learners (default: one per core)")->check(kThreads);
-  run->add_flag("-q,--quiet", a->quiet, "No progress line, only the summary");
-  run->add_flag("-v,--verbose", a->verbose, "Log every registration, restart and refusal");
+  add_set_option(run, a->sets);
+  add_report_option(run, a->report);
+  add_seconds_option(run, a->seconds);
+  add_data_option(run, a->data);
+  add_threads_option(run, a->threads);
+  add_quiet_flag(run, a->quiet);
+  add_verbose_flag(run, &a->verbose);
   run->add_option("--faults", a->faults, "Inject the faults of this plan (TOML; see examples/chaos/) and check its invariants");
   run->add_option("--tape", a->tape, "With --faults: where to write the event tape (JSON lines)")->capture_default_str();
-  run->add_option("--metrics", a->metrics.listen,
-                  "Serve a live status page at /, Prometheus metrics at /metrics and probes at /healthz and /readyz "
-                  "on HOST:PORT, e.g. 127.0.0.1:9464");
+  add_metrics_flags(run, a->metrics);
   run->add_flag("--allow-control", a->metrics.allow_control,
                 "With --faults and --metrics: the status page may kill or stall learners");
   run->add_flag("--processes", a->processes,

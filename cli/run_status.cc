@@ -68,13 +68,15 @@ ProbeAnswer RunStatus::probe(bool ready) {
 }
 
 void add_metrics_flags(CLI::App* command, MetricsFlags& flags) {
-  command->add_option("--metrics", flags.listen,
-                      "Serve a live status page at /, Prometheus metrics at /metrics and probes at /healthz and "
-                      "/readyz on HOST:PORT; the page's data and metrics want the cluster token (Authorization: "
-                      "Bearer TOKEN), the probes do not");
+  auto* listen = command->add_option(
+      "--metrics", flags.listen,
+      "Serve a live status page at /, Prometheus metrics at /metrics and probes at /healthz and /readyz on "
+      "HOST:PORT, e.g. 127.0.0.1:9464; across processes the page's data and metrics want the cluster token "
+      "(Authorization: Bearer TOKEN), the probes do not");
   command->add_flag("--metrics-public", flags.public_metrics,
                     "Serve /metrics without the cluster token (a Prometheus that scrapes by annotation); the page's "
-                    "data still wants it");
+                    "data still wants it")
+      ->needs(listen);
 }
 
 std::string RunStatus::control(const std::string& action, uint32_t learner) {

@@ -22,7 +22,9 @@ struct MetricsFlags {
   bool public_metrics = false; // /metrics without the cluster token
 };
 
-// --metrics and --metrics-public, as `atoll syncer` and `atoll learner` take them.
+// --metrics and --metrics-public (which needs --metrics), as `atoll run`,
+// `syncer` and `learner` take them (one of the shared options, command.h).
+// --allow-control is `atoll run`'s own.
 void add_metrics_flags(CLI::App* command, MetricsFlags& flags);
 
 // Serves /, /status.json, /metrics and the probes /healthz and /readyz

@@ -43,9 +43,10 @@ void add_simulate_command(CLI::App& app, int& status) {
   auto* simulate = app.add_subcommand(
       "simulate", "Goodput at cluster scale: a simulation in virtual time, its rounds run by the real syncer");
   simulate->add_option("plan", a->plan, "Simulation plan (TOML); see examples/simulate/")->required();
+  // Not add_set_option (command.h): these keys are a simulation plan's, not a topology's.
   simulate->add_option("--set", a->sets,
                        "Override a plan key, e.g. --set failures.mtbi_chip_years=0.5 --set 'grid.modes=[\"dp\"]'");
-  simulate->add_option("--report", a->report, "Where to write the JSON report (empty: none)")->capture_default_str();
+  add_report_option(simulate, a->report);
   simulate->add_option("--plot", a->plot, "Where to draw the planning view (SVG; empty: none)")->capture_default_str();
   simulate->footer(
       "N chips fail as Poisson processes (MTBI per chip), slices recover after random delays, and dp, elastic dp\n"

@@ -77,7 +77,7 @@ void add_sweep_command(CLI::App& app, int& status) {
   sweep->add_option("file", a->file, "Topology file (TOML); none: the built-in default");
   sweep->add_option("--grid", a->grids,
                     "One axis: key=value1,value2,... (repeatable; every combination of the axes runs)");
-  sweep->add_option("--set", a->sets, "Override one key in every run (repeatable)");
+  add_set_option(sweep, a->sets);
   sweep->add_option("--seeds", a->seeds, "Runs per combination, with seed = 1..N")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
@@ -86,11 +86,12 @@ void add_sweep_command(CLI::App& app, int& status) {
   sweep->add_option("--curve", a->curve,
                     "Evaluate the global model at this many points of each run (quality against time and tokens)")
       ->check(CLI::Range(0, 100));
-  sweep->add_option("--data", a->data, "Data folder from scripts/setup (default: $ATOLL_DATA_DIR or ./data)");
-  sweep->add_option("--threads", a->threads, "Compute threads for the learners (default: one per core)")->check(kThreads);
+  add_data_option(sweep, a->data);
+  add_threads_option(sweep, a->threads);
   add_verbose_flag(sweep);
   sweep->footer(
-      "\nRuns are sequential and use the whole machine, one at a time; each prints a line when it\n"
+      "\nEvery run takes the --set overrides; the --grid axes vary between combinations.\n"
+      "Runs are sequential and use the whole machine, one at a time; each prints a line when it\n"
       "starts (which of how many, elapsed, remaining) and when it ends. A finished run leaves its\n"
       "record in --out; the same command again skips what is recorded, so an interrupted sweep\n"
       "(Ctrl-C) resumes where it stopped. The table ranks combinations by mean held-out loss:\n"

@@ -86,14 +86,18 @@ int syncer_command(const SyncerArgs& a) {
       std::_Exit(kExitLost);
     };
   return drive(*topology, options, a.report, a.quiet, a.metrics, [&](Run& run) {
-    const auto at = parse_endpoint(a.listen);
-    const size_t open = learner_slots(*topology) - topology->learners.size();
-    const std::string which =
-        topology->syncer.shards > 1 ? " shard " + std::to_string(shard) + " of " + std::to_string(topology->syncer.shards) : "";
-    std::printf("atoll syncer%s: serving learners on %s:%u (%zu learners expected%s)\n", which.c_str(), at->host.c_str(),
-                run.port(), topology->learners.size(),
-                open ? (", " + std::to_string(open) + " open slots for learners without an id").c_str() : "");
-    std::fflush(stdout);
+    if (!a.quiet) {
+      const auto at = parse_endpoint(a.listen);
+      const size_t open = learner_slots(*topology) - topology->learners.size();
+      const std::string which =
+          topology->syncer.shards > 1
+              ? " shard " + std::to_string(shard) + " of " + std::to_string(topology->syncer.shards)
+              : "";
+      std::printf("atoll syncer%s: serving learners on %s:%u (%zu learners expected%s)\n", which.c_str(),
+                  at->host.c_str(), run.port(), topology->learners.size(),
+                  open ? (", " + std::to_string(open) + " open slots for learners without an id").c_str() : "");
+      std::fflush(stdout);
+    }
     if (!a.port_file.empty()) write_port_file(a.port_file, run.port());
   }, std::move(on_signal));
 }
@@ -104,7 +108,7 @@ void add_syncer_command(CLI::App& app, int& status) {
   auto a = std::make_shared<SyncerArgs>();
   auto* syncer = app.add_subcommand("syncer", "Hold the syncer of a run whose learners join from other processes");
   syncer->add_option("file", a->file, "Topology file (TOML); none: the built-in default");
-  syncer->add_option("--set", a->sets, "Override one key (repeatable)");
+  add_set_option(syncer, a->sets);
   add_metrics_flags(syncer, a->metrics);
   syncer->add_option("--listen", a->listen, "HOST:PORT to serve learners on (port 0: any free one)")
       ->capture_default_str();
@@ -125,14 +129,15 @@ void add_syncer_command(CLI::App& app, int& status) {
       ->check(CLI::IsMember({"end", "pause"}))
       ->capture_default_str();
   add_cluster_flags(syncer, a->cluster, "learner");
-  syncer->add_option("--report", a->report, "Where to write the JSON report (empty: none)")->capture_default_str();
-  syncer->add_option("--seconds", a->seconds, "Stop after this many seconds, whatever the token budget")
-      ->check(kPositiveSeconds);
-  syncer->add_option("--data", a->data, "Data folder (held-out evaluation; default: $ATOLL_DATA_DIR or ./data)");
-  syncer->add_flag("-q,--quiet", a->quiet, "No progress line, only the summary");
+  add_report_option(syncer, a->report);
+  add_seconds_option(syncer, a->seconds);
+  add_data_option(syncer, a->data);
+  add_quiet_flag(syncer, a->quiet);
   add_verbose_flag(syncer);
   syncer->footer(
-      "\nLearners join with `atoll learner --join HOST:PORT --id N`, proving the same cluster token\n"
+      "\nOnce it listens it prints where, and how many learners it expects (not with -q; --port-file\n"
+      "writes the port either way). It reads the held-out part of --data to evaluate the model.\n"
+      "Learners join with `atoll learner --join HOST:PORT --id N`, proving the same cluster token\n"
       "(at least 16 bytes, from --token-file or $ATOLL_TOKEN; never printed). Joins with a wrong\n"
       "token, an unknown or duplicate id or another model are refused, logged and counted.\n"
       "With membership.max_learners above the [[learners]] (--set membership.max_learners=8), learners\n"

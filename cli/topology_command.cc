@@ -15,7 +15,7 @@ void add_topology_command(CLI::App& app, int& status) {
   auto a = std::make_shared<Args>();
   auto* top = app.add_subcommand("topology", "Print the effective topology (defaults + FILE + --set) as TOML");
   top->add_option("file", a->file, "Topology file (TOML); none: the built-in default");
-  top->add_option("--set", a->sets, "Override one key (repeatable)");
+  add_set_option(top, a->sets);
   top->callback([a, &status] {
     auto t = load_topology(a->file, a->sets);
     if (!t.ok()) {

@@ -48,8 +48,8 @@ void add_validate_command(CLI::App& app, int& status) {
   auto* val = app.add_subcommand("validate",
                                  "Check a topology file: keys, types, ranges, the fragment plan and the data it reads");
   val->add_option("file", a->file, "Topology file (TOML)")->required();
-  val->add_option("--set", a->sets, "Override one key before checking (repeatable)");
-  val->add_option("--data", a->data, "Data folder from scripts/setup (default: $ATOLL_DATA_DIR or ./data)");
+  add_set_option(val, a->sets);
+  add_data_option(val, a->data);
   val->callback([a, &status] { status = validate_command(*a); });
 }
 

@@ -14,7 +14,15 @@ For README.md and every docs/*.md:
         (run once per subcommand, cached);
   - every relative markdown link resolves to an existing file or folder, and
     a #section of a markdown file names one of its headings.
-Prints each failure as FILE:LINE: what, and exits 1 if there was any.
+And for the binary, the options several subcommands share (COMMON_FLAGS):
+  - every subcommand listed for a common option offers it, under the same
+    names (-q,--quiet), and no other subcommand does;
+  - every subcommand that offers it shows the same help text (defaults, as in
+    --report's, may differ);
+  - an option that two subcommands offer is either common or listed as
+    meaning something else in one of them (OTHER_MEANINGS).
+Prints each failure as FILE:LINE: what (FILE: what for the binary's help, FILE
+the subcommand's cli/<name>_command.cc), and exits 1 if there was any.
 Standard library only.
 """
 
@@ -46,6 +54,43 @@ PATH_SUFFIXES = (".toml", ".py", ".sh", ".md", ".json", ".jsonl", ".csv", ".svg"
 
 ATOLL_PROGRAMS = {"atoll", "./build/atoll", "build/atoll"}
 
+# The options that mean the same in several subcommands, each declared once in
+# cli/ (command.h: add_quiet_flag, add_verbose_flag, add_set_option,
+# add_report_option, add_data_option, add_threads_option, add_seconds_option;
+# run_status.h: add_metrics_flags; cluster_flags.h: add_cluster_flags), as the
+# help names them: the subcommands that take each, exactly.
+COMMON_FLAGS = {
+    "-q,--quiet": ("run", "syncer", "learner"),
+    "-v,--verbose": ("run", "syncer", "learner", "chaos", "sweep"),
+    "--metrics": ("run", "syncer", "learner"),
+    "--metrics-public": ("run", "syncer", "learner"),
+    "--report": ("run", "syncer", "learner", "chaos", "simulate"),
+    "--data": ("run", "syncer", "learner", "chaos", "sweep", "validate"),
+    "--threads": ("run", "learner", "chaos", "sweep"),
+    "--seconds": ("run", "syncer"),
+    "--set": ("run", "syncer", "sweep", "validate", "topology", "bandwidth"),
+    "--token-file": ("syncer", "learner"),
+    "--timeout": ("syncer", "learner"),
+    "--tls-cert": ("syncer", "learner"),
+    "--tls-key": ("syncer", "learner"),
+    "--tls-ca": ("syncer", "learner"),
+    "--tls-name": ("syncer", "learner"),
+    "--link": ("syncer", "learner"),
+}
+
+# Common options worded for the side they are on (add_cluster_flags names the
+# peer): each side's text is its own, so the texts are not compared.
+WORDED_PER_SIDE = {"--timeout", "--tls-cert", "--tls-ca", "--tls-name"}
+
+# An option of a common name that means something else in one subcommand, with why.
+OTHER_MEANINGS = {
+    ("simulate", "--set"): "it overrides a simulation plan's keys, not a topology's",
+    ("run", "--link"): "with --processes, the link every process it starts emulates",
+}
+
+# What CLI11 gives every subcommand.
+BUILT_IN_FLAGS = {"--help", "--help-all"}
+
 
 class Checker:
     def __init__(self, root, build):
@@ -57,6 +102,7 @@ class Checker:
         self.commands = 0
         self.links = 0
         self.headings_cache = {}
+        self.common_checked = 0
 
     def fail(self, path, line, what):
         self.failures.append(f"{os.path.relpath(path, self.root)}:{line}: {what}")
@@ -93,6 +139,124 @@ class Checker:
                     elif line.strip():
                         in_list = False
         return self.subcommands
+
+    def options(self, sub):
+        """{long name: (names as written, help text)} of `atoll SUB --help`'s Options section.
+
+        CLI11 writes each option as "  NAMES[ TYPE[=DEFAULT]...]", padded to the
+        description column (that of -h,--help's "Print this help message"); a
+        name part that reaches the column puts the description on the next line,
+        and a description of several lines goes on at the column.
+        """
+        text = self.help_text(sub)
+        if text is None:
+            return None
+        lines = text.split("\n")
+        try:
+            start = next(i for i, l in enumerate(lines) if l.strip().lower() == "options:")
+        except StopIteration:
+            return {}
+        column = next((l.index("Print this help message") for l in lines[start:] if "Print this help" in l), 30)
+        entries, current = [], None
+        section = []
+        for line in lines[start + 1:]:
+            if not line.strip():
+                break
+            section.append(line)
+        for i, line in enumerate(section):
+            continued = i + 1 < len(section) and section[i + 1].startswith(" " * column)
+            if line.startswith("  -"):
+                # The name part is single-spaced: a wider gap is the padding before the
+                # description. Padded by one space only, the line is the same as a long
+                # name part with a space at the column; that one has its description on
+                # the next line.
+                if "  " in line[2:].rstrip() or (len(line) > column and line[column - 1] == " " and
+                                                  line[column] != " " and not continued):
+                    head, desc = line[:column], line[column:]
+                else:
+                    head, desc = line, ""
+                current = [head.strip(), [desc.strip()] if desc.strip() else []]
+                entries.append(current)
+            elif current is not None and line.startswith(" " * column):
+                current[1].append(line.strip())
+        out = {}
+        for head, desc in entries:
+            names = head.split()[0]
+            longs = [n for n in names.split(",") if n.startswith("--")]
+            key = longs[0] if longs else names
+            out[key] = (names, " ".join(desc))
+        return out
+
+    def check_common_flags(self):
+        """Every subcommand's help against COMMON_FLAGS (see the module's doc)."""
+        subs = sorted(self.known_subcommands())
+        helps = {}
+        for sub in subs:
+            opts = self.options(sub)
+            if opts is None:
+                self.failures.append(f"{self.atoll()}: cannot read `atoll {sub} --help`")
+                continue
+            helps[sub] = opts
+
+        def where(sub):
+            f = os.path.join("cli", f"{sub}_command.cc")
+            return f if os.path.isfile(os.path.join(self.root, f)) else os.path.join("cli", "atoll.cc")
+
+        by_long = {}
+        for names in COMMON_FLAGS:
+            by_long[[n for n in names.split(",") if n.startswith("--")][0]] = names
+        for names, wanted in COMMON_FLAGS.items():
+            long = [n for n in names.split(",") if n.startswith("--")][0]
+            for sub in wanted:
+                if sub not in self.known_subcommands():
+                    self.failures.append(f"tests/docs/docs_check.py: COMMON_FLAGS lists atoll {sub} for {names}, "
+                                         f"but there is no such subcommand")
+            having = [sub for sub in subs if sub in helps and long in helps[sub]
+                      and (sub, long) not in OTHER_MEANINGS]
+            common = ", ".join(wanted)
+            for sub in wanted:
+                if sub in helps and sub not in having:
+                    self.failures.append(f"{where(sub)}: atoll {sub} has no {names}, which {common} take alike "
+                                         f"(declare it with the shared function, cli/command.h)")
+            for sub in having:
+                if sub not in wanted:
+                    self.failures.append(f"{where(sub)}: atoll {sub} offers {long}, but COMMON_FLAGS in "
+                                         f"tests/docs/docs_check.py does not list {sub} for it (add it there, or "
+                                         f"to OTHER_MEANINGS with why it means something else)")
+                shown = helps[sub][long][0]
+                if shown != names:
+                    self.failures.append(f"{where(sub)}: atoll {sub} names it {shown}, not {names} as the others do")
+            if long in WORDED_PER_SIDE or len(having) < 2:
+                continue
+            # The text most of them show (ties: the first listed) is the common one.
+            texts = [helps[sub][long][1] for sub in having]
+            order = {sub: i for i, sub in enumerate(wanted)}
+            ranked = sorted(having, key=lambda sub: (-texts.count(helps[sub][long][1]), order.get(sub, len(order))))
+            reference = ranked[0]
+            common_text = helps[reference][long][1]
+            for sub in having:
+                text = helps[sub][long][1]
+                if text != common_text:
+                    self.failures.append(f"{where(sub)}: atoll {sub} {names} says \"{text}\", not the common "
+                                         f"\"{common_text}\" (atoll {reference}): declare it with the shared "
+                                         f"function, cli/command.h")
+        # An option two subcommands offer, neither common nor another meaning: a new drift.
+        offered = {}
+        for sub, opts in helps.items():
+            for long in opts:
+                if long in BUILT_IN_FLAGS or long in by_long or (sub, long) in OTHER_MEANINGS:
+                    continue
+                offered.setdefault(long, []).append(sub)
+        for long, which in sorted(offered.items()):
+            if len(which) > 1:
+                self.failures.append(f"{where(which[0])}: {long} is offered by atoll {', '.join(which)}: make it "
+                                     f"one common option (COMMON_FLAGS in tests/docs/docs_check.py, declared once "
+                                     f"in cli/) or list it in OTHER_MEANINGS with why it differs")
+        for (sub, long), why in OTHER_MEANINGS.items():
+            if sub in helps and long not in helps[sub]:
+                self.failures.append(f"tests/docs/docs_check.py: OTHER_MEANINGS names atoll {sub} {long} ({why}), "
+                                     f"which `atoll {sub} --help` does not offer")
+        self.common_checked = sum(len(w) for w in COMMON_FLAGS.values())
 
     # ---- code blocks
 
@@ -307,6 +471,8 @@ class Checker:
         pages = [os.path.join(self.root, "README.md")] + sorted(glob.glob(os.path.join(self.root, "docs", "*.md")))
         if not os.access(self.atoll(), os.X_OK):
             self.failures.append(f"{self.atoll()}: no atoll executable in the build folder")
+        else:
+            self.check_common_flags()
         for page in pages:
             if not os.path.isfile(page):
                 self.failures.append(f"{os.path.relpath(page, self.root)}: missing")
@@ -323,7 +489,7 @@ class Checker:
         for f in self.failures:
             print(f)
         print(f"docs_check: {len(pages)} pages, {self.commands} commands, {self.links} links, "
-              f"{len(self.failures)} failures")
+              f"{len(COMMON_FLAGS)} common options in {self.common_checked} places, {len(self.failures)} failures")
         return 1 if self.failures else 0
 
 
