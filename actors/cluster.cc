@@ -194,6 +194,7 @@ caf::behavior syncer_link(LinkActor* self, SyncerLinkArgs args) {
         auto& l = st.learners[id];
         if (l.conn != conn) return;
         l.stand_in = self->spawn<caf::linked>(remote_syncer, st.args.door, conn, id, st.args.shard, st.args.directory);
+        st.args.records->readiness.set_syncer_link(id, st.args.shard, true);
         log_info("learner " + std::to_string(id) + ": connected to the " + Directory::syncer_name(st.args.shard) + " at " + peer);
         l.backoff = kBackoffInitial;
         l.failures = 0;
@@ -221,6 +222,7 @@ caf::behavior syncer_link(LinkActor* self, SyncerLinkArgs args) {
           self->send(l.stand_in, door_closed_atom_v);  // its learner sees the syncer go
           l.stand_in = nullptr;
           l.lost_since = Clock::now();
+          st.args.records->readiness.set_syncer_link(id, st.args.shard, false);
         }
         if (st.args.records->latch.finished()) return;  // the run is over: the syncer went away in order
         // Decided after the backoff: a syncer that ends the run sends Done and
@@ -385,6 +387,8 @@ Result<Welcome> ask_syncer(const Endpoint& syncer, uint32_t learner, Purpose pur
     if (auto* r = std::get_if<Reject>(&*msg))
       return Status::refused("the syncer at " + syncer.to_string() + " refused " + who + " (" +
                              reject_reason_name(r->reason) + "): " + r->detail);
+    if (auto* d = std::get_if<Done>(&*msg))  // an idle syncer, after its run (atoll/over_door.h)
+      return Status::over("the syncer at " + syncer.to_string() + " says " + d->reason);
     return Status::corruption("the syncer answered with a " + std::string(message_name(*msg)));
   }
 }
@@ -397,6 +401,11 @@ Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const 
   if (!w.ok()) return w.status();
   if (layout) *layout = std::move(w->layout);
   return std::move(w->topology);
+}
+
+Result<std::unique_ptr<OverDoor>> serve_run_over(const Endpoint& at, const RunOptions::Cluster& cluster,
+                                                 const std::string& why) {
+  return OverDoor::open(at.host, at.port, door_options(cluster, 0, DoorOptions{}.max_frame_bytes), why);
 }
 
 Result<SlotClaim> claim_slot(const Endpoint& syncer, const RunOptions::Cluster& cluster, double wait_seconds) {

@@ -317,6 +317,13 @@ struct Run::Impl {
   Result<Report> syncer_side_report(double wall);
 };
 
+std::string checkpoint_folder(const Topology& topology, const std::string& run_name, uint32_t shard) {
+  if (topology.checkpoint.dir.empty()) return "";
+  std::string folder = topology.checkpoint.dir + "/" + run_name;
+  if (topology.syncer.shards > 1) folder += "/shard-" + std::to_string(shard);
+  return folder;
+}
+
 Run::Run(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Run::~Run() {
@@ -325,8 +332,8 @@ Run::~Run() {
 
 Status Run::Impl::open_checkpoints(std::shared_ptr<CheckpointStore>& store) {
   if (topology.checkpoint.dir.empty() || joined()) return Status();
-  checkpoint_dir = topology.checkpoint.dir + "/" + (options.run_name.empty() ? default_run_name() : options.run_name);
-  if (topology.syncer.shards > 1) checkpoint_dir += "/shard-" + std::to_string(options.cluster.shard);  // each its own lock
+  checkpoint_dir = checkpoint_folder(topology, options.run_name.empty() ? default_run_name() : options.run_name,
+                                     options.cluster.shard);
   auto opened = CheckpointStore::open(checkpoint_dir, topology.checkpoint.keep);
   if (!opened.ok()) return opened.status();
   store = std::move(*opened);
@@ -554,6 +561,32 @@ bool Run::leave_learner(uint32_t id, const std::string& reason, double drain_sec
   impl_->records->log->append(from_outside(FaultKind::kLeave, id, "Run::leave_learner"));
   caf::anon_send(learner, leave_atom_v, reason, drain_seconds);
   return true;
+}
+
+Status Run::checkpoint_now(double seconds) {
+  caf::actor syncer = impl_->directory->get(Directory::kSyncer);
+  caf::actor checkpointer = impl_->directory->get(Directory::kCheckpointer);
+  if (!syncer) return Status::unavailable("no syncer runs in this process");
+  if (!checkpointer) return Status::unavailable("checkpoints are off (checkpoint.dir is empty)");
+  const auto timeout = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(seconds));
+  const uint64_t written = impl_->records->counters.checkpoints.load();
+  caf::scoped_actor self{*impl_->system};
+  Status result;
+  self->request(syncer, timeout, save_atom_v)
+      .receive(
+          [&](Packet& file) {
+            if (file.bytes.empty()) {
+              result = Status::unavailable("checkpoints are off (checkpoint.dir is empty)");
+              return;
+            }
+            // The checkpointer answers once the file is written and synced, or its write failed.
+            self->request(checkpointer, timeout, save_atom_v, std::move(file))
+                .receive([] {}, [&](caf::error& e) { result = Status::io_error("the checkpointer: " + to_string(e)); });
+          },
+          [&](caf::error& e) { result = Status::unavailable("the syncer did not answer: " + to_string(e)); });
+  if (result.ok() && impl_->records->counters.checkpoints.load() == written)
+    result = Status::io_error("the checkpoint was not written (the checkpointer's log says why)");
+  return result;
 }
 
 void Run::leave(const std::string& reason, double drain_seconds) {

@@ -311,6 +311,13 @@ caf::behavior running(SyncerActor* self) {
         maybe_checkpoint(self);
         self->delayed_send(self, seconds(self->state.args.tick_seconds), tick_atom_v);
       },
+      [self](save_atom) -> Packet {  // Run::checkpoint_now(): the checkpoint, for the caller to have written
+        auto& st = self->state;
+        if (!st.args.use_checkpointer || st.args.topology.checkpoint.dir.empty()) return Packet{};
+        st.rounds_at_checkpoint = st.core->stats().rounds;
+        st.checkpoint_at = self->clock().now();
+        return Packet{encode_checkpoint(st.core->checkpoint(unix_ms()))};
+      },
       [self](snapshot_atom) -> FinalModel {
         publish(self);
         const auto& core = *self->state.core;

@@ -18,6 +18,7 @@ int exit_status_of(const Status& s) {
     case Status::Code::kOk: return kExitDone;
     case Status::Code::kRefused: return kExitRefused;
     case Status::Code::kUnavailable: return kExitLost;
+    case Status::Code::kOver: return kExitDone;  // nothing was left to do
     default: return kExitFailed;
   }
 }

@@ -41,7 +41,8 @@ enum ExitStatus : int {
   kExitInterrupted = 130,
 };
 // What a run that could not go on exits with: kExitRefused, kExitLost
-// (Status::Code::kUnavailable), else kExitFailed.
+// (Status::Code::kUnavailable), kExitDone when it was over before it began
+// (Status::Code::kOver), else kExitFailed.
 int exit_status_of(const Status& s);
 
 // Prints "atoll: <why>" on stderr; returns kExitUsage.

@@ -58,11 +58,11 @@ int drive(const Topology& topology, const RunOptions& options, const std::string
   // The endpoint first: a port in use fails before anything trains.
   auto status = RunStatus::start(metrics, options.cluster.token);
   if (!status.ok()) return fail(status.status());
-  return drive(topology, options, report_path, quiet, std::move(*status), started, std::move(on_signal));
+  return drive(topology, options, report_path, quiet, status->get(), started, std::move(on_signal));
 }
 
 int drive(const Topology& topology, const RunOptions& options, const std::string& report_path, bool quiet,
-          std::unique_ptr<RunStatus> status, const std::function<void(Run&)>& started,
+          RunStatus* status, const std::function<void(Run&)>& started,
           std::function<void(Run&)> on_signal) {
   const bool live = !quiet && ::isatty(STDOUT_FILENO);
   std::mutex out;

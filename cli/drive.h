@@ -19,10 +19,11 @@ namespace atl::cli {
 int drive(const Topology& topology, const RunOptions& options, const std::string& report_path, bool quiet,
           const MetricsFlags& metrics, const std::function<void(Run&)>& started = {},
           std::function<void(Run&)> on_signal = {});
-// The same with the status server already serving (null: none): a learner
-// process answers its probes while it still waits for the syncer's topology.
+// The same with the status server already serving (null: none), which the
+// caller keeps: a learner process answers its probes while it still waits for
+// the syncer's topology, an idle syncer after its run.
 int drive(const Topology& topology, const RunOptions& options, const std::string& report_path, bool quiet,
-          std::unique_ptr<RunStatus> status, const std::function<void(Run&)>& started = {},
+          RunStatus* status, const std::function<void(Run&)>& started = {},
           std::function<void(Run&)> on_signal = {});
 
 // "[  12.0s] tokens 1.2M/4.0M  loss 2.31  ...": what a run shows as it goes.

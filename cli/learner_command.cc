@@ -31,9 +31,13 @@ struct LearnerArgs {
 };
 
 // A refusal (77) or no syncer (75): the run started elsewhere and this
-// learner cannot join it, not a bad command line (2).
+// learner cannot join it, not a bad command line (2). A run that is over
+// already (an idle syncer said so): nothing to do, done (0).
 int refused(const Status& s) {
-  std::fprintf(stderr, "atoll: %s\n", s.to_string().c_str());
+  if (s.code() == Status::Code::kOver)
+    std::printf("atoll learner: nothing to train: %s\n", std::string(s.message()).c_str());
+  else
+    std::fprintf(stderr, "atoll: %s\n", s.to_string().c_str());
   return exit_status_of(s);
 }
 
@@ -75,7 +79,7 @@ int learner_command(const LearnerArgs& a) {
   std::atomic<bool> left{false};
   // Never a progress line: this process's view holds no syncer sample (no
   // rounds, global versions or goodput); the syncer's progress line shows the run.
-  const int status = drive(topology, options, a.report, /*quiet=*/true, std::move(*served), {}, [&](Run& run) {
+  const int status = drive(topology, options, a.report, /*quiet=*/true, served->get(), {}, [&](Run& run) {
     left = true;
     run.leave("asked to stop (signal)", a.drain);
   });
@@ -128,7 +132,9 @@ void add_learner_command(CLI::App& app, int& status) {
       "with backoff and pushes again. SIGTERM or Ctrl-C makes it leave in order: its last progress\n"
       "goes to the syncer, which merges it (a departure, not a failure); a second signal stops it at\n"
       "once. Exit status, for whatever restarts learners (a Slurm task loop, a Kubernetes Job):\n"
-      "   0  the run is over, or it left in order: done (--leave-status changes the latter)\n"
+      "   0  the run is over (also when it was over before this learner came: an idle syncer,\n"
+      "      atoll syncer --after-run wait, says so), or it left in order: done (--leave-status\n"
+      "      changes the latter)\n"
       "   1  it failed otherwise (it gave up on its own learner): restart\n"
       "   2  bad command line: restarting cannot help\n"
       "  75  no syncer reachable for --give-up seconds: restart (the syncer may be back)\n"

@@ -1,26 +1,36 @@
 // `atoll syncer`: the syncer of a run whose learners join from other processes.
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <thread>
 
 #include "atoll/cluster.h"
+#include "atoll/file.h"
 #include "atoll/log.h"
 #include "atoll/topology_file.h"
 #include "cluster_flags.h"
 #include "command.h"
 #include "drive.h"
+#include "signal_stop.h"
 
 namespace atl::cli {
 namespace {
+
+// A pausing syncer's last checkpoint may take this long: within the 30 s an
+// engine (Kubernetes' default grace period) waits after SIGTERM.
+constexpr double kPauseCheckpointSeconds = 20.0;
 
 struct SyncerArgs {
   std::string file, report = output("report.json"), data;
   std::vector<std::string> sets;
   std::string listen = "127.0.0.1:7070", port_file, run_name, save_model, shard;
-  std::string on_signal = "end";
+  std::string on_signal = "end", after_run = "exit";
   double seconds = 0;
   bool quiet = false;
   ClusterFlags cluster;
@@ -34,6 +44,52 @@ void write_port_file(const std::string& path, uint16_t port) {
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) log_error("cannot write the port file " + path + ": " + ec.message());
+}
+
+// The note that the run is over, beside its checkpoints: a syncer started again
+// with the same run name (an engine that always restarts it) finds it there.
+std::string over_note(const Topology& t, const SyncerArgs& a, uint32_t shard) {
+  return checkpoint_folder(t, a.run_name, shard) + "/RUN-OVER";
+}
+
+// Written once the run is over (synced, atomic): "the run is over (<when>)".
+void write_over_note(const std::string& path) {
+  const std::time_t now = std::time(nullptr);
+  char when[64];
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
+  const std::string text = "the run is over (" + std::string(when) + ")\n";
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  if (Status s = write_file_atomic(path, {reinterpret_cast<const uint8_t*>(text.data()), text.size()}); !s.ok())
+    log_error("cannot note the end of the run: " + s.to_string());
+}
+
+// --after-run wait: the run is over; stay up until SIGTERM or Ctrl-C, answering
+// every learner that the run is over (it exits 0) and the probes alive, not ready.
+// `port`: the one the run served on (0: --listen's).
+int idle(const SyncerArgs& a, const RunOptions& options, RunStatus* status, const std::string& note, uint16_t port) {
+  auto at = parse_endpoint(a.listen);
+  if (!at.ok()) return fail(at.status());
+  if (port != 0) at->port = port;  // --listen HOST:0 took a free port: learners know that one
+  auto text = read_text(note, 4096);
+  std::string why = text.ok() ? std::string(*text) : "the run is over";
+  while (!why.empty() && why.back() == '\n') why.pop_back();
+  catch_interrupts();
+  // The port the run served is free again now, but maybe not for a moment yet.
+  Result<std::unique_ptr<OverDoor>> door = Status::unavailable("not listening");
+  for (int attempt = 0; attempt < 50 && !interrupt_pending(); ++attempt) {
+    door = serve_run_over(*at, options.cluster, why);
+    if (door.ok()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!door.ok()) return fail(door.status().with_context("--after-run wait"));
+  if (status) status->watch(nullptr);  // probes: alive, the run is over, not ready
+  log_info("the run " + a.run_name + " is over (" + note + "): idle on " + at->host + ":" +
+           std::to_string((*door)->port()) + ", telling learners so, until SIGTERM or Ctrl-C");
+  if (!a.port_file.empty()) write_port_file(a.port_file, (*door)->port());
+  while (!take_interrupt()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  log_info("idle syncer: stopped by a signal after telling " + std::to_string((*door)->told()) +
+           " learner connection(s) that the run is over");
+  return kExitDone;
 }
 
 // "i/S": shard i of S, which the topology's syncer.shards must be (or become, from 1).
@@ -75,17 +131,41 @@ int syncer_command(const SyncerArgs& a) {
   options.cluster.listen = a.listen;
   options.cluster.shard = shard;
   if (Status s = apply_cluster_flags(a.cluster, options.cluster); !s.ok()) return fail(s);
+  const bool wait_after = a.after_run == "wait";
+  if (wait_after && (a.run_name.empty() || topology->checkpoint.dir.empty()))
+    return fail(Status::invalid_argument(
+        "--after-run wait needs --run-name and checkpoint.dir: the end of the run is noted beside its checkpoints, "
+        "where the syncer started again with that name finds it"));
+  const std::string note = wait_after ? over_note(*topology, a, shard) : "";
+  auto status = RunStatus::start(a.metrics, options.cluster.token);
+  if (!status.ok()) return fail(status.status());
+  if (wait_after && std::filesystem::exists(note)) {
+    log_warn("the run " + a.run_name + " is over (" + note + "): not starting it again; remove that file to train on");
+    return idle(a, options, status->get(), note, 0);
+  }
   // pause: leave the run to the learners and a later syncer, as a crash would,
   // on purpose: an engine is moving this process (a drained Kubernetes node).
-  std::function<void(Run&)> on_signal;
+  // Its last checkpoint first, so that the syncer started again loses nothing.
+  std::atomic<bool> signalled{false};
+  std::function<void(Run&)> on_signal = [&](Run& run) {
+    signalled = true;
+    run.stop();
+  };
   if (a.on_signal == "pause")
-    on_signal = [](Run&) {
-      log_warn("signal: pausing the run: exiting " + std::to_string(kExitLost) +
+    on_signal = [](Run& run) {
+      log_warn("signal: pausing the run: a last checkpoint, then exiting " + std::to_string(kExitLost) +
                " without telling the learners; a syncer started with the same --run-name resumes it");
+      if (Status s = run.checkpoint_now(kPauseCheckpointSeconds); s.ok())
+        log_warn("paused: the last checkpoint is written");
+      else
+        log_warn("paused without a last checkpoint (" + s.to_string() + "): the next syncer takes newer versions "
+                 "from the learners' bases");
       std::fflush(nullptr);
       std::_Exit(kExitLost);
     };
-  return drive(*topology, options, a.report, a.quiet, a.metrics, [&](Run& run) {
+  uint16_t served_port = 0;
+  const int exit = drive(*topology, options, a.report, a.quiet, status->get(), [&](Run& run) {
+    served_port = run.port();
     if (!a.quiet) {
       const auto at = parse_endpoint(a.listen);
       const size_t open = learner_slots(*topology) - topology->learners.size();
@@ -100,6 +180,10 @@ int syncer_command(const SyncerArgs& a) {
     }
     if (!a.port_file.empty()) write_port_file(a.port_file, run.port());
   }, std::move(on_signal));
+  if (exit != kExitDone || !wait_after) return exit;
+  write_over_note(note);
+  if (signalled) return exit;  // stopped by the engine: not idle, it is ending this process
+  return idle(a, options, status->get(), note, served_port);
 }
 
 }  // namespace
@@ -123,10 +207,19 @@ void add_syncer_command(CLI::App& app, int& status) {
                      "At the end, write the global model here as a model file (atoll.load_model() reads it)");
   syncer->add_option("--on-signal", a->on_signal,
                      "What SIGTERM or Ctrl-C does. end: the run ends, learners are told and exit 0. pause: this "
-                     "process exits 75 at once and the run goes on without it, as after a crash: learners train "
-                     "on and reconnect, and a syncer started with the same --run-name restores the checkpoint and "
-                     "takes newer versions from their bases (for an engine that moves the syncer)")
+                     "process writes a last checkpoint (waiting up to 20 s for it) and exits 75, and the run goes "
+                     "on without it, as after a crash: learners train on and reconnect, and a syncer started with "
+                     "the same --run-name restores that checkpoint and takes newer versions from their bases (for "
+                     "an engine that moves the syncer)")
       ->check(CLI::IsMember({"end", "pause"}))
+      ->capture_default_str();
+  syncer->add_option("--after-run", a->after_run,
+                     "What happens once the run is over. exit: the process exits 0. wait: it notes the end beside "
+                     "the checkpoints (<checkpoint.dir>/<run-name>/RUN-OVER) and stays up until SIGTERM, telling "
+                     "every learner that connects that the run is over (they exit 0), probes alive and not ready; "
+                     "started again with that run name, it finds the note and waits at once (for an engine that "
+                     "always restarts the syncer, a StatefulSet). Needs --run-name and checkpoint.dir")
+      ->check(CLI::IsMember({"exit", "wait"}))
       ->capture_default_str();
   add_cluster_flags(syncer, a->cluster, "learner");
   add_report_option(syncer, a->report);

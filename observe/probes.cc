@@ -27,6 +27,9 @@ ProbeAnswer probe_ready(RunPhase phase, const RunView& v) {
   if (v.local_welcomed < v.local_learners)
     return {false, std::to_string(v.local_learners - v.local_welcomed) + " of " + std::to_string(v.local_learners) +
                        " learners here not yet welcomed by the syncer"};
+  if (v.syncer_links_down > 0)
+    return {false, "the syncer is away: " + std::to_string(v.syncer_links_down) +
+                       " connection(s) of learners here lost, reconnecting"};
   if (v.holds_syncer) return {true, "ready: the syncer takes learners (" + std::to_string(v.present) + " up)"};
   return {true, "ready: welcomed by the syncer"};
 }

@@ -66,6 +66,7 @@ RunView observe_run(const RunRecords& records, const Topology& topology, size_t 
                         records.log->events(), records.latch.finished(), records.latch.sealed(), max_events);
   v.syncer_serving = records.readiness.syncer_serving();
   v.local_welcomed = static_cast<int>(records.readiness.learners_welcomed());
+  v.syncer_links_down = static_cast<int>(records.readiness.syncer_links_down());
   v.failure = std::string(records.latch.failure().message());
   return v;
 }

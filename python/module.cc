@@ -35,9 +35,10 @@ namespace py = pybind11;
 
 namespace {
 
-// Exceptions the Python layer re-exports: atoll.Refused, atoll.Unavailable.
+// Exceptions the Python layer re-exports: atoll.Refused, atoll.Unavailable, atoll.RunOver.
 PyObject* g_refused = nullptr;
 PyObject* g_unavailable = nullptr;
+PyObject* g_over = nullptr;
 
 [[noreturn]] void raise(const atl::Status& s) {
   const std::string msg(s.message());
@@ -50,6 +51,9 @@ PyObject* g_unavailable = nullptr;
       break;
     case atl::Status::Code::kUnavailable:
       PyErr_SetString(g_unavailable, msg.c_str());
+      break;
+    case atl::Status::Code::kOver:
+      PyErr_SetString(g_over, msg.c_str());
       break;
     case atl::Status::Code::kIOError:
       PyErr_SetString(PyExc_OSError, msg.c_str());
@@ -354,8 +358,11 @@ PYBIND11_MODULE(_atoll, m) {
   g_unavailable = PyErr_NewExceptionWithDoc("atoll.Unavailable",
                                             "No syncer answered, or it was lost for longer than give_up_seconds.",
                                             PyExc_ConnectionError, nullptr);
+  g_over = PyErr_NewExceptionWithDoc("atoll.RunOver", "The run this learner would join is over.", PyExc_Exception,
+                                     nullptr);
   m.attr("Refused") = py::handle(g_refused);
   m.attr("Unavailable") = py::handle(g_unavailable);
+  m.attr("RunOver") = py::handle(g_over);
 
   py::class_<Floats, FloatsPtr>(m, "Floats", py::buffer_protocol())
       .def(py::init([](size_t n) { return floats(std::vector<float>(n)); }), py::arg("n"))

@@ -69,6 +69,17 @@ size_t Readiness::learners_welcomed() const {
   return welcomed_.size();
 }
 
+void Readiness::set_syncer_link(uint32_t learner, uint32_t shard, bool up) {
+  std::lock_guard lock(mu_);
+  if (up) links_down_.erase({learner, shard});
+  else links_down_.insert({learner, shard});
+}
+
+size_t Readiness::syncer_links_down() const {
+  std::lock_guard lock(mu_);
+  return links_down_.size();
+}
+
 void RunLatch::finish() {
   {
     std::lock_guard lock(mu_);

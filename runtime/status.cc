@@ -12,6 +12,7 @@ const char* code_name(Status::Code code) {
     case Status::Code::kOutOfRange: return "Out of range";
     case Status::Code::kUnavailable: return "Unavailable";
     case Status::Code::kRefused: return "Refused";
+    case Status::Code::kOver: return "Over";
   }
   return "Unknown";
 }

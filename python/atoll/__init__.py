@@ -38,7 +38,7 @@ The package is split by concern: ``learner`` (Learner, LearnerState),
 from __future__ import annotations
 
 from . import _atoll
-from ._atoll import Refused, Unavailable
+from ._atoll import Refused, RunOver, Unavailable
 from .chaos_suites import ChaosVerdict, chaos
 from .evaluator import Evaluator
 from .learner import Learner, LearnerState
@@ -50,13 +50,15 @@ __version__: str = _atoll.__version__
 
 __all__ = [
     "Learner", "Evaluator", "LearnerState", "save_model", "load_model", "Topology", "run", "Run", "chaos",
-    "ChaosVerdict", "Refused", "Unavailable", "set_log_level", "make_token",
+    "ChaosVerdict", "Refused", "Unavailable", "RunOver", "set_log_level", "make_token",
 ]
 
-Refused.__module__ = Unavailable.__module__ = __name__
+Refused.__module__ = Unavailable.__module__ = RunOver.__module__ = __name__
 Refused.__doc__ = ("The syncer refused this learner: a wrong token, an id not in the run, another model; or no TLS "
                    "handshake with it within wait_seconds (certificates, plain TCP against TLS).")
 Unavailable.__doc__ = "No syncer answered within wait_seconds, or it was lost for longer than give_up_seconds."
+RunOver.__doc__ = ("The run this learner would join is over: its syncer stays up only to say so (atoll syncer "
+                   "--after-run wait). Nothing is left to train; a Kubernetes Job's pod can exit 0.")
 
 
 def set_log_level(level: str) -> None:

@@ -74,7 +74,8 @@ class Learner:
     cannot exchange or a layout that is not the run's; :class:`Refused`
     when the syncer refuses (token, id, or "full": no free open slot) or
     no TLS handshake with it succeeds within ``wait_seconds``;
-    :class:`Unavailable` when no syncer answers within ``wait_seconds``.
+    :class:`Unavailable` when no syncer answers within ``wait_seconds``;
+    :class:`RunOver` when the syncer there is idle after its run.
 
     The learner joins at once and is welcomed shortly after (its parameters
     are then set to the global model, and with AdamW a peer's moments are

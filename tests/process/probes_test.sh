@@ -2,9 +2,12 @@
 # What a cluster engine sees of real processes: /healthz and /readyz on the
 # syncer's and a learner's --metrics server (no token needed), and the exit
 # statuses it acts on: 75 after leaving with --leave-status 75, 77 when
-# refused, 75 for a syncer paused by SIGTERM (--on-signal pause; the learner
+# refused, 75 for a syncer paused by SIGTERM (--on-signal pause: it writes a
+# last checkpoint first; the learner, not ready while its syncer is away,
 # trains on and rejoins the syncer started again), 75 when no syncer answers
-# for --give-up seconds, 0 when the run is over.
+# for --give-up seconds, 0 when the run is over. A syncer idle after its run
+# (--after-run wait) tells a learner that comes late that the run is over
+# (it exits 0), also when started again with the same run name.
 # Usage: probes_test.sh ATOLL SCRATCH
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 
@@ -53,21 +56,53 @@ expect_exit "$l0_pid" 60 75 "learner 0, asked to leave with --leave-status 75"
 
 ATOLL_TOKEN="another-token-0123456789abcdefgh" start_learner wrong 1
 expect_exit "$wrong_pid" 60 77 "a learner with the wrong token"
-start_learner l1 1
+lm1=$(free_port)
+start_learner l1 1 --metrics "127.0.0.1:$lm1"
 wait_for syncer "learner 1 registered" 60
+wait_probe "$lm1" /readyz 200 30
 for _ in $(seq 600); do compgen -G "$work/ck/probes/checkpoint-*" >/dev/null && break; sleep 0.1; done
 compgen -G "$work/ck/probes/checkpoint-*" >/dev/null || die "no checkpoint within 60 s"
-# Paused: the syncer exits 75 without ending the run; learner 1 trains on and
-# rejoins the syncer started again on the same port with the same run name.
+# Paused: the syncer writes a last checkpoint and exits 75 without ending the
+# run; learner 1 trains on, not ready while its syncer is away, and rejoins
+# the syncer started again on the same port with the same run name.
+newest_before=$(ls "$work/ck/probes" | grep checkpoint- | tail -n 1)
 kill -TERM "$syncer_pid"
 expect_exit "$syncer_pid" 30 75 "the syncer paused by SIGTERM (--on-signal pause)"
+grep -q "paused: the last checkpoint is written" "$work/syncer.log" || die "the paused syncer wrote no last checkpoint"
+newest_after=$(ls "$work/ck/probes" | grep checkpoint- | tail -n 1)
+[[ "$newest_after" > "$newest_before" ]] || die "no checkpoint newer than $newest_before after the pause"
 kill -0 "$l1_pid" 2>/dev/null || die "learner 1 ended with the paused syncer"
-start_syncer syncer2 "$work/topo.toml" --listen "127.0.0.1:$port" --set checkpoint.dir="$work/ck" --run-name probes
-wait_for syncer2 "restored checkpoint" 30
+wait_probe "$lm1" /readyz 503 30
+[[ "$(probe "$lm1" /readyz)" == "503 the syncer is away"* ]] || die "learner 1 /readyz, syncer away: $(probe "$lm1" /readyz)"
+[[ "$(probe "$lm1" /healthz)" == "200 alive" ]] || die "learner 1 /healthz, syncer away: $(probe "$lm1" /healthz)"
+echo "learner, syncer away: /readyz $(probe "$lm1" /readyz)"
+# Started again, it runs 8 s more and then idles (--after-run wait): the run is over for every learner.
+sm2=$(free_port)
+start_syncer syncer2 "$work/topo.toml" --listen "127.0.0.1:$port" --set checkpoint.dir="$work/ck" --run-name probes \
+  --after-run wait --seconds 8 --metrics "127.0.0.1:$sm2"
+wait_for syncer2 "restored checkpoint of round" 30
 wait_for syncer2 "learner 1 registered" 60
-stop_run "$syncer2_pid"
-expect_exit "$syncer2_pid" 120 0 "the syncer started again"
-expect_exit "$l1_pid" 30 0 "learner 1, whose run is over"
+wait_probe "$lm1" /readyz 200 30
+expect_exit "$l1_pid" 60 0 "learner 1, whose run is over"
+wait_probe "$sm2" /readyz 503 30
+[[ "$(probe "$sm2" /readyz)" == "503 the run is over" ]] || die "idle syncer /readyz: $(probe "$sm2" /readyz)"
+[[ "$(probe "$sm2" /healthz)" == "200 alive: the run is over" ]] || die "idle syncer /healthz: $(probe "$sm2" /healthz)"
+[[ -s "$work/ck/probes/RUN-OVER" ]] || die "the idle syncer noted no RUN-OVER"
+start_learner late 0
+expect_exit "$late_pid" 60 0 "a learner that came after the run"
+grep -q "nothing to train: .*the run is over" "$work/late.log" || die "the late learner was not told the run is over"
+kill -TERM "$syncer2_pid"
+expect_exit "$syncer2_pid" 30 0 "the idle syncer, stopped"
+# Started again with the same run name (a StatefulSet restarting it): it finds the run over and idles at once.
+start_syncer syncer3 "$work/topo.toml" --listen "127.0.0.1:$port" --set checkpoint.dir="$work/ck" --run-name probes \
+  --after-run wait
+wait_for syncer3 "is over .*not starting it again" 30
+"$atoll" learner --join "127.0.0.1:$port" "${learner_net[@]}" >"$work/late2.log" 2>&1 ||
+  die "a learner without an id, after the run, exited $?"
+grep -q "nothing to train" "$work/late2.log" || die "the second late learner was not told the run is over"
+kill -TERM "$syncer3_pid"
+expect_exit "$syncer3_pid" 30 0 "the idle syncer started again, stopped"
+echo "idle syncer: /readyz 503 the run is over; learners that came late exited 0"
 # No syncer: the learner's probes answer while it waits (alive, not ready), then it gives up with 75.
 lm2=$(free_port)
 start_learner lost 1 --give-up 6 --metrics "127.0.0.1:$lm2"
@@ -76,4 +111,4 @@ wait_probe "$lm2" /healthz 200 5
 echo "learner awaiting the syncer: /healthz $(probe "$lm2" /healthz); /readyz $(probe "$lm2" /readyz)"
 expect_exit "$lost_pid" 60 75 "a learner with no syncer for --give-up 6 s"
 grep -q "no syncer" "$work/lost.log" || die "the lost learner did not say why"
-echo "probes_test: ok (exit statuses: left 75, refused 77, paused 75, run over 0, lost 75)"
+echo "probes_test: ok (exit statuses: left 75, refused 77, paused 75, run over 0, came after the run 0, lost 75)"

@@ -271,3 +271,16 @@ except KeyboardInterrupt:
     assert p.returncode == 130, out
     assert "left" in out and "Traceback" not in out, out
     assert syncer.proc.poll() is None  # the run goes on without it
+
+
+def test_a_learner_that_comes_after_the_run_is_told_it_is_over(tmp_path: Path) -> None:
+    atoll.save_model(tiny_model(), tmp_path / "model.atoll")
+    topology = tiny_topology(tmp_path / "model.atoll").replace('dir = ""', f'dir = "{tmp_path / "ck"}"')
+    syncer = Syncer(tmp_path, topology, "--after-run", "wait", "--run-name", "late", "--seconds", "1")
+    deadline = time.monotonic() + 60
+    while "telling learners so" not in syncer.log.read_text():
+        assert syncer.proc.poll() is None and time.monotonic() < deadline, syncer.log.read_text()[-2000:]
+        time.sleep(0.05)
+    with pytest.raises(atoll.RunOver, match="the run is over"):
+        atoll.Learner(tiny_model(), syncer.address, id=0, token=syncer.token, wait_seconds=10)
+    assert syncer.stop() == 0

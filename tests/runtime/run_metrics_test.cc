@@ -290,6 +290,14 @@ BOOST_AUTO_TEST_CASE(probes_follow_the_run_from_start_to_end) {
   BOOST_CHECK_EQUAL(r.reason, "1 of 2 learners here not yet welcomed by the syncer");
   l.local_welcomed = 2;
   BOOST_CHECK(probe_ready(RunPhase::kRunning, l).ok);
+  // The syncer away (a connection lost, reconnecting): alive, not ready, until it is back.
+  l.syncer_links_down = 1;
+  r = probe_ready(RunPhase::kRunning, l);
+  BOOST_CHECK(!r.ok);
+  BOOST_CHECK_EQUAL(r.reason, "the syncer is away: 1 connection(s) of learners here lost, reconnecting");
+  BOOST_CHECK(probe_health(RunPhase::kRunning, l).ok);
+  l.syncer_links_down = 0;
+  BOOST_CHECK(probe_ready(RunPhase::kRunning, l).ok);
   // Over: alive, not ready.
   l.finished = true;
   BOOST_CHECK(!probe_ready(RunPhase::kRunning, l).ok);

@@ -181,6 +181,20 @@ BOOST_AUTO_TEST_CASE(readiness_counts_each_welcomed_learner_once) {
   BOOST_CHECK_EQUAL(r.learners_welcomed(), 2u);
 }
 
+BOOST_AUTO_TEST_CASE(readiness_counts_the_links_to_the_syncer_that_are_down) {
+  Readiness r;
+  BOOST_CHECK_EQUAL(r.syncer_links_down(), 0u);
+  r.set_syncer_link(0, 0, false);
+  r.set_syncer_link(0, 1, false);  // a sharded syncer: each shard's connection counts
+  r.set_syncer_link(0, 1, false);  // lost twice before it came back: still one
+  BOOST_CHECK_EQUAL(r.syncer_links_down(), 2u);
+  r.set_syncer_link(0, 0, true);
+  BOOST_CHECK_EQUAL(r.syncer_links_down(), 1u);
+  r.set_syncer_link(0, 1, true);
+  r.set_syncer_link(7, 0, true);   // up without having been down: nothing to undo
+  BOOST_CHECK_EQUAL(r.syncer_links_down(), 0u);
+}
+
 BOOST_AUTO_TEST_CASE(the_latch_keeps_the_first_failure_and_seal_finishes) {
   auto records = make_records(1);
   BOOST_CHECK(!records->latch.wait_finished_until(Clock::now()));

@@ -64,7 +64,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(atoll, caf::first_custom_type_id)
   CAF_ADD_ATOM(atoll, atl, timer_atom, "timer")
   // periodic housekeeping (metrics, checkpoints)
   CAF_ADD_ATOM(atoll, atl, tick_atom, "tick")
-  // syncer -> checkpointer: (save, Packet file) ; (load, fingerprint) -> Packet file or empty
+  // syncer -> checkpointer: (save, Packet file) ; (load, fingerprint) -> Packet file or empty;
+  // Run::checkpoint_now -> syncer: (save) -> Packet, a checkpoint of now (empty: checkpoints are off)
   CAF_ADD_ATOM(atoll, atl, save_atom, "save")
   CAF_ADD_ATOM(atoll, atl, load_atom, "load")
   // -> syncer: (snapshot) -> FinalModel, the global model as it holds it

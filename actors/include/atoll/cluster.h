@@ -20,10 +20,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "atoll/module_layout.h"
+#include "atoll/over_door.h"
 #include "atoll/run.h"
 #include "atoll/status.h"
 #include "atoll/topology.h"
@@ -45,6 +47,7 @@ Result<Endpoint> parse_endpoint(std::string_view text);
 // returned at once with the syncer's reason.
 // `cluster` gives the token and, if set, the TLS files and the emulated link.
 // `layout`, if given, receives the model's layout as the syncer has it.
+// Status::over when the syncer there is idle after its run (atoll/over_door.h).
 Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const RunOptions::Cluster& cluster,
                                 double wait_seconds, std::vector<NamedShape>* layout = nullptr);
 
@@ -53,12 +56,19 @@ Result<Topology> fetch_topology(const Endpoint& syncer, uint32_t learner, const 
 // The slot is reserved for this process for SyncerCore::kLeaseSeconds: start
 // the learner (Run::start with cluster.learner_ids = {learner}) before then.
 // Refused at once with the syncer's reason ("full": every open slot is
-// taken); Unavailable when no syncer answers within wait_seconds.
+// taken); Unavailable when no syncer answers within wait_seconds; Over when
+// the run there is over.
 struct SlotClaim {
   uint32_t learner = 0;
   Topology topology;
   std::vector<NamedShape> layout;  // the model's, as the syncer has it
 };
 Result<SlotClaim> claim_slot(const Endpoint& syncer, const RunOptions::Cluster& cluster, double wait_seconds);
+
+// A syncer whose run is over, idle at `at` (atoll/over_door.h): every learner
+// that connects and proves the cluster token (and TLS, if set) is told `why`
+// and let go, until the door is destroyed.
+Result<std::unique_ptr<OverDoor>> serve_run_over(const Endpoint& at, const RunOptions::Cluster& cluster,
+                                                 const std::string& why);
 
 }  // namespace atl

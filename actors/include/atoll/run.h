@@ -97,6 +97,11 @@ struct RunOptions {
   std::shared_ptr<ReplicaExchange> external;
 };
 
+// The folder a syncer of `topology` keeps its checkpoints in:
+// checkpoint.dir/<run_name>, and /shard-<i> in it for one shard of a sharded
+// syncer (each shard its own lock). Empty when checkpoints are off.
+std::string checkpoint_folder(const Topology& topology, const std::string& run_name, uint32_t shard);
+
 class Run {
  public:
   // Loads the data, checks the topology against the model, and starts every
@@ -156,6 +161,13 @@ class Run {
   // SIGTERM, a preemption notice); the run is over here once they are gone,
   // at most drain_seconds (and a little) later.
   void leave(const std::string& reason, double drain_seconds = 30.0);
+
+  // The syncer here writes a checkpoint of now (fsynced) and this waits for
+  // it, up to `seconds`, without ending the run: learners are not told. For a
+  // syncer that pauses (an engine moves its process): the syncer started
+  // again with the same run name restores it. Fails when no syncer runs here,
+  // checkpoints are off (checkpoint.dir empty) or the write did not succeed.
+  Status checkpoint_now(double seconds = 30.0);
 
  private:
   struct Impl;

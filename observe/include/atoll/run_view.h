@@ -81,6 +81,7 @@ struct RunView {
   bool syncer_serving = false;  // it restored its checkpoint (or had none) and takes learners
   int local_learners = 0;       // learners this process runs
   int local_welcomed = 0;       // of them, welcomed by the syncer at least once
+  int syncer_links_down = 0;    // learners here whose connection to the syncer (a shard) is lost now
   std::string failure;          // why the run cannot go on; empty: none
 
   // Held-out evaluation, once the run evaluated it (NaN until then).

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -149,11 +150,17 @@ class Readiness {
   // it); once is enough.
   void welcomed(uint32_t learner);
   size_t learners_welcomed() const;
+  // A learner here lost its connection to the syncer (to shard `shard` of
+  // it) and has not connected again: not ready meanwhile. Up again once the
+  // connection is back.
+  void set_syncer_link(uint32_t learner, uint32_t shard, bool up);
+  size_t syncer_links_down() const;
 
  private:
   std::atomic<bool> syncer_serving_{false};
   mutable std::mutex mu_;
   std::vector<uint32_t> welcomed_;  // ids, each once
+  std::set<std::pair<uint32_t, uint32_t>> links_down_;  // (learner, shard)
 };
 
 struct RunRecords {

@@ -25,6 +25,7 @@ class Status {
     kOutOfRange,       // a size or index beyond a configured limit
     kUnavailable,      // a peer or resource is (for now) not there
     kRefused,          // a peer said no: a bad token, an id it does not know, another model
+    kOver,             // a peer's run is over: there is nothing left to join
   };
 
   Status() = default;  // ok
@@ -36,6 +37,7 @@ class Status {
   static Status out_of_range(std::string msg) { return {Code::kOutOfRange, std::move(msg)}; }
   static Status unavailable(std::string msg) { return {Code::kUnavailable, std::move(msg)}; }
   static Status refused(std::string msg) { return {Code::kRefused, std::move(msg)}; }
+  static Status over(std::string msg) { return {Code::kOver, std::move(msg)}; }
 
   bool ok() const { return state_ == nullptr; }
   Code code() const { return ok() ? Code::kOk : state_->code; }
