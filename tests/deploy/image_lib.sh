@@ -6,6 +6,7 @@
 # Usage (from a test): source image_lib.sh; then `start NAME IMAGE CMD...`.
 # Every wait is bounded; a failed expectation prints the logs and exits 1.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../process/topology.sh"
 for tool in podman debootstrap; do
   command -v "$tool" >/dev/null || { echo "skipped: $tool is not installed (scripts/setup installs it)"; exit 77; }
 done

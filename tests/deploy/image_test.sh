@@ -21,31 +21,7 @@ images+=("localhost/atoll:$tag")
 "$repo/scripts/image" --wheel "$wheel" --tag "$tag" 2>&1 | tee "$scratch/image.log" | grep '^image: ' || true
 podman image exists "localhost/atoll:$tag" || die "scripts/image made no localhost/atoll:$tag"
 
-cat >"$scratch/etc/topology.toml" <<'TOML'
-tokens = 1200000
-[model]
-kind = "mlp"
-hidden = [32]
-[data]
-kind = "synthetic"
-features = 16
-classes = 4
-examples = 4096
-[outer]
-fragments = 2
-sync_every = 10
-[checkpoint]
-dir = "/var/lib/atoll"
-[[learners]]
-speed = 0.1
-batch_size = 16
-[[learners]]
-speed = 0.1
-batch_size = 16
-[[learners]]
-speed = 0.1
-batch_size = 16
-TOML
+synthetic_topology "$scratch/etc/topology.toml" 1200000 3 0.1 /var/lib/atoll
 port=$(free_port)
 node=(ATOLL_SYNCER="127.0.0.1:$port" ATOLL_TOKEN_FILE=/etc/atoll/token)
 

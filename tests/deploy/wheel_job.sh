@@ -66,26 +66,7 @@ tail -n 1 "$work/run.log"
 grep -q "syncer" "$work/help.log" || die "atoll --help does not list its subcommands"
 
 # The installed command: a syncer and two learners, three processes on loopback.
-cat >"$work/topology.toml" <<'TOML'
-tokens = 30000
-[model]
-kind = "mlp"
-hidden = [32]
-[data]
-kind = "synthetic"
-features = 16
-classes = 4
-examples = 2048
-[outer]
-fragments = 2
-sync_every = 10
-[checkpoint]
-dir = ""
-[[learners]]
-batch_size = 16
-[[learners]]
-batch_size = 16
-TOML
+synthetic_topology "$work/topology.toml" 30000 2 1.0 ""
 start_syncer syncer "$work/topology.toml" --listen 127.0.0.1:0 --report "$work/report.json"
 start_learner learner0 0
 start_learner learner1 1

@@ -34,36 +34,10 @@ die() {
   exit 1
 }
 
-# A small run that needs no data: an MLP on synthetic clusters. Slow learners
-# (speed 0.05) sleep most of each step, so the run lasts long enough to kill
-# things while keeping the CPU mostly free.
+# The small run of every process test (tests/process/topology.sh): two slow learners, no checkpoints.
+source "$(dirname "${BASH_SOURCE[0]}")/topology.sh"
 write_topology() {  # FILE TOKENS [extra toml...]
-  local file=$1 tokens=$2
-  shift 2
-  cat >"$file" <<TOML
-mode = "decoupled"
-tokens = $tokens
-[model]
-kind = "mlp"
-hidden = [32]
-[data]
-kind = "synthetic"
-features = 16
-classes = 4
-examples = 4096
-[outer]
-fragments = 2
-sync_every = 10
-[checkpoint]
-dir = ""
-[[learners]]
-speed = 0.05
-batch_size = 16
-[[learners]]
-speed = 0.05
-batch_size = 16
-$*
-TOML
+  synthetic_topology "$1" "$2" 2 0.05 "" "${@:3}"
 }
 
 # start_syncer NAME ARGS...: starts `atoll syncer ARGS --port-file`, waits until it listens, sets $port.
