@@ -43,6 +43,7 @@ ALLOWED_PATHS = {
     "certs/*": "the certificates that `atoll certs certs`, just before, makes",
     "topo.toml": "an illustrative file name in an example of an error message",
     "mine.toml": "the file that `atoll topology > mine.toml`, just before, writes",
+    "dist/*": "the wheels scripts/wheel, just before, writes",
 }
 
 # Flags whose value is something a command creates, never an input to check.
