@@ -12,6 +12,8 @@
 
 #include "atoll/cluster.h"
 #include "atoll/file.h"
+#include "atoll/fragments.h"
+#include "atoll/job.h"
 #include "atoll/log.h"
 #include "atoll/topology_file.h"
 #include "cluster_flags.h"
@@ -176,6 +178,11 @@ int syncer_command(const SyncerArgs& a) {
       std::printf("atoll syncer%s: serving learners on %s:%u (%zu learners expected%s)\n", which.c_str(),
                   at->host.c_str(), run.port(), topology->learners.size(),
                   open ? (", " + std::to_string(open) + " open slots for learners without an id").c_str() : "");
+      // The model as the syncer merges it: a model that has embeddings sees here whether model.avg found them.
+      if (auto model = make_model(*topology); model.ok())
+        if (auto fragments = plan_fragments((*model)->layout(), *topology); fragments.ok())
+          std::printf("atoll syncer: %s in %zu fragments; merged by %s\n", (*model)->describe().c_str(),
+                      fragments->size(), describe_merge_rules((*model)->layout(), *fragments).c_str());
       std::fflush(stdout);
     }
     if (!a.port_file.empty()) write_port_file(a.port_file, run.port());

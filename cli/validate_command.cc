@@ -26,7 +26,7 @@ Result<std::string> describe_plan(const Topology& t) {
   std::string s = (*model)->describe() + " (" + std::to_string((*model)->layout().size()) + " parameters), " +
                   std::to_string(count) + " fragment" + (count > 1 ? "s" : "") + ":";
   for (const auto& f : *fragments) s += " " + std::to_string(f.size) + " " + merge_rule_name(f.rule);
-  return s;
+  return s + "; merged by " + describe_merge_rules((*model)->layout(), *fragments);
 }
 
 int validate_command(const ValidateArgs& a) {

@@ -1,6 +1,7 @@
 #include "atoll/external_model.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
 
 #include "atoll/model_file.h"
@@ -43,14 +44,17 @@ Result<std::unique_ptr<Model>> load_external_model(const std::string& path, cons
   auto file = load_model_file(path);
   if (!file.ok()) {
     if (file.status().code() != Status::Code::kNotFound) return file.status();
+    std::error_code ec;
+    const std::string cwd = std::filesystem::current_path(ec).string();
     return Status::not_found(std::string(file.status().message()) +
-                             " (write it with atoll.save_model(module, path) from the module the learners train)");
+                             " (write it with atoll.save_model(module, path) from the module the learners train; a "
+                             "relative model.path is read from the folder the syncer runs in, " + cwd + ")");
   }
   auto layout = module_layout(file->tensors, avg);
   if (!layout.ok()) return layout.status().with_context(path);
   std::string description = "external " + (file->description.empty() ? std::string("model") : file->description) +
-                            " from " + path + " (" + std::to_string(layout->count()) + " tensors, " +
-                            std::to_string(layout->size()) + " parameters; trained by Python learners)";
+                            " from " + path + " (" + std::to_string(layout->count()) +
+                            " tensors, trained by Python learners)";
   return std::unique_ptr<Model>(
       std::make_unique<ExternalModel>(std::move(*layout), std::move(file->values), std::move(description)));
 }

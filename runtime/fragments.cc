@@ -52,6 +52,32 @@ Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, int coun
   return fragments;
 }
 
+std::string describe_merge_rules(const ParamLayout& layout, const std::vector<Fragment>& fragments) {
+  std::string named;  // the tensors that made their fragment averaged
+  int named_count = 0, avg_fragments = 0, avg_tensors = 0;
+  for (const auto& f : fragments) {
+    if (f.rule != MergeRule::kAvg) continue;
+    ++avg_fragments;
+    for (const auto& piece : f.pieces) {
+      ++avg_tensors;
+      if (layout.tensor(piece.tensor).role == TensorRole::kBody) continue;
+      if (named_count++ < 6) named += (named.empty() ? "" : ", ") + layout.tensor(piece.tensor).name;
+    }
+  }
+  const int total = layout.count();
+  if (avg_fragments == 0)
+    return "RDA for all " + std::to_string(total) + " tensors: none is an embedding or output head by model.avg " +
+           "(a model that has them wants their names there)";
+  if (named_count > 6) named += " and " + std::to_string(named_count - 6) + " more";
+  std::string s = "weighted mean for " + named + " (" + std::to_string(avg_fragments) + " of " +
+                  std::to_string(fragments.size()) + " fragments";
+  if (avg_tensors > named_count) s += ", " + std::to_string(avg_tensors) + " tensors with those beside them";
+  s += ")";
+  if (total - avg_tensors == 1) s += "; RDA for the other tensor";
+  else if (total > avg_tensors) s += "; RDA for the other " + std::to_string(total - avg_tensors) + " tensors";
+  return s;
+}
+
 uint64_t steps_until_due(int fragment, int fragments, int sync_every, uint64_t version) {
   if (version > 0) return static_cast<uint64_t>(sync_every);
   const auto due = static_cast<uint64_t>(fragment + 1) * static_cast<uint64_t>(sync_every) /

@@ -72,7 +72,14 @@ Result<std::unique_ptr<Model>> make_model(const Topology& t) {
 }
 
 Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, const Topology& t) {
-  auto fragments = plan_fragments(layout, t.mode == Mode::kDecoupled ? t.outer.fragments : 1);
+  // More fragments than tensors would leave some empty: then one fragment per
+  // tensor, so that the default fits any model.
+  const int count = t.mode == Mode::kDecoupled ? std::min(t.outer.fragments, layout.count()) : 1;
+  if (t.syncer.shards > count)
+    return Status::invalid_argument("syncer.shards (" + std::to_string(t.syncer.shards) + ") exceeds the " +
+                                    std::to_string(count) + " fragments of the model (" +
+                                    std::to_string(layout.count()) + " tensors): a shard would hold none");
+  auto fragments = plan_fragments(layout, count);
   if (!fragments.ok()) return fragments.status().with_context("outer.fragments");
   return fragments;
 }

@@ -265,11 +265,11 @@ std::vector<Push> LearnerCore::due_pushes() {
                        encode_payload(Codec::kFp32, 0, grads_)});
     return out;
   }
-  const auto& o = topology().outer;
   for (uint32_t p = 0; p < fragments_.size(); ++p) {
     const Track& t = tracks_[p];
     if (!t.pushed && readable(p) &&
-        t.steps >= steps_until_due(static_cast<int>(p), o.fragments, sync_interval(topology(), speed_label_, t.version),
+        t.steps >= steps_until_due(static_cast<int>(p), static_cast<int>(fragments_.size()),
+                                   sync_interval(topology(), speed_label_, t.version),
                                    t.version))
       out.push_back(make_push(p, 0));
   }
@@ -479,11 +479,10 @@ void LearnerCore::end_boundary() {
 std::set<uint32_t> LearnerCore::due_soon() const {
   std::set<uint32_t> out;
   if (!welcomed_ || data_parallel()) return out;
-  const auto& o = topology().outer;
   for (uint32_t p = 0; p < fragments_.size(); ++p) {
     const Track& t = tracks_[p];
     if (!t.pushed &&
-        t.steps + 1 >= steps_until_due(static_cast<int>(p), o.fragments,
+        t.steps + 1 >= steps_until_due(static_cast<int>(p), static_cast<int>(fragments_.size()),
                                        sync_interval(topology(), speed_label_, t.version), t.version))
       out.insert(p);
   }

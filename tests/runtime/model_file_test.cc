@@ -59,6 +59,59 @@ BOOST_AUTO_TEST_CASE(the_layout_rule_decays_matrices_averages_globs_and_makes_a_
   BOOST_CHECK_EQUAL(module_layout(gpt_like(), {"wte.*", "head.*"})->fingerprint(), layout->fingerprint());
 }
 
+BOOST_AUTO_TEST_CASE(the_default_globs_find_embeddings_and_heads_by_the_names_public_models_use) {
+  // Written here from the public models' parameter names (not fetched):
+  // GPT-2 / nanoGPT (lm_head tied to wte, so not listed), LLaMA in Meta's
+  // and in Hugging Face's names, BERT, the PyTorch word_language_model.
+  const std::vector<std::vector<std::string>> averaged = {
+      {"transformer.wte.weight", "transformer.wpe.weight"},
+      {"tok_embeddings.weight", "output.weight"},
+      {"model.embed_tokens.weight", "lm_head.weight"},
+      {"bert.embeddings.word_embeddings.weight", "bert.embeddings.position_embeddings.weight"},
+      {"encoder.weight", "decoder.weight"},
+  };
+  const std::vector<std::string> body = {"transformer.h.0.attn.c_attn.weight", "transformer.h.0.mlp.c_fc.weight",
+                                         "transformer.ln_f.weight", "layers.0.attention.wq.weight", "norm.weight",
+                                         "model.layers.0.self_attn.q_proj.weight", "rnn.weight_ih_l0",
+                                         "bert.encoder.layer.0.output.dense.weight", "decoder.bias"};
+  const Topology defaults;
+  for (const auto& model : averaged) {
+    std::vector<NamedShape> tensors;
+    for (const auto& name : model) tensors.push_back({name, {16, 8}});
+    for (const auto& name : body) tensors.push_back({name, {8, 8}});
+    auto layout = module_layout(tensors, defaults.model.avg);
+    BOOST_REQUIRE(layout.ok());
+    for (int i = 0; i < layout->count(); ++i) {
+      const bool avg = i < static_cast<int>(model.size());
+      BOOST_CHECK_MESSAGE((layout->tensor(i).role == TensorRole::kEmbedding) == avg,
+                          layout->tensor(i).name << (avg ? " is not averaged" : " is averaged"));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_merge_rules_are_said_by_tensor_name_and_when_nothing_is_averaged) {
+  const std::vector<NamedShape> gpt2 = {{"transformer.wte.weight", {256, 8}}, {"transformer.wpe.weight", {4, 8}},
+                                        {"transformer.h.0.attn.c_attn.weight", {24, 8}},
+                                        {"transformer.h.0.attn.c_attn.bias", {24}},
+                                        {"transformer.ln_f.weight", {8}}};
+  auto layout = module_layout(gpt2, Topology{}.model.avg);
+  BOOST_REQUIRE(layout.ok());
+  // Four fragments: each embedding alone. Three: wpe shares its fragment (averaged) with two small tensors.
+  auto four = plan_fragments(*layout, 4);
+  BOOST_REQUIRE(four.ok());
+  BOOST_CHECK_EQUAL(describe_merge_rules(*layout, *four),
+                    "weighted mean for transformer.wte.weight, transformer.wpe.weight (2 of 4 fragments); RDA for "
+                    "the other 3 tensors");
+  auto three = plan_fragments(*layout, 3);
+  BOOST_REQUIRE(three.ok());
+  BOOST_CHECK_EQUAL(describe_merge_rules(*layout, *three),
+                    "weighted mean for transformer.wte.weight, transformer.wpe.weight (2 of 3 fragments, 4 tensors "
+                    "with those beside them); RDA for the other tensor");
+  auto plain = module_layout(gpt2, {"nothing.*"});
+  auto plain_fragments = plan_fragments(*plain, 4);
+  BOOST_CHECK(describe_merge_rules(*plain, *plain_fragments).starts_with("RDA for all 5 tensors: none is an embedding"));
+}
+
 BOOST_AUTO_TEST_CASE(a_layout_names_what_it_refuses) {
   auto twice = module_layout({{"w", {2}}, {"w", {3}}}, {});
   BOOST_CHECK(!twice.ok() && mentions(twice.status(), "w [3]: the name is given twice"));

@@ -178,9 +178,22 @@ BOOST_AUTO_TEST_CASE(a_file_beyond_the_size_limit_is_refused_before_parsing) {
                       t.status().to_string());
 }
 
-BOOST_AUTO_TEST_CASE(a_fragment_count_the_model_cannot_hold_names_file_and_line) {
-  expect_error("[model]\nkind = \"mlp\"\n[data]\nkind = \"synthetic\"\n[outer]\nfragments = 9\n",
-               "topo.toml:6: outer.fragments: fragments (9) exceeds the model's tensors (4)");
+BOOST_AUTO_TEST_CASE(more_fragments_than_the_model_has_tensors_gives_one_per_tensor) {
+  // The default (12) must fit any model: an MLP of 4 tensors gets 4 fragments, no error.
+  auto t = parse_topology("[model]\nkind = \"mlp\"\n[data]\nkind = \"synthetic\"\n", "topo.toml");
+  BOOST_REQUIRE_MESSAGE(t.ok(), t.status().to_string());
+  BOOST_CHECK_EQUAL(t->outer.fragments, 12);
+  auto model = make_model(*t);
+  BOOST_REQUIRE(model.ok());
+  auto fragments = plan_fragments((*model)->layout(), *t);
+  BOOST_REQUIRE_MESSAGE(fragments.ok(), fragments.status().to_string());
+  BOOST_CHECK_EQUAL(fragments->size(), 4u);
+  for (const auto& f : *fragments) BOOST_CHECK_EQUAL(f.pieces.size(), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(more_shards_than_the_model_has_fragments_names_file_and_line) {
+  expect_error("[model]\nkind = \"mlp\"\n[data]\nkind = \"synthetic\"\n[syncer]\nshards = 6\n",
+               "syncer.shards (6) exceeds the 4 fragments of the model (4 tensors): a shard would hold none");
 }
 
 BOOST_AUTO_TEST_CASE(default_toml_is_the_built_in_default_written_out) {

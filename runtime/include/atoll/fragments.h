@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "atoll/param_layout.h"
@@ -43,6 +44,14 @@ struct Fragment {
 // Splits `layout` into `count` fragments. Fails if count < 1 or if there are
 // fewer tensors than fragments (a fragment would be empty).
 Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, int count);
+
+// Which tensors each merge rule takes, for a person to check before a run:
+//   "weighted mean for transformer.wte.weight, transformer.wpe.weight (2 of 12
+//    fragments, 6 tensors with those beside them); RDA for the other 44 tensors"
+// A fragment is averaged when it holds an embedding or an output head (a
+// tensor named by model.avg); when none is, it says so, since a model with
+// embeddings then wants model.avg set.
+std::string describe_merge_rules(const ParamLayout& layout, const std::vector<Fragment>& fragments);
 
 // Inner steps after adopting `version` of fragment `fragment` at which it falls
 // due: H for every version but the first, (fragment + 1) * H / P for version 0,

@@ -25,7 +25,9 @@ namespace atl {
 Result<std::unique_ptr<Model>> make_model(const Topology& topology);
 
 // The fragments a topology gives its model: outer.fragments in decoupled
-// mode, one (the whole model) in dp and elastic_dp. Errors name the key.
+// mode, or one per tensor when the model has fewer tensors than that; one
+// (the whole model) in dp and elastic_dp. Errors name the key. Everything
+// that counts fragments counts these, never outer.fragments itself.
 Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, const Topology& topology);
 
 // The initial global parameters: the model's initialization from the topology's seed.

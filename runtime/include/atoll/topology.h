@@ -87,8 +87,12 @@ struct ModelSpec {
                                     // file (atoll.save_model); relative to the cwd
   // torchscript, external: tensors whose names match one of these globs (fnmatch) are
   // merged by weighted mean (AVG), the others by RDA. The default catches
-  // embeddings by their usual names.
-  std::vector<std::string> avg = {"*emb*", "wte.*", "wpe.*"};
+  // embeddings and output heads by the names of GPT-2 and nanoGPT
+  // (transformer.wte, wpe, lm_head), LLaMA (tok_embeddings, embed_tokens,
+  // output, lm_head), BERT (*embeddings*), the PyTorch examples (encoder,
+  // decoder) and a top-level head.
+  std::vector<std::string> avg = {"*emb*",  "*wte.*",        "*wpe.*",          "*lm_head.*",
+                                  "head.*", "output.weight", "encoder.weight", "decoder.weight"};
 
   friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
 };
