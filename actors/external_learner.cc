@@ -91,6 +91,9 @@ Result<Report> ExternalLearner::close(double seconds) {
   // The run is ending: its last rounds take this learner's frozen replica; Done ends it.
   while (state().stopping && !state().over && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // The evaluation of the final model the user's loop handed goes to the syncer before the learner stops.
+  while (state().final_evaluation_wanted && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   run_->stop();
   auto report = run_->wait();
   exchange_->set_notify(nullptr);  // the actors are gone; their system goes next

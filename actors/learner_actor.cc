@@ -86,6 +86,8 @@ struct LearnerState {
   bool resync_armed = false;
   RejectReason last_refusal = RejectReason::kMalformed;  // logged once per streak
   bool stopping = false;  // the run is over for us: no more steps
+  bool evaluated = false;          // a learner trained outside atoll sent an evaluation this incarnation
+  bool awaiting_final_evaluation = false;  // the run is over; its evaluation of the final model goes next
   bool last_pulled = false;  // pulled for the run's last rounds: answer, but train no more
   caf::actor_clock::time_point stalled_until, slow_until;  // injected faults
   double slow_factor = 1.0;
@@ -210,12 +212,28 @@ void gone(LearnerActor* self) {
 }
 
 // Done from every shard (or the wait for the others is over): a normal stop, not restarted.
+// A learner whose user's loop evaluated during the run first hands the
+// syncer its evaluation of the final model (SyncerCore::final_evaluations_awaited).
 void run_over(LearnerActor* self, const std::string& reason) {
   auto& st = self->state;
   log_info(who(self) + ": the run is over (" + reason + ")");
   if (st.external) st.external->set_over("the run is over (" + reason + ")", false);
   st.args.records->latch.finish();
   st.stopping = true;
+  if (st.external && st.evaluated && any_syncer(st)) {
+    st.awaiting_final_evaluation = true;
+    st.external->set_final_evaluation_wanted(true);
+    self->delayed_send(self, span(kFinalEvaluationSeconds), final_evaluation_atom_v);
+    return;
+  }
+  self->quit(caf::exit_reason::normal);
+}
+
+// The evaluation of the final model went to the syncer, or its time is up.
+void final_evaluation_done(LearnerActor* self) {
+  auto& st = self->state;
+  st.awaiting_final_evaluation = false;
+  st.external->set_final_evaluation_wanted(false);
   self->quit(caf::exit_reason::normal);
 }
 
@@ -390,6 +408,13 @@ void take_steps(LearnerActor* self) {
   auto& st = self->state;
   auto& core = *st.core;
   for (auto& step : st.external->steps()) {
+    if (st.awaiting_final_evaluation) {  // the run is over: only the final model's evaluation counts
+      if (!step.evaluation) continue;
+      step.evaluation->learner = core.id();
+      step.evaluation->incarnation = core.incarnation();
+      send_to_syncer(self, *step.evaluation);
+      return final_evaluation_done(self);
+    }
     // After the freeze only frozen reads count: fragments read again after a
     // late adoption, for the last pulls.
     if (!core.welcomed() || st.stopping || (st.frozen && !step.frozen)) continue;
@@ -415,6 +440,7 @@ void take_steps(LearnerActor* self) {
         step.evaluation->learner = core.id();
         step.evaluation->incarnation = core.incarnation();
         send_to_syncer(self, *step.evaluation);
+        st.evaluated = true;
       }
     }
     if (step.frozen) st.frozen = true;
@@ -491,6 +517,9 @@ caf::message_handler always(LearnerActor* self) {
         run_over(self, reason);
       },
       [self](replica_step_atom) { take_steps(self); },
+      [self](final_evaluation_atom) {
+        if (self->state.awaiting_final_evaluation) final_evaluation_done(self);
+      },
       [self](crash_atom) {
         throw std::runtime_error("crash injected by the chaos plan");  // ends this learner as a bug would
       },

@@ -34,8 +34,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kSnapshotTimeout = std::chrono::seconds(30);
 // How long the end of a run waits for the syncer's last rounds (bounded by
-// its own flush timeout, at most 30 s), and for a syncer that is not there.
-constexpr auto kSealTimeout = std::chrono::seconds(45);
+// its own flush timeout, at most 30 s) and then for its learners' evaluations
+// of the final model (kFinalEvaluationSeconds), and for a syncer
+// that is not there.
+constexpr auto kSealTimeout = std::chrono::seconds(30 + static_cast<int>(kFinalEvaluationSeconds) + 15);
 constexpr auto kNoSyncerTimeout = std::chrono::seconds(3);
 
 // How long the end of a process waits for what its door still has to send
@@ -800,7 +802,12 @@ void Run::Impl::evaluate(Report& r, const Result<std::unique_ptr<Model>>& model)
   const double nan = std::numeric_limits<double>::quiet_NaN();
   // A shard holds only its fragments: the model is evaluated where they are put together.
   if (theta.empty() || external || topology.syncer.shards > 1) {
-    if (!external || watch.view().stats.evaluations.empty()) r.eval.loss = r.eval.accuracy = nan;
+    if (!external || watch.view().stats.evaluations.empty()) {
+      r.eval.loss = r.eval.accuracy = r.eval.bits_per_byte = nan;
+      r.eval.final = false;
+      if (external) r.eval.by = "none: no learner evaluated the model (give one an atoll.Evaluator)";
+      else if (topology.syncer.shards > 1) r.eval.by = "none: each shard holds part of the model";
+    }
     return;
   }
   r.curve.clear();
@@ -812,6 +819,7 @@ void Run::Impl::evaluate(Report& r, const Result<std::unique_ptr<Model>>& model)
   }
   const EvalSums e = evaluate_global(topology, *job, theta);
   r.eval.loss = e.loss();
+  r.eval.final = true;
   r.eval.accuracy = e.accuracy();
   r.eval.count = e.count;
   r.eval.batches = e.batches;

@@ -37,6 +37,7 @@ struct SyncerState {
   caf::actor_clock::time_point checkpoint_at;
   std::string ending;     // why the run ends, once its final flush began
   bool finished = false;  // Done sent: the model is final
+  bool sealed = false;    // and the final evaluations are in (or their time is up): the run's records are final
   double cpu_seconds = 0.0;  // thread CPU spent handling messages and timers
 };
 
@@ -83,6 +84,7 @@ void send_packet(SyncerActor* self, uint32_t learner, const caf::actor& to, cons
 }
 
 void finish(SyncerActor* self, const std::string& why);
+void seal(SyncerActor* self);
 
 // `sender` receives what the core addresses to `sender_id` (a registering
 // actor that is not, or not yet, the learner's registered handle).
@@ -111,6 +113,7 @@ void carry_out(SyncerActor* self, SyncerEffects& fx, const caf::actor* sender = 
   }
   fx = {};
   if (!st.finished && st.core->flushed()) finish(self, st.ending);
+  else if (st.finished && !st.sealed && st.core->final_evaluations_awaited().empty()) seal(self);
 }
 
 // The syncer's sample, every tick and at the end: what the view shows, and
@@ -152,14 +155,35 @@ void maybe_checkpoint(SyncerActor* self) {
 }
 
 // Tells every connected learner the run is over (learners in other
-// processes end here) and seals the global model.
+// processes end here); then seals the run, once the learners that evaluate
+// the model (atoll.Evaluator) reported their figure of the final model, or
+// their time is up (SyncerCore::final_evaluations_awaited).
 void finish(SyncerActor* self, const std::string& why) {
   auto& st = self->state;
   st.finished = true;
+  st.core->on_finished(self->clock().now());
   log_info("syncer: " + why);
   const Packet done{encode_message(Done{why})};
   for (uint32_t id = 0; id < st.learners.size(); ++id)
     if (st.learners[id]) send_packet(self, id, st.learners[id], done);
+  const auto awaited = st.core->final_evaluations_awaited();
+  if (awaited.empty()) return seal(self);
+  std::string ids;
+  for (uint32_t l : awaited) ids += (ids.empty() ? "" : ", ") + std::to_string(l);
+  log_info("syncer: waiting up to " + std::to_string(static_cast<int>(kFinalEvaluationSeconds)) +
+           " s for the evaluation of the final model by learner(s) " + ids);
+  publish(self);
+  self->delayed_send(self, seconds(kFinalEvaluationSeconds), seal_atom_v);
+}
+
+// The run's records are final: the last sample, then the latch.
+void seal(SyncerActor* self) {
+  auto& st = self->state;
+  if (st.sealed) return;
+  st.sealed = true;
+  if (const auto awaited = st.core->final_evaluations_awaited(); !awaited.empty())
+    log_warn("syncer: no evaluation of the final model from " + std::to_string(awaited.size()) +
+             " learner(s) in time: the report keeps the newest one made during the run");
   publish(self);
   st.args.records->latch.seal();
 }
@@ -192,7 +216,7 @@ void check_budget(SyncerActor* self) {
 // through the door names the learner's process as its Hello proved it.
 Sender sender_of(SyncerActor* self, const caf::actor& sender, std::optional<uint64_t> remote) {
   if (!sender) return {};
-  if (remote) return Sender{kRemoteProcess | *remote, sender.id()};
+  if (remote) return Sender{kRemoteProcess | *remote, sender.id(), true};
   auto& processes = self->state.processes;
   const auto [it, added] = processes.try_emplace(sender.node(), processes.size() + 1);
   return Sender{it->second, sender.id()};
@@ -302,8 +326,9 @@ caf::behavior running(SyncerActor* self) {
         if (timer_kind == SyncerEffects::TimerKind::kGrace) maybe_checkpoint(self);
       },
       [self](end_atom, const std::string& why) { end_run(self, why); },  // Run::stop(), a signal, a time limit
-      [self](seal_atom) {
-        if (!self->state.finished) finish(self, "the run was stopped");  // Run::wait() gave up on the final rounds
+      [self](seal_atom) {  // Run::wait() or the final evaluations' time: no more waiting
+        if (!self->state.finished) finish(self, "the run was stopped");
+        seal(self);
       },
       [self](tick_atom) {
         check_budget(self);  // a time-based curve, and a budget reached before a restart

@@ -25,12 +25,14 @@ constexpr double kSameAdvanceSeconds = 1e-3;
 
 }  // namespace
 
-double uptime_of(const std::vector<double>& round_ends, double wall) {
+double uptime_of(const std::vector<double>& round_ends, double end, double begin) {
+  const double wall = end - begin;
   if (wall <= 0) return 0.0;
   if (round_ends.empty()) return 0.0;
   std::vector<double> gaps;
-  double prev = 0.0;
+  double prev = begin;
   for (double t : round_ends) {
+    if (t < begin || t > end) continue;
     // Rounds that end within a millisecond of the last are one advance of
     // the model (fragments due together, the final flush): counted as gaps
     // of zero, they would make the median gap, hence the allowance, zero.
@@ -38,7 +40,7 @@ double uptime_of(const std::vector<double>& round_ends, double wall) {
     gaps.push_back(t - prev);
     prev = t;
   }
-  gaps.push_back(std::max(0.0, wall - prev));
+  gaps.push_back(std::max(0.0, end - prev));
   std::vector<double> sorted = gaps;
   std::nth_element(sorted.begin(), sorted.begin() + static_cast<ptrdiff_t>(sorted.size() / 2), sorted.end());
   const double allowance = 3.0 * sorted[sorted.size() / 2];
@@ -96,6 +98,7 @@ std::string Report::to_json() const {
   j.field("windows", eval.windows);
   j.field("batches", eval.batches);
   if (!eval.by.empty()) j.field("by", eval.by);
+  j.field("final", eval.final);
   j.close('}');
   j.open("bytes", '{');
   j.field("learner_to_syncer", bytes.learner_to_syncer);
@@ -185,15 +188,21 @@ std::string Report::to_table() const {
   row("tokens", std::to_string(tokens) + num(" (%.0f per second)", tokens_per_second));
   row("goodput", num("%.3f", goodput));
   row("uptime", num("%.3f", uptime));
-  row("held-out loss", num("%.4f", eval.loss));
-  if (eval.bits_per_byte > 0)
-    row("bits per byte", num("%.4f", eval.bits_per_byte) + num(" +- %.4f", eval.bits_per_byte_stderr) +
-                             (std::isnan(eval.accuracy) ? std::string(" (")
-                                                        : num(" (next byte right %.1f%%, ", 100 * eval.accuracy)) +
-                             (eval.windows > 0 ? std::to_string(eval.windows) + " windows)"
-                                               : std::to_string(eval.count) + " tokens)"));
-  else if (!std::isnan(eval.accuracy)) row("held-out accuracy", num("%.2f%%", 100 * eval.accuracy));
-  if (!eval.by.empty()) row("evaluated by", eval.by);
+  if (std::isnan(eval.loss)) {  // no figure: say why (no evaluator, a sharded syncer)
+    row("held-out loss", eval.by.empty() ? std::string("not measured") : eval.by);
+  } else {
+    row("held-out loss", num("%.4f", eval.loss) + (eval.final ? "" : " (not of the final model)"));
+    if (eval.bits_per_byte > 0)
+      row("bits per byte", num("%.4f", eval.bits_per_byte) +
+                               (eval.bits_per_byte_stderr > 0 ? num(" +- %.4f", eval.bits_per_byte_stderr) : "") +
+                               (std::isnan(eval.accuracy) ? std::string(" (")
+                                                          : num(" (next byte right %.1f%%, ", 100 * eval.accuracy)) +
+                               (eval.windows > 0 ? std::to_string(eval.windows) + " windows)"
+                                                 : std::to_string(eval.count) + " tokens)"));
+    else if (!std::isnan(eval.accuracy))
+      row("held-out accuracy", num("%.2f%%", 100 * eval.accuracy));
+    if (!eval.by.empty()) row("evaluated by", eval.by);
+  }
   row("bytes up / down", human_bytes(double(bytes.learner_to_syncer)) + " / " + human_bytes(double(bytes.syncer_to_learners)));
   row("bytes per token", num("%.1f", bytes_per_token));
   row("rounds", std::to_string(rounds) + num(" (quorum %.2f", quorum_mean) + num(", grace wait %.1f ms", grace_wait_mean_ms) +

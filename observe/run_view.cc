@@ -192,7 +192,9 @@ Report report_from_view(const RunView& v, double wall) {
   r.joins = v.joins;
   r.departures = v.departures;
   // The syncer's own clock: its last word may come a little before `wall`.
-  r.uptime = uptime_of(v.stats.round_ends, v.seconds > 0 ? v.seconds : wall);
+  // Training spans the first welcome to the model's end (uptime_of).
+  const double end = v.stats.final_seconds >= 0 ? v.stats.final_seconds : (v.seconds > 0 ? v.seconds : wall);
+  r.uptime = uptime_of(v.stats.round_ends, end, std::max(0.0, v.stats.first_welcome));
   r.bytes.learner_to_syncer = v.bytes_up;
   r.bytes.syncer_to_learners = v.bytes_down;
   r.bytes_per_token = r.tokens ? double(v.bytes_up + v.bytes_down) / double(r.tokens) : 0.0;
@@ -229,8 +231,10 @@ Report report_from_view(const RunView& v, double wall) {
     r.eval.bits_per_byte = e.bits_per_byte;
     r.eval.accuracy = e.accuracy;
     r.eval.count = static_cast<int64_t>(e.count);
-    r.eval.by = "learner " + std::to_string(e.learner) + "'s evaluator, global versions from " +
-                std::to_string(e.versions_min) + ", at " + std::to_string(static_cast<int>(e.seconds)) + " s";
+    r.eval.final = e.final;
+    r.eval.by = "learner " + std::to_string(e.learner) + "'s evaluator, " +
+                (e.final ? std::string("of the final model") : "global versions from " + std::to_string(e.versions_min)) +
+                ", at " + std::to_string(static_cast<int>(e.seconds)) + " s";
   }
   for (const auto& lv : v.per_learner) {
     r.per_learner.push_back(lv);  // the report's part of the view

@@ -400,7 +400,8 @@ PYBIND11_MODULE(_atoll, m) {
       .def_readonly("incarnation", &atl::ReplicaState::incarnation)
       .def_readonly("versions", &atl::ReplicaState::versions)
       .def_readonly("steps", &atl::ReplicaState::steps)
-      .def_readonly("tokens", &atl::ReplicaState::tokens);
+      .def_readonly("tokens", &atl::ReplicaState::tokens)
+      .def_readonly("final_evaluation_wanted", &atl::ReplicaState::final_evaluation_wanted);
   py::class_<atl::Evaluation>(m, "Evaluation")
       .def(py::init([](double loss, double bits_per_byte, double accuracy, uint64_t count,
                        std::vector<uint64_t> versions) {

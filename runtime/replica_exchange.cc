@@ -161,6 +161,14 @@ void ReplicaExchange::set_booked(uint64_t steps, uint64_t tokens) {
   state_.tokens = tokens;
 }
 
+void ReplicaExchange::set_final_evaluation_wanted(bool wanted) {
+  {
+    std::lock_guard lock(mu_);
+    state_.final_evaluation_wanted = wanted;
+  }
+  cv_.notify_all();
+}
+
 void ReplicaExchange::set_over(const std::string& why, bool failed, bool refused) {
   {
     std::lock_guard lock(mu_);

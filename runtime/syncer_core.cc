@@ -157,6 +157,10 @@ double SyncerCore::elapsed(SteadyTime now) const { return s_->elapsed(now); }
 bool SyncerCore::flushing() const { return rounds_->flushing(); }
 bool SyncerCore::flushed() const { return rounds_->flushed(); }
 
+void SyncerCore::on_finished(SteadyTime now) {
+  if (s_->stats.final_seconds < 0) s_->stats.final_seconds = s_->elapsed(now);
+}
+
 Status SyncerCore::restore(const CheckpointState& state, std::optional<SteadyTime> now) {
   if (state.fingerprint != layout().fingerprint())
     return Status::invalid_argument("checkpoint belongs to another model (fingerprint " +
@@ -386,6 +390,7 @@ Admission SyncerCore::on_register(const Register& r, const Sender& from, SteadyT
   }
   LearnerRecord& l = s_->learners[r.learner];
   l.sender = from;  // this sender is learner r.learner from now on
+  l.registered_at = now;
   l.reserved_for = 0;  // a claim or a hold ends with its registration
   l.reserved_until.reset();
   l.initial_crc = r.initial_crc;
@@ -462,6 +467,7 @@ void SyncerCore::adopt_bases(const Register& r, SteadyTime now, SyncerEffects& f
 void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<OptimizerState> moments,
                          SteadyTime now, SyncerEffects& fx) {
   LearnerRecord& l = s_->learners[learner];
+  if (s_->stats.first_welcome < 0) s_->stats.first_welcome = s_->elapsed(now);
   if (l.moments_incarnation == incarnation) l.moments_request = l.moments_incarnation = 0;  // no longer waiting
   const bool resync = l.connected && l.incarnation == incarnation;
   if (!resync) {
@@ -501,6 +507,12 @@ void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<O
       fx.events.push_back(event::Registered{learner, incarnation, recovery});
       l.awaiting_first_merge = now;
       l.down_at.reset();
+      // A learner process started again: in one process its supervisor says
+      // so; across processes only the syncer sees it.
+      if (replaced && l.sender.remote) {
+        fx.events.push_back(event::Restarted{Child::of_learner(learner), l.registrations});
+        fx.events.push_back(event::Reintegrated{learner, incarnation, seconds_between(l.registered_at, now)});
+      }
     }
   }
   Welcome w;
@@ -557,6 +569,10 @@ void SyncerCore::on_learner_down(uint32_t learner, SteadyTime now, SyncerEffects
   l.sender.actor = 0;  // unbound; the process it came from is remembered
   if (!l.connected) return;
   l.connected = false;
+  if (flushed()) {  // the run is over (Done went out): learners leave; not a failure
+    fx.notes.push_back("learner " + std::to_string(learner) + " left: the run is over");
+    return;
+  }
   if (l.leaving != LearnerRecord::Leaving::kNo) {  // it departed in order: gone, not failed
     if (l.leaving == LearnerRecord::Leaving::kMerging) --s_->merging;
     l.leaving = LearnerRecord::Leaving::kNo;
@@ -647,11 +663,25 @@ void SyncerCore::on_evaluation(const Evaluation& e, SteadyTime now, SyncerEffect
   p.bits_per_byte = e.bits_per_byte;
   p.accuracy = e.accuracy;
   p.count = e.count;
+  p.final = flushed();
+  for (uint32_t f = 0; f < e.versions.size() && p.final; ++f)
+    p.final = !s_->owns(f) || e.versions[f] == s_->global[f].version;
+  evaluators_.insert(e.learner);
+  if (p.final) evaluated_final_.insert(e.learner);
   auto& all = s_->stats.evaluations;
   if (all.size() >= SyncerStats::kMaxEvaluations) all.erase(all.begin());
   all.push_back(p);
-  fx.notes.push_back("learner " + std::to_string(e.learner) + " evaluated versions from " +
-                     std::to_string(p.versions_min) + ": loss " + std::to_string(p.loss));
+  fx.notes.push_back("learner " + std::to_string(e.learner) + " evaluated " +
+                     (p.final ? std::string("the final model") : "versions from " + std::to_string(p.versions_min)) +
+                     ": loss " + std::to_string(p.loss));
+}
+
+std::vector<uint32_t> SyncerCore::final_evaluations_awaited() const {
+  std::vector<uint32_t> out;
+  if (!flushed()) return out;
+  for (uint32_t l : evaluators_)
+    if (s_->learners[l].connected && !evaluated_final_.count(l)) out.push_back(l);
+  return out;
 }
 
 // ---- pushes: the checks every mode shares

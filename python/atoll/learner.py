@@ -25,7 +25,10 @@ class LearnerState:
     over: the run is over for it (``why`` says why); failed: because of a
     refusal or a lost syncer. stopping: the run is ending and took its last
     progress. versions: per fragment, the global version adopted. steps and
-    tokens: booked since the first welcome of this incarnation.
+    tokens: booked since the first welcome of this incarnation, by the
+    learner's actor, which takes each step a moment after :meth:`Learner.step`
+    returns: read right after a step, the newest one may not be in yet (the
+    syncer's report, at the end, has them all).
     """
     welcomed: bool
     over: bool
@@ -55,13 +58,16 @@ class Learner:
         token / token_file: the cluster token, as a value or a file (mode
             600); neither: ``$ATOLL_TOKEN``.
         optimizer: your optimizer. With ``torch.optim.AdamW`` (or Adam), a
-            restarted learner gets a healthy peer's moments in its state, and
-            its own moments are given to restarted peers. Other optimizers:
+            learner that joins after a peer has trained (a restart, a
+            newcomer, or one that comes late at the start of a run) gets the
+            moments of the peer that trained the most in its state, and its
+            own moments are given to such learners. Other optimizers:
             nothing of theirs is exchanged; a restarted learner starts with a
             fresh optimizer state (its first steps are larger than usual).
-        speed, batch_size: its speed and batch size for the syncer's report
-            (0: the topology's); the batch size also weighs its merges, as
-            tokens per step.
+        speed, batch_size: labels for the syncer's report (0: the topology's
+            entry for this id). batch_size counts examples (sequences) per
+            step, as a topology's ``[[learners]] batch_size`` does; merges
+            are weighted by the ``tokens`` each :meth:`step` passes, not by it.
         evaluator: an :class:`Evaluator` that measures the global model.
         tls_cert, tls_key, tls_ca, tls_name: TLS 1.3 with mutual
             certificates (``atoll certs``), as for ``atoll learner``.
@@ -86,6 +92,11 @@ class Learner:
     then leaves in order. To depart while the run goes on (a preemption
     notice, a machine needed elsewhere), call :meth:`leave`: the last
     progress is merged and the syncer records a departure, not a failure.
+
+    After :meth:`close`, ``final_global`` holds the global model as this
+    learner last adopted it (an ``_atoll.Floats`` of float32 values in
+    ``named_parameters()`` order; :meth:`load_global` puts it into a module)
+    and ``final_versions`` its version per fragment.
     """
 
     def __init__(self, model: Any, syncer: str, *, id: Optional[int] = None, token: Optional[str] = None,
@@ -260,9 +271,11 @@ class Learner:
         If the run is ending, first hands over the frozen replica and waits up
         to ``seconds`` for the syncer's end, so that the last progress is
         merged and the last global versions are adopted; an :class:`Evaluator`
-        then evaluates that final model (its ``results[-1]``). Otherwise it
-        stops at once: what was not pushed is lost, as with a failure. Safe to
-        call twice.
+        then evaluates that final model (its ``results[-1]``) and hands the
+        figure to the syncer, which waits for it (up to 60 s) and reports it
+        as the run's held-out figure, marked final. Otherwise it stops at
+        once: what was not pushed is lost, as with a failure. Safe to call
+        twice.
         """
         if self._closed or self._native is None:
             return None
@@ -279,14 +292,21 @@ class Learner:
                 native.hand(0, math.nan, request.reads, values, None, None, True)
                 frozen = True
             time.sleep(0.02)
+        handed = False
         if self._evaluator is not None and native.state().welcomed:
             try:
-                self._evaluator.evaluate(self)
+                r = self._evaluator.evaluate(self)
+                # The syncer waits for this figure of the final model: it becomes the report's.
+                if native.state().final_evaluation_wanted:
+                    native.hand(0, math.nan, [], None, None, _atoll.Evaluation(
+                        r["loss"], r["bits_per_byte"], r["accuracy"], r["count"], r["versions"]), True)
+                    handed = True
             except Exception as e:  # the report must not be lost to the user's function
                 print(f"atoll: the final evaluation failed: {e}", file=sys.stderr)
         self.final_global, self.final_versions = native.global_parameters()
         self._closed = True
-        report = native.close(0.0)
+        # Time for the final evaluation to reach the syncer, when one was handed.
+        report = native.close(max(1.0, deadline - time.monotonic()) if handed else 0.0)
         self._native = None
         return report
 

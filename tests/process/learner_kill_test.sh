@@ -2,8 +2,8 @@
 # A learner process is frozen (SIGSTOP: a half-open connection), then killed
 # (kill -9). The syncer finds the frozen one by heartbeat within its timeout,
 # goes on with the other learner, and a new process for the killed id joins
-# and is merged again; then the run is stopped and every process ends
-# cleanly.  Usage: learner_kill_test.sh ATOLL SCRATCH
+# and is merged again, one restart in the report; then the run is stopped and
+# every process ends cleanly.  Usage: learner_kill_test.sh ATOLL SCRATCH
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 
 write_topology "$work/topo.toml" 1000000000  # ended by the test
@@ -38,4 +38,11 @@ grep -q "the run is over" "$work/l1b.log" || die "the restarted learner 1 was no
 tokens=$(learner_json "$work/syncer.json" 1 | json_number - last_incarnation_tokens)
 ((tokens > 0)) || die "the restarted learner 1 trained no tokens the syncer knows of"
 [[ $(json_number "$work/syncer.json" version_decreases) == 0 ]] || die "a global version went down"
+# One restart: the killed process's successor (a new incarnation). The frozen
+# and thawed one came back as the same incarnation: a reconnection, not a restart.
+[[ $(json_number "$work/syncer.json" restarts) == 1 ]] ||
+  die "the report counts $(json_number "$work/syncer.json" restarts) restarts, not 1"
+[[ $(learner_json "$work/syncer.json" 1 | json_number - restarts) == 1 ]] || die "learner 1 has no restart in the report"
+python3 -c 'import json, sys; assert len(json.load(open(sys.argv[1]))["reintegration_seconds"]) == 1' \
+  "$work/syncer.json" || die "not one re-integration time in the report"
 echo "learner_kill_test: ok (frozen found after ${found_after} s; the killed learner's new process trained $tokens tokens)"

@@ -56,6 +56,13 @@ def test_three_learner_processes_train_the_gpt_and_a_killed_one_is_merged_again(
     assert len(registrations) == 2 and registrations[1], f"learner 1's registrations: {registrations}"
     assert all(l["merged"] > 0 for l in report["per_learner"])
     assert report["eval"]["by"].startswith("learner 0's evaluator")
+    # A learner process killed and started again is one restart, as in one process.
+    assert report["restarts"] == 1 and report["per_learner"][1]["restarts"] == 1, report["restarts"]
+    assert len(report["reintegration_seconds"]) == 1, report["reintegration_seconds"]
+    # The held-out figure is learner 0's evaluation of the final model.
+    final = re.search(r"the final global model it holds: ([0-9.]+) bits per byte", (work / "learner-0.log").read_text())
+    assert report["eval"]["final"] and final, report["eval"]
+    assert abs(report["eval"]["bits_per_byte"] - float(final.group(1))) <= 1e-4, (report["eval"], final.group(1))
     with open(work / "report.events.csv") as f:
         merged_again = [row for row in csv.DictReader(f) if row["kind"] == "first_merge" and row["learner"] == "1"]
     assert merged_again, "learner 1 was not merged after it came back"

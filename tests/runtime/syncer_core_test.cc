@@ -275,6 +275,72 @@ BOOST_AUTO_TEST_CASE(a_learners_evaluation_is_kept_when_it_names_versions_the_sy
   BOOST_CHECK(old.empty());
 }
 
+BOOST_AUTO_TEST_CASE(the_end_waits_for_the_evaluators_figures_of_the_final_model) {
+  Topology t = testing::tiny_mlp_topology();
+  t.outer.final_flush = false;  // the model is final as soon as the end begins
+  Core c(t);
+  c.join(0);
+  c.join(1);
+  SyncerEffects fx;
+  // Learner 0 evaluates during the run; learner 1 never does.
+  c.core->on_evaluation(Evaluation{0, 1, {0}, 2.0, 2.9, std::nan(""), 64}, at(1.0), fx);
+  BOOST_CHECK(c.core->final_evaluations_awaited().empty());  // not before the end
+  BOOST_CHECK(!c.core->stats().evaluations.back().final);
+  c.core->begin_flush(at(2.0), fx);
+  BOOST_REQUIRE(c.core->flushed());
+  BOOST_CHECK(c.core->final_evaluations_awaited() == std::vector<uint32_t>{0});
+  // Its figure of the final versions ends the wait, and is marked final.
+  c.core->on_evaluation(Evaluation{0, 1, {c.core->version(0)}, 1.5, 2.2, std::nan(""), 64}, at(2.5), fx);
+  BOOST_CHECK(c.core->final_evaluations_awaited().empty());
+  BOOST_CHECK(c.core->stats().evaluations.back().final);
+
+  // A learner that goes is not waited for, and its leaving at the end is not a failure.
+  Core d(t);
+  d.join(0);
+  d.core->on_evaluation(Evaluation{0, 1, {0}, 2.0, 2.9, std::nan(""), 64}, at(1.0), fx);
+  d.core->begin_flush(at(2.0), fx);
+  BOOST_CHECK(d.core->final_evaluations_awaited() == std::vector<uint32_t>{0});
+  SyncerEffects down;
+  d.core->on_learner_down(0, at(3.0), down);
+  BOOST_CHECK(d.core->final_evaluations_awaited().empty());
+  BOOST_CHECK(down.notes == std::vector<std::string>{"learner 0 left: the run is over"});
+  BOOST_CHECK_EQUAL(d.core->learners()[0].failures, 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_learner_process_started_again_is_a_restart_with_its_reintegration) {
+  // Across processes no supervisor sees a learner restart: the syncer counts
+  // a new incarnation of a known id, from a sender in another process.
+  Core c(testing::tiny_mlp_topology());
+  const Sender remote{7, 70, true};
+  SyncerEffects fx;
+  BOOST_REQUIRE(c.core->on_register(c.reg(0, 111), remote, at(0), fx).accepted());
+  c.join(1);
+  const auto restarts = [](const SyncerEffects& e) {
+    return std::count_if(e.events.begin(), e.events.end(),
+                         [](const RunEvent& ev) { return std::holds_alternative<event::Restarted>(ev); });
+  };
+  BOOST_CHECK_EQUAL(restarts(fx), 0);  // its first start
+  SyncerEffects down, again;
+  c.core->on_learner_down(0, at(1.0), down);
+  BOOST_REQUIRE(c.core->on_register(c.reg(0, 222), Sender{8, 80, true}, at(2.0), again).accepted());
+  BOOST_CHECK_EQUAL(restarts(again), 1);
+  const event::Reintegrated* back = nullptr;
+  for (const auto& e : again.events)
+    if (const auto* r = std::get_if<event::Reintegrated>(&e)) back = r;
+  BOOST_REQUIRE(back != nullptr);
+  BOOST_CHECK_EQUAL(back->learner, 0u);
+  BOOST_CHECK(back->seconds >= 0.0 && back->seconds < 1e-6);  // welcomed at once (no peer had trained)
+  // The same incarnation reconnecting (a partition) is no restart; nor is a
+  // learner of this process, whose supervisor reports its restarts itself.
+  SyncerEffects blip, local;
+  c.core->on_learner_down(0, at(3.0), blip);
+  BOOST_REQUIRE(c.core->on_register(c.reg(0, 222), Sender{8, 81, true}, at(4.0), blip).accepted());
+  BOOST_CHECK_EQUAL(restarts(blip), 0);
+  c.core->on_learner_down(1, at(5.0), local);
+  BOOST_REQUIRE(c.core->on_register(c.reg(1, 2), Sender{1, 12}, at(6.0), local).accepted());
+  BOOST_CHECK_EQUAL(restarts(local), 0);
+}
+
 BOOST_AUTO_TEST_CASE(a_learners_own_labels_replace_the_topologys_for_the_report) {
   Core c(testing::tiny_mlp_topology());
   Register r = c.reg(1, 1);

@@ -55,6 +55,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(atoll, caf::first_custom_type_id)
   CAF_ADD_ATOM(atoll, atl, replica_step_atom, "replstep")
   // learner -> itself: start the next step (after a slow learner's delay)
   CAF_ADD_ATOM(atoll, atl, next_step_atom, "nextstep")
+  // learner -> itself: the wait for the user's evaluation of the final model is over
+  CAF_ADD_ATOM(atoll, atl, final_evaluation_atom, "finaleval")
   // learner -> itself: look for the syncer again; (resync, steps): still
   // blocked since that many steps, register again
   CAF_ADD_ATOM(atoll, atl, lookup_atom, "lookup")

@@ -40,7 +40,7 @@ struct Report {
   // member's seconds as a member, M x wall when membership never changed.
   double allocated_learner_seconds = 0.0;
   uint64_t joins = 0, departures = 0;  // members that joined; that left in order
-  double uptime = 0.0;              // share of wall time the global model kept advancing
+  double uptime = 0.0;              // share of the training time the global model kept advancing (uptime_of)
   // How learners shared compute (topology `hardware`; atoll/step_pacer.h).
   struct {
     std::string name = "shared";
@@ -55,8 +55,12 @@ struct Report {
     int64_t windows = 0;            // language models: held-out windows evaluated
     int64_t batches = 0;            // the unit of the standard error
     // Who measured it: empty for atoll's own held-out data after the run; a
-    // learner's evaluator for models atoll does not run (atoll.Evaluator).
+    // learner's evaluator for models atoll does not run (atoll.Evaluator),
+    // or why there is no figure (loss NaN).
     std::string by;
+    // Of the final model (atoll's own evaluation after the run, or an
+    // evaluator's after the last rounds); false: the newest made during the run.
+    bool final = false;
   } eval;
   struct {
     uint64_t learner_to_syncer = 0, syncer_to_learners = 0;
@@ -100,11 +104,13 @@ struct Report {
   std::string to_table() const;
 };
 
-// Share of [0, wall] during which rounds kept completing: gaps between round
-// ends (and before the first and after the last) count in full up to 3x the
-// median gap, and only that much beyond it. Round ends within 1 ms of the
-// last one counted are the same advance (fragments due together, the final
-// flush).
-double uptime_of(const std::vector<double>& round_ends, double wall);
+// Share of [begin, end] during which rounds kept completing: gaps between
+// round ends (and before the first and after the last) count in full up to
+// 3x the median gap, and only that much beyond it. Round ends within 1 ms of
+// the last one counted are the same advance (fragments due together, the
+// final flush). A run's span is its training: from the first learner's
+// welcome to the end of its last rounds, not the wait for learners to come
+// or for the final evaluations.
+double uptime_of(const std::vector<double>& round_ends, double end, double begin = 0.0);
 
 }  // namespace atl

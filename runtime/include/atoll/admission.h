@@ -35,6 +35,9 @@ namespace atl {
 struct Sender {
   uint64_t process = 0;  // the sender's process (in one process: all the same)
   uint64_t actor = 0;    // the sender within it
+  // Through the door, from another process: no supervisor here restarts it,
+  // so the syncer counts its restarts (a new incarnation of a known id).
+  bool remote = false;
   friend bool operator==(const Sender&, const Sender&) = default;
 };
 

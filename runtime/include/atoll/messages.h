@@ -153,6 +153,11 @@ struct Done {
 
 // The held-out quality of the global model at `versions`, measured by a
 // learner with the user's own function (atoll.Evaluator).
+// After Done, how long a syncer waits for the evaluations of the final model
+// from the learners that evaluated during the run, and such a learner for
+// its user's loop to hand one (docs/design.md section 6), in seconds.
+inline constexpr double kFinalEvaluationSeconds = 60.0;
+
 struct Evaluation {
   uint32_t learner = 0;
   uint64_t incarnation = 0;

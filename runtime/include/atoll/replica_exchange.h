@@ -117,6 +117,10 @@ struct ReplicaState {
   uint64_t incarnation = 0;     // of the learner actor now
   std::vector<uint64_t> versions;  // per fragment, the global version adopted
   uint64_t steps = 0, tokens = 0;  // booked by the actor (steps after the first welcome)
+  // The run is over and the syncer takes one more evaluation, of the final
+  // model, from this learner (it evaluated during the run): hand() it, with
+  // frozen set. Cleared once it went, or its time was up.
+  bool final_evaluation_wanted = false;
 };
 
 class ReplicaExchange {
@@ -169,6 +173,7 @@ class ReplicaExchange {
   void set_booked(uint64_t steps, uint64_t tokens);
   // The run is over for this learner; the first reason is kept.
   void set_over(const std::string& why, bool failed, bool refused = false);
+  void set_final_evaluation_wanted(bool wanted);
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -114,7 +114,10 @@ struct SyncerEffects {
   std::vector<std::string> notes;   // events worth a log line
   // Recoveries observed, for the run's event log: event::Registered (a
   // learner back after a failure, also one that happened while the syncer was
-  // down) and event::FirstMerge (its first progress merged).
+  // down) and event::FirstMerge (its first progress merged); for a learner in
+  // another process (no supervisor here sees it) a new incarnation of a
+  // known id is event::Restarted, and event::Reintegrated when it is
+  // welcomed (seconds from its Register).
   std::vector<RunEvent> events;
 
   bool empty() const { return sends.empty() && to_all.empty() && timers.empty() && notes.empty() && events.empty(); }
@@ -132,6 +135,7 @@ struct LearnerRecord {
   std::optional<SteadyTime> down_at;  // when it was last seen failing
   uint64_t failures = 0;
   std::optional<SteadyTime> awaiting_first_merge;  // welcomed after a failure, at this time
+  SteadyTime registered_at{};       // its last Register that was admitted
   // Per fragment: the newest base version whose progress was merged; a push
   // from that base (or an older one) would merge the same progress twice.
   std::vector<std::optional<uint64_t>> merged_base;
@@ -181,6 +185,7 @@ struct EvaluationPoint {
   uint64_t versions_sum = 0;  // over fragments: orders evaluations of one run
   double loss = 0.0, bits_per_byte = 0.0, accuracy = 0.0;  // NaN: not measured
   uint64_t count = 0;
+  bool final = false;         // of the final model: after the last rounds, at every final version
 };
 
 struct SyncerStats {
@@ -202,6 +207,8 @@ struct SyncerStats {
   double adopted_seconds_sum = 0.0, adopted_seconds_max = 0.0;
   double good_seconds = 0.0;       // learner step time whose progress was merged
   std::vector<double> round_ends;  // seconds since the core started, one per round
+  double first_welcome = -1.0;     // seconds since the core started: training began (-1: not yet)
+  double final_seconds = -1.0;     // when the model became final, its last rounds closed (-1: not yet)
   std::vector<double> recovery_seconds;  // from a learner's failure (seen) to its next welcome
   uint64_t recovered_fragments = 0;     // fragments a restarted syncer took from a learner's base
   uint64_t moments_handed = 0;          // restarted learners welcomed with a peer's AdamW moments
@@ -239,6 +246,15 @@ class SyncerCore {
   // base ahead of the syncer is refused.
   static constexpr double kRecoverySeconds = 10.0;
   static constexpr double kMomentsSeconds = 2.0;  // how long a welcome waits for a peer's moments
+
+  // The final evaluations (docs/design.md section 6): once the last rounds
+  // closed (flushed()), a learner that evaluated during the run (an
+  // atoll.Evaluator) is told Done and evaluates the final model; the syncer
+  // seals the run only when each such learner still connected has reported
+  // that evaluation, or kFinalEvaluationSeconds passed. A learner that goes
+  // is not waited for (kFinalEvaluationSeconds: atoll/messages.h). Empty
+  // before the end, and when no learner evaluates.
+  std::vector<uint32_t> final_evaluations_awaited() const;
 
   // Takes Theta, momentum and versions from a checkpoint, and its AdamW
   // state: dp's optimizer, or the moments a learner that registers without
@@ -296,6 +312,9 @@ class SyncerCore {
   bool flushing() const;
   // True once every final round has closed: Theta is the run's final model.
   bool flushed() const;
+  // The transport saw flushed() and told the learners Done: the end of the
+  // run's training, for stats().final_seconds.
+  void on_finished(SteadyTime now);
   // A message from `learner` (if known) that did not decode; answers with a Reject.
   void on_malformed(std::optional<uint32_t> learner, const Status& why, SyncerEffects& fx);
   // Refuses something the transport found wrong: a Reject to `learner`,
@@ -355,6 +374,8 @@ class SyncerCore {
   uint64_t checkpoint_request_ = 0;                   // the moments asked for the next checkpoint
   std::optional<CheckpointState::OptimizerRecord> checkpoint_moments_;  // decoupled: newest answer, or restored
   bool restored_ = false;                             // from a checkpoint: learners without bases are not fresh
+  std::set<uint32_t> evaluators_;                     // learners whose evaluations were taken
+  std::set<uint32_t> evaluated_final_;                // of them, those that evaluated the final model
   std::string token_;  // the cluster token; empty: joins need no proof
   uint32_t initial_crc_ = 0;  // of the seed's initialization
 };
