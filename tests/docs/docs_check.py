@@ -12,6 +12,8 @@ For README.md and every docs/*.md:
       * for `atoll`, `./build/atoll` or `build/atoll`: the subcommand exists,
         and every --flag given appears in `BUILD_DIR/atoll SUBCOMMAND --help`
         (run once per subcommand, cached);
+      (a file that a block of the same page writes, a walk-through's `# NAME.EXT`
+      first line, counts as there);
   - every relative markdown link resolves to an existing file or folder, and
     a #section of a markdown file names one of its headings.
 And for the binary, the options several subcommands share (COMMON_FLAGS):
@@ -103,6 +105,7 @@ class Checker:
         self.commands = 0
         self.links = 0
         self.headings_cache = {}
+        self.written = {}  # page -> the files its walk-through blocks write
         self.common_checked = 0
 
     def fail(self, path, line, what):
@@ -339,9 +342,26 @@ class Checker:
             return False
         return "/" in word or word.endswith(PATH_SUFFIXES)
 
+    @staticmethod
+    def page_files(path):
+        """Files a page's own code blocks write: a block whose first line is `# NAME.EXT` (a walk-through)."""
+        names, fence, first = set(), None, False
+        for raw in open(path, encoding="utf-8").read().split("\n"):
+            stripped = raw.strip()
+            m = re.match(r"(`{3,}|~{3,})", stripped)
+            if m and (fence is None or (stripped.startswith(fence) and stripped.strip("`~") == "")):
+                fence, first = (m.group(1), True) if fence is None else (None, False)
+                continue
+            if fence is not None and first:
+                named = re.fullmatch(r"#\s*([\w.-]+\.\w+)", stripped)
+                if named:
+                    names.add(named.group(1))
+                first = False
+        return names
+
     def check_path(self, path, line, word):
         w = word[2:] if word.startswith("./") else word
-        if self.is_allowed(w):
+        if self.is_allowed(w) or w in self.written.get(path, ()):
             return
         if w == "build" or w.startswith("build/"):
             base, rel = self.build, w[len("build/"):] if w != "build" else ""
@@ -478,6 +498,7 @@ class Checker:
             if not os.path.isfile(page):
                 self.failures.append(f"{os.path.relpath(page, self.root)}: missing")
                 continue
+            self.written[page] = self.page_files(page)
             for line, text in self.code_lines(page):
                 commands, error = self.split_commands(text)
                 if error:
