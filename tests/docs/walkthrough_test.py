@@ -10,7 +10,8 @@ swapped for a free one. While the learners train, learner 1 is killed with
 SIGKILL and its command started again, as the page suggests. Then:
   - the start line and `atoll validate` say the embeddings (transformer.wte,
     transformer.wpe) are merged by weighted mean;
-  - the report counts one restart, with its re-integration time;
+  - the report counts one restart, with its re-integration time, and an
+    uptime near 1 (the wait for learners to load is not downtime);
   - the report's held-out figure is the final model's (`"final": true`) and
     equals what learner 0's evaluator printed for it;
   - every process exits 0, and final.atoll loads into model.GPT().
@@ -173,7 +174,11 @@ def main() -> int:
                            cwd=work, env=env, capture_output=True, text=True)
     if check.returncode != 0:
         fail(f"final.atoll does not load into model.GPT(): {check.stderr}", logs)
-    print(f"walk-through: {report['tokens']} tokens, {report['rounds']} rounds; embeddings averaged; "
+    # The model kept advancing while learners trained (the syncer's wait for them to load is not downtime).
+    if report["uptime"] < 0.8:
+        fail(f"uptime {report['uptime']}: the model stood still for a fifth of the training", logs)
+    print(f"walk-through: {report['tokens']} tokens, {report['rounds']} rounds, uptime {report['uptime']:.3f}; "
+          "embeddings averaged; "
           f"one restart (re-integrated in {report['reintegration_seconds'][0]:.3f} s); "
           f"held-out {ev['bits_per_byte']:.4f} bits per byte, of the final model")
     subprocess.run(["rm", "-rf", str(work)])

@@ -147,6 +147,10 @@ def test_a_scalar_parameter_round_trips_through_a_run_and_its_final_model(tmp_pa
     back = scaled(2)
     atoll.load_model(back, tmp_path / "final.atoll")
     assert float(back.scale) == 2.0
+    # No learner evaluated: the report and the summary say so, instead of a NaN held-out loss.
+    report = json.loads(s.report.read_text())
+    assert report["eval"]["loss"] is None and report["eval"]["by"].startswith("none: no learner evaluated"), report
+    assert "held-out loss          none: no learner evaluated the model" in s.log.read_text()
 
 
 def test_a_learner_trains_on_without_its_syncer_then_gives_up(tmp_path: Path, model_file: Path) -> None:
