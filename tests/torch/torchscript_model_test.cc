@@ -121,17 +121,17 @@ BOOST_AUTO_TEST_CASE(the_layout_is_the_modules_named_parameters_with_their_shape
   BOOST_CHECK((layout.tensor(qkv).dims == std::vector<int64_t>{48, 16}));
   BOOST_CHECK(layout.tensor(qkv).decay);
   BOOST_CHECK(!layout.tensor(layout.find("h.1.attn.qkv.bias")).decay);
-  // Default AVG globs catch the embeddings, not the head; model.avg adds it.
+  // The default AVG globs catch the embeddings and a top-level output head; model.avg replaces them.
   BOOST_CHECK(layout.tensor(layout.find("wpe.weight")).role == TensorRole::kEmbedding);
-  BOOST_CHECK(layout.tensor(layout.find("head.weight")).role == TensorRole::kBody);
+  BOOST_CHECK(layout.tensor(layout.find("head.weight")).role == TensorRole::kEmbedding);
   Topology t = gpt_topology();
-  t.model.avg = {"head.*"};
-  auto with_head = make_model(t);
-  BOOST_REQUIRE(with_head.ok());
-  BOOST_CHECK((*with_head)->layout().tensor(layout.find("head.weight")).role == TensorRole::kEmbedding);
-  BOOST_CHECK((*with_head)->layout().tensor(0).role == TensorRole::kBody);
+  t.model.avg = {"wpe.*"};
+  auto only_wpe = make_model(t);
+  BOOST_REQUIRE(only_wpe.ok());
+  BOOST_CHECK((*only_wpe)->layout().tensor(layout.find("head.weight")).role == TensorRole::kBody);
+  BOOST_CHECK((*only_wpe)->layout().tensor(0).role == TensorRole::kBody);
   // Roles are in the fingerprint: a learner with other merge rules is refused.
-  BOOST_CHECK_NE((*with_head)->layout().fingerprint(), layout.fingerprint());
+  BOOST_CHECK_NE((*only_wpe)->layout().fingerprint(), layout.fingerprint());
   // The same file gives the same layout; another module another one.
   BOOST_CHECK_EQUAL((*make_model(gpt_topology()))->layout().fingerprint(), layout.fingerprint());
   auto cnn = make_model(classifier_topology(module_path("classifier")));
