@@ -42,6 +42,7 @@
 #include "atoll/atoms.h"
 #include "atoll/learner_core.h"
 #include "atoll/log.h"
+#include "atoll/syncer_core.h"
 
 namespace atl {
 namespace {
@@ -497,7 +498,10 @@ std::optional<Message> receive(LearnerActor* self, const Packet& p) {
   const auto shard = from_syncer(self);
   if (!shard) return std::nullopt;
   self->state.from_shard = *shard;
-  auto msg = decode_message(p.bytes);
+  // A welcome carries the whole global model and a peer's moments: the limit grows with the model.
+  size_t parameters = 0;
+  for (const auto& f : self->state.core->fragments()) parameters += f.size;
+  auto msg = decode_message(p.bytes, SyncerCore::max_message_bytes(parameters));
   if (!msg.ok()) {
     log_warn(who(self) + ": dropped a malformed message: " + msg.status().to_string());
     return std::nullopt;
