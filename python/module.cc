@@ -80,9 +80,10 @@ using FloatsPtr = std::shared_ptr<Floats>;
 
 FloatsPtr floats(std::vector<float> v) { return std::make_shared<Floats>(Floats{std::move(v)}); }
 
-// A copy of any C-contiguous float32 buffer, as a flat vector; `what` names it in errors.
-std::vector<float> from_buffer(const py::buffer& b, const char* what) {
-  const py::buffer_info info = b.request();
+// Any C-contiguous float32 buffer, checked; `what` names it in errors. The
+// returned info holds the buffer (and its exporter's lock) while it lives.
+py::buffer_info float32_buffer(const py::buffer& b, const char* what) {
+  py::buffer_info info = b.request();
   const bool is_float32 = info.itemsize == 4 && (info.format == "f" || info.format == "=f" || info.format == "<f");
   if (!is_float32)
     throw py::type_error(std::string(what) + ": expected float32 values, got a buffer of format '" + info.format +
@@ -93,6 +94,12 @@ std::vector<float> from_buffer(const py::buffer& b, const char* what) {
       throw py::value_error(std::string(what) + ": the values are not contiguous (copy them first)");
     expected *= info.shape[axis];
   }
+  return info;
+}
+
+// A copy of any C-contiguous float32 buffer, as a flat vector.
+std::vector<float> from_buffer(const py::buffer& b, const char* what) {
+  const py::buffer_info info = float32_buffer(b, what);
   const auto* at = static_cast<const float*>(info.ptr);
   return std::vector<float>(at, at + info.size);
 }
@@ -132,6 +139,7 @@ struct Request {
   std::vector<uint32_t> reads;
   bool read_moments = false;
   bool freeze = false;
+  uint64_t sequence = 0;
 };
 
 // ---- the learner
@@ -198,17 +206,22 @@ class Learner {
     out.reads = std::move(r.reads);
     out.read_moments = r.read_moments;
     out.freeze = r.freeze;
+    out.sequence = r.sequence;
     return out;
   }
 
-  void hand(int64_t tokens, double loss, const std::vector<uint32_t>& reads, std::optional<py::buffer> values,
-            std::optional<Moments> moments, std::optional<atl::Evaluation> evaluation, bool frozen) {
+  // Returns the step's number; with `lend`, the values are not copied here: their memory must stay unchanged
+  // until released(number).
+  uint64_t hand(int64_t tokens, double loss, const std::vector<uint32_t>& reads, std::optional<py::buffer> values,
+                std::optional<Moments> moments, std::optional<atl::Evaluation> evaluation, bool frozen,
+                std::optional<uint64_t> read_at, bool lend) {
     if (tokens < 0) throw py::value_error("tokens must be >= 0, got " + std::to_string(tokens));
     auto& ex = get().exchange();
     atl::ReplicaStep step;
     step.loss = loss;
     step.tokens = tokens;
     step.frozen = frozen;
+    step.read_at = read_at;
     size_t total = 0;
     for (uint32_t f : reads) {
       if (f >= ex.fragments().size()) throw py::value_error("fragment " + std::to_string(f) + " does not exist");
@@ -216,15 +229,19 @@ class Learner {
     }
     if (!reads.empty()) {
       if (!values) throw py::value_error("the fragments read need their values");
-      std::vector<float> all = from_buffer(*values, "values");
-      if (all.size() != total)
+      const py::buffer_info all = float32_buffer(*values, "values");
+      if (static_cast<size_t>(all.size) != total)
         throw py::value_error("the fragments read need " + std::to_string(total) + " values, got " +
-                              std::to_string(all.size()));
-      const float* at = all.data();
-      for (uint32_t f : reads) {
-        step.fragments.push_back(f);
-        step.values.emplace_back(at, at + ex.fragments()[f].size);
-        at += ex.fragments()[f].size;
+                              std::to_string(all.size));
+      const auto* at = static_cast<const float*>(all.ptr);
+      step.fragments = reads;
+      if (lend) {
+        step.lent = std::span<const float>(at, total);  // copied by the actor's thread
+      } else {
+        for (uint32_t f : reads) {  // copied once, straight into each fragment's vector
+          step.values.emplace_back(at, at + ex.fragments()[f].size);
+          at += ex.fragments()[f].size;
+        }
       }
     }
     if (moments) {
@@ -232,7 +249,13 @@ class Learner {
       step.moments = atl::OptimizerMoments{moments->step, moments->m->values, moments->v->values};
     }
     step.evaluation = std::move(evaluation);
-    ex.hand(std::move(step));
+    return ex.hand(std::move(step));
+  }
+
+  bool released(uint64_t number, double seconds) {
+    auto& ex = get().exchange();
+    py::gil_scoped_release nogil;
+    return ex.released(number, seconds);
   }
 
   void leave(const std::string& reason, double drain_seconds) {
@@ -389,7 +412,8 @@ PYBIND11_MODULE(_atoll, m) {
       .def_readonly("moments", &Request::moments)
       .def_readonly("reads", &Request::reads)
       .def_readonly("read_moments", &Request::read_moments)
-      .def_readonly("freeze", &Request::freeze);
+      .def_readonly("freeze", &Request::freeze)
+      .def_readonly("sequence", &Request::sequence);
   py::class_<atl::ReplicaState>(m, "State")
       .def_readonly("welcomed", &atl::ReplicaState::welcomed)
       .def_readonly("over", &atl::ReplicaState::over)
@@ -432,7 +456,9 @@ PYBIND11_MODULE(_atoll, m) {
       .def("fragments", &Learner::fragments)
       .def("request", &Learner::request)
       .def("hand", &Learner::hand, py::arg("tokens"), py::arg("loss"), py::arg("reads"), py::arg("values"),
-           py::arg("moments"), py::arg("evaluation"), py::arg("frozen"))
+           py::arg("moments"), py::arg("evaluation"), py::arg("frozen"), py::arg("read_at") = py::none(),
+           py::arg("lend") = false)
+      .def("released", &Learner::released, py::arg("number"), py::arg("seconds") = 0.0)
       .def("state", [](Learner& l) { return l.get().state(); })
       .def("wait_welcome", &Learner::wait_welcome, py::arg("seconds"))
       .def("global_parameters", &Learner::global_parameters)

@@ -27,24 +27,34 @@ ReplicaRequest ReplicaExchange::request() {
   r.read_moments = want_moments_;
   taken_before_ = taken_;
   taken_ = posted_;
+  r.sequence = taken_;
   moments_asked_ = r.read_moments;
   return r;
 }
 
-void ReplicaExchange::hand(ReplicaStep step) {
+uint64_t ReplicaExchange::hand(ReplicaStep step) {
   std::function<void()> notify;
+  uint64_t number = 0;
   {
     std::lock_guard lock(mu_);
     const auto now = Clock::now();
     step.seconds = std::chrono::duration<double>(now - last_boundary_).count();
     step.trained_after = taken_before_;
-    step.read_after = taken_;
+    // A request's number is what had been posted when it was taken: never later than the newest request.
+    step.read_after = std::min(step.read_at.value_or(taken_), taken_);
     step.moments_asked = moments_asked_;
     last_boundary_ = now;
+    number = ++handed_;
     steps_.push_back(std::move(step));
     notify = notify_;
   }
   if (notify) notify();
+  return number;
+}
+
+bool ReplicaExchange::released(uint64_t number, double seconds) const {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return released_ >= number; });
 }
 
 ReplicaState ReplicaExchange::state() const {
@@ -81,6 +91,17 @@ void ReplicaExchange::clear_notify(uint64_t owner) {
 std::deque<ReplicaStep> ReplicaExchange::steps() {
   std::lock_guard lock(mu_);
   for (auto& step : steps_) {
+    // Lent values are copied here, on the actor's thread (the training thread is a step further by now).
+    if (!step.lent.empty()) {
+      const float* at = step.lent.data();
+      step.values.clear();
+      for (uint32_t f : step.fragments) {
+        const size_t n = f < fragments_.size() ? fragments_[f].size : 0;
+        step.values.emplace_back(at, at + n);
+        at += n;
+      }
+      step.lent = {};
+    }
     step.counts = welcome_posted_ != UINT64_MAX && step.trained_after >= welcome_posted_;
     // Values read before the newest update of their fragment was applied are
     // older than what the core adopted: not handed, so read again later.
@@ -90,6 +111,8 @@ std::deque<ReplicaStep> ReplicaExchange::steps() {
         step.values.erase(step.values.begin() + static_cast<ptrdiff_t>(i));
       }
   }
+  released_ = handed_;
+  cv_.notify_all();
   return std::exchange(steps_, {});
 }
 
@@ -132,6 +155,8 @@ void ReplicaExchange::begin_incarnation(uint64_t incarnation) {
   wanted_.clear();
   want_moments_ = false;
   steps_.clear();  // the previous actor's steps were never booked: its progress is lost, as a failure's is
+  released_ = handed_;  // and what they lent is not read
+  cv_.notify_all();
   state_.incarnation = incarnation;
   state_.welcomed = false;
   welcome_posted_ = UINT64_MAX;
@@ -177,6 +202,12 @@ void ReplicaExchange::set_over(const std::string& why, bool failed, bool refused
     state_.why = why;
     state_.failed = failed;
     state_.refused = refused;
+    for (auto& step : steps_)  // no actor takes them any more: their lent memory is free
+      if (!step.lent.empty()) {
+        step.lent = {};
+        step.fragments.clear();
+      }
+    released_ = handed_;
   }
   cv_.notify_all();
 }

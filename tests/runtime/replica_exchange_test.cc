@@ -176,6 +176,76 @@ BOOST_AUTO_TEST_CASE(values_read_before_an_adoption_the_core_made_are_not_handed
   BOOST_CHECK_EQUAL(ex.steps()[0].fragments.size(), 2u);
 }
 
+BOOST_AUTO_TEST_CASE(values_handed_a_boundary_late_are_judged_by_the_request_that_read_them) {
+  ParamLayout layout;
+  for (int i = 0; i < 2; ++i) layout.add("t" + std::to_string(i), {4}, TensorRole::kBody, false);
+  ReplicaExchange ex(layout, *plan_fragments(layout, 2));
+  ex.want({0, 1}, false);
+  const auto late = [&](uint64_t read_at) {
+    ReplicaStep s;
+    s.fragments = {0, 1};
+    s.values = {std::vector<float>(4, 1.0f), std::vector<float>(4, 2.0f)};
+    s.read_at = read_at;
+    return s;
+  };
+  // A device copies both fragments at one boundary; its values come with the next step.
+  const uint64_t first = ex.request().sequence;
+  ex.hand(ReplicaStep{});
+  ex.post({{1, 1.0f, std::vector<float>(4, 0.5f)}}, std::nullopt);  // adopted after that read
+  BOOST_CHECK_GT(ex.request().sequence, first);  // this boundary applies it
+  ex.hand(late(first));
+  auto steps = ex.steps();
+  BOOST_REQUIRE_EQUAL(steps.size(), 2u);
+  BOOST_CHECK(steps[0].fragments.empty());
+  BOOST_CHECK(steps[1].fragments == std::vector<uint32_t>{0});  // fragment 1's values predate the adoption
+  // Read after the adoption and handed late, both are current.
+  const uint64_t second = ex.request().sequence;
+  ex.hand(ReplicaStep{});
+  ex.request();
+  ex.hand(late(second));
+  BOOST_CHECK_EQUAL(ex.steps()[1].fragments.size(), 2u);
+  // A number no request had cannot make values look newer than they are.
+  ex.post({{0, 1.0f, std::vector<float>(4, 0.5f)}}, std::nullopt);
+  ex.hand(late(UINT64_MAX));
+  BOOST_CHECK(ex.steps()[0].fragments == std::vector<uint32_t>{1});
+}
+
+BOOST_AUTO_TEST_CASE(lent_values_are_copied_by_the_actor_and_then_released) {
+  ParamLayout layout;
+  layout.add("a", {3}, TensorRole::kBody, false);
+  layout.add("b", {2}, TensorRole::kBody, false);
+  ReplicaExchange ex(layout, *plan_fragments(layout, 2));
+  ex.want({0, 1}, false);
+  ex.request();
+  std::vector<float> memory = {1, 2, 3, 4, 5};  // the training thread's buffer: both fragments back to back
+  ReplicaStep step;
+  step.fragments = {0, 1};
+  step.lent = memory;
+  const uint64_t number = ex.hand(std::move(step));
+  BOOST_CHECK(!ex.released(number));  // not yet copied: the memory must stay as it is
+  auto steps = ex.steps();
+  BOOST_CHECK(ex.released(number));
+  std::fill(memory.begin(), memory.end(), -1.0f);  // reused once released: the step has its own copy
+  BOOST_REQUIRE_EQUAL(steps.size(), 1u);
+  BOOST_CHECK(steps[0].values == (std::vector<std::vector<float>>{{1, 2, 3}, {4, 5}}));
+  BOOST_CHECK(steps[0].lent.empty());
+  // Steps no actor will take release what they lent: a new incarnation, and the end.
+  step = {};
+  step.fragments = {0, 1};
+  step.lent = memory;
+  const uint64_t dropped = ex.hand(std::move(step));
+  ex.begin_incarnation(2);
+  BOOST_CHECK(ex.released(dropped));
+  step = {};
+  step.fragments = {0, 1};
+  step.lent = memory;
+  const uint64_t last = ex.hand(std::move(step));
+  BOOST_CHECK(!ex.released(last));
+  ex.set_over("the run is over", false);
+  BOOST_CHECK(ex.released(last));
+  BOOST_CHECK(ex.steps()[0].fragments.empty());
+}
+
 BOOST_AUTO_TEST_CASE(a_step_counts_once_it_trained_on_the_welcomes_values) {
   ReplicaExchange ex = one_fragment_exchange(4);
   ex.begin_incarnation(7);

@@ -16,7 +16,8 @@
 //     2.             apply the updates, then read what was asked (host copies)
 //     3. hand(step)  the step's tokens and loss, and what was read
 //   learner actor, woken by the notify callback:
-//     steps()        every step handed since, in order: it books each, then
+//     steps()        every step handed since, in order (copying values lent
+//                    with them, off the training thread): it books each, then
 //                    answers pulls and pushes due fragments from the values read
 //     post(...)      updates and moments for the replica, composed per fragment
 //     want(...)      what to read at the next boundary
@@ -81,6 +82,8 @@ struct ReplicaRequest {
   // The run is ending and pulled this learner's last progress: read every
   // fragment, hand the step frozen, and train no more.
   bool freeze = false;
+  // This request's number: a later hand() may give its reads (ReplicaStep::read_at).
+  uint64_t sequence = 0;
 };
 
 // One step of the training thread, handed to the actor.
@@ -96,13 +99,24 @@ struct ReplicaStep {
   // was read stays readable, so that late pulls are answered from it. A
   // frozen step with 0 tokens books no step.
   bool frozen = false;
+  // The request whose reads these values are (its sequence), when they were
+  // read at an earlier boundary than this step's: a device's copy overlapped
+  // the next step, and its values come one boundary late. Unset: this
+  // boundary's request, as usual.
+  std::optional<uint64_t> read_at;
+  // The read fragments' values back to back in the training thread's own
+  // memory, lent instead of copied into `values` on its time: steps() copies
+  // them, on the actor's thread. The memory must stay unchanged until
+  // released() says so for this step's number (what hand() returns).
+  std::span<const float> lent;
   // Set by steps(): its tokens trained on the global model (after the
   // welcome); and the request asked for moments, whether or not it has them.
   bool counts = false;
   bool moments_asked = false;
 
   // Set by hand(): the updates the training thread had applied before this
-  // step trained (the previous request), and before it read (this one).
+  // step trained (the previous request), and before it read (this one, or
+  // read_at's).
   uint64_t trained_after = 0, read_after = 0;
 };
 
@@ -141,7 +155,11 @@ class ReplicaExchange {
   // (the next request has only newer ones).
   ReplicaRequest request();
   // The step, with what request() asked to read. Never blocks on the actor.
-  void hand(ReplicaStep step);
+  // Returns the step's number (1, 2, ...).
+  uint64_t hand(ReplicaStep step);
+  // Whether the values lent with step `number` are copied (or dropped) and
+  // their memory free again; waits up to `seconds` for it.
+  bool released(uint64_t number, double seconds = 0) const;
   ReplicaState state() const;
   // Waits until welcomed or over, or `seconds` pass; returns state().welcomed.
   bool wait_welcome(double seconds) const;
@@ -197,6 +215,8 @@ class ReplicaExchange {
   std::set<uint32_t> wanted_;
   bool want_moments_ = false;
   std::deque<ReplicaStep> steps_;
+  uint64_t handed_ = 0;    // steps handed so far (their numbers)
+  uint64_t released_ = 0;  // every step up to this number holds no lent memory any more
   ReplicaState state_;
   std::vector<float> global_;
   Clock::time_point last_boundary_ = Clock::now();
