@@ -13,6 +13,8 @@ from . import _atoll
 from ._atoll import Refused, Unavailable
 from .evaluator import Evaluator
 from .tensors import check_parameter, host_buffer, named_parameters, view
+from .topology import Topology
+from .transfers import PendingRead, Transfers
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -75,6 +77,11 @@ class Learner:
         give_up_seconds: how long to train on without a syncer before
             :meth:`step` raises :class:`Unavailable`.
         timeout_seconds: a connection silent this long is dropped (and retried).
+        overlap: copy the fragments due to host memory while the next step
+            runs, and hand them over at its boundary, so that :meth:`step`
+            never waits for the device (atoll.transfers). None (default): on
+            when a parameter is on a GPU. False: read and hand them at their
+            own boundary, waiting for the device to finish the step.
 
     Raises at construction: TypeError / ValueError for parameters atoll
     cannot exchange or a layout that is not the run's; :class:`Refused`
@@ -93,6 +100,12 @@ class Learner:
     notice, a machine needed elsewhere), call :meth:`leave`: the last
     progress is merged and the syncer records a departure, not a failure.
 
+    ``timings`` says where :meth:`step` spends its time: wall seconds summed
+    since the learner was made, by part (``request``, ``adopt``: putting
+    adopted versions and moments in place, ``read``: copying fragments out,
+    ``wait``: of which waiting for the device, ``hand``: handing them to
+    atoll, ``evaluate``) and the number of ``steps``.
+
     After :meth:`close`, ``final_global`` holds the global model as this
     learner last adopted it (an ``_atoll.Floats`` of float32 values in
     ``named_parameters()`` order; :meth:`load_global` puts it into a module)
@@ -103,7 +116,8 @@ class Learner:
                  token_file: Optional[PathLike] = None, optimizer: Any = None, speed: float = 0.0,
                  batch_size: int = 0, evaluator: Optional[Evaluator] = None, tls_cert: Optional[PathLike] = None,
                  tls_key: Optional[PathLike] = None, tls_ca: Optional[PathLike] = None, tls_name: str = "",
-                 wait_seconds: float = 60.0, give_up_seconds: float = 60.0, timeout_seconds: float = 5.0) -> None:
+                 wait_seconds: float = 60.0, give_up_seconds: float = 60.0, timeout_seconds: float = 5.0,
+                 overlap: Optional[bool] = None) -> None:
         import torch
 
         self._native = None
@@ -122,6 +136,8 @@ class Learner:
                 raise ValueError(f"Learner: {name} must be a positive number of seconds, got {v!r}")
         if evaluator is not None and not isinstance(evaluator, Evaluator):
             raise TypeError(f"Learner: evaluator must be an atoll.Evaluator, got {type(evaluator).__name__}")
+        if overlap is not None and not isinstance(overlap, bool):
+            raise TypeError(f"Learner: overlap must be True, False or None, got {overlap!r}")
         if token is not None and not isinstance(token, str):
             raise TypeError(f"Learner: token must be a str, got {type(token).__name__}")
         self._params = named_parameters(model, "Learner")
@@ -147,9 +163,14 @@ class Learner:
             tls[0], tls[1], tls[2], tls_name, float(wait_seconds), float(give_up_seconds), float(timeout_seconds))
         self._pieces = self._native.fragments()  # per fragment: (tensor, offset in the fragment, values)
         self._sizes = [sum(n for _, _, n in f) for f in self._pieces]
-        self._cuda_devices = sorted({p.device.index or 0 for _, p in self._params if p.is_cuda})
-        self._cuda = bool(self._cuda_devices)
-        self._staging: dict = {}  # pinned host buffers by size, for reads from a GPU
+        cuda = any(p.is_cuda for _, p in self._params)
+        self._transfers = Transfers(self._tensor, self._pieces, self._sizes, cuda,
+                                    lambda number, seconds: self._native is None or
+                                    self._native.released(number, seconds))
+        self._overlap = cuda if overlap is None else overlap
+        self._pending: Optional[PendingRead] = None  # fragments copied at the last boundary, handed at this one
+        self.timings = {"steps": 0, "request": 0.0, "adopt": 0.0, "read": 0.0, "wait": 0.0, "hand": 0.0,
+                        "evaluate": 0.0}
         self._closed = False
         # The global model as adopted when the learner closed, and its versions.
         self.final_global: Optional[_atoll.Floats] = None
@@ -176,20 +197,37 @@ class Learner:
         if self._broken is not None:
             raise ValueError(f"Learner.step: an earlier step failed while it changed the parameters ({self._broken}); "
                              "they may no longer be what atoll thinks: close this learner and start a new one")
+        clock, t = time.perf_counter, self.timings
+        started = clock()
+        waited = self._transfers.waited
         request = native.request()
+        requested = clock()
         try:
             if request.updates:
-                self._apply(request.updates)
+                self._transfers.apply(request.updates)
             if request.moments is not None:
                 self._load_moments(request.moments)
-            values = self._read(request.reads) if request.reads else None
+            adopted = clock()
+            reads, pending, read_at = self._reads(request)
+            values = self._transfers.collect(pending) if pending is not None else None
             moments = self._read_moments() if request.read_moments else None
         except BaseException as e:  # the adopted versions were taken and maybe half applied
             self._broken = f"{type(e).__name__}: {e}"
             raise
+        read = clock()
         evaluation, self._evaluation = self._evaluation, None
-        native.hand(int(tokens), loss, request.reads, values, moments, evaluation, request.freeze)
+        number = native.hand(int(tokens), loss, reads, values, moments, evaluation, request.freeze, read_at,
+                             lend=values is not None)
+        if pending is not None:
+            self._transfers.lent(pending, number)
         state = native.state()
+        handed = clock()
+        t["steps"] += 1
+        t["request"] += requested - started
+        t["adopt"] += adopted - requested
+        t["read"] += read - adopted
+        t["wait"] += self._transfers.waited - waited
+        t["hand"] += handed - read
         if state.failed:
             self._raise(state)
         # Evaluated after the step is handed, so that the user's function failing costs no step;
@@ -199,6 +237,7 @@ class Learner:
             r = self._evaluator.evaluate(self)
             self._evaluation = _atoll.Evaluation(r["loss"], r["bits_per_byte"], r["accuracy"], r["count"],
                                                  r["versions"])
+            t["evaluate"] += clock() - handed
         return not (state.over or request.freeze)
 
     def wait_welcome(self, seconds: float = 60.0) -> bool:
@@ -286,10 +325,14 @@ class Learner:
             request = native.request()
             # The frozen replica, for the last pulls: read again when a version was adopted since.
             if (not frozen or request.updates) and self._broken is None:
+                self._pending = None  # the freeze reads everything again
                 if request.updates:
-                    self._apply(request.updates)
-                values = self._read(request.reads) if request.reads else None
-                native.hand(0, math.nan, request.reads, values, None, None, True)
+                    self._transfers.apply(request.updates)
+                read = self._transfers.read(request.reads) if request.reads else None
+                values = self._transfers.collect(read) if read is not None else None
+                number = native.hand(0, math.nan, request.reads, values, None, None, True, lend=values is not None)
+                if read is not None:
+                    self._transfers.lent(read, number)
                 frozen = True
             time.sleep(0.02)
         handed = False
@@ -344,46 +387,21 @@ class Learner:
         check_parameter(name, p, self._shapes[index])
         return p
 
-    def _apply(self, updates: list) -> None:
-        import torch
-
-        with torch.no_grad():
-            for u in updates:
-                scale, source = u.scale, view(u.offset)
-                for index, at, n in self._pieces[u.fragment]:
-                    p = self._tensor(index)
-                    b = source[at:at + n].view(p.shape).to(p.device, non_blocking=False)
-                    if scale == 0.0:
-                        p.copy_(b)
-                    elif scale == 1.0:
-                        p.add_(b)
-                    else:
-                        p.mul_(scale).add_(b)
-
-    def _read(self, reads: list) -> "_atoll.Floats":
-        import torch
-
-        total = sum(self._sizes[f] for f in reads)
-        out, target = host_buffer(total)
-        if self._cuda:  # device to pinned host memory, then one wait
-            staging = self._staging.get(total)
-            if staging is None:
-                staging = self._staging[total] = torch.empty(total, dtype=torch.float32, pin_memory=True)
-            target_device = staging
-        else:
-            target_device = target
-        base = 0
-        with torch.no_grad():
-            for f in reads:
-                for index, at, n in self._pieces[f]:
-                    p = self._tensor(index)
-                    target_device[base + at:base + at + n].copy_(p.detach().reshape(-1), non_blocking=self._cuda)
-                base += self._sizes[f]
-        if self._cuda:
-            for device in self._cuda_devices:
-                torch.cuda.synchronize(device)
-            target.copy_(staging)
-        return out
+    def _reads(self, request: "_atoll.Request") -> Tuple[list, Optional[PendingRead], Optional[int]]:
+        """What this boundary hands: (fragments, their read, the request that read them; None: this one)."""
+        late, self._pending = self._pending, None
+        if request.freeze or request.read_moments or not self._overlap:
+            # Read now, at this boundary; values copied at the last one are read again.
+            return request.reads, (self._transfers.read(request.reads) if request.reads else None), None
+        # Copied at the last boundary, they are current unless this request adopted a newer version of them.
+        adopted = {u.fragment for u in request.updates}
+        current = set(late.fragments) - adopted if late is not None else set()
+        now = [f for f in request.reads if f not in current]
+        if now:
+            self._pending = self._transfers.start_read(now, request.sequence)
+        if late is None:
+            return [], None, None
+        return late.fragments, late, late.sequence
 
     def _optimized(self) -> dict:
         """{id(parameter): its param_group} of the optimizer."""

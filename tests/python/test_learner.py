@@ -24,13 +24,16 @@ def join(syncer: Syncer, model, learner_id: int = 0, **kw) -> atoll.Learner:
     return atoll.Learner(model, syncer.address, id=learner_id, token=syncer.token, **kw)
 
 
-def test_two_learners_train_and_both_are_merged(syncer: Syncer, tmp_path: Path) -> None:
+# overlap=True: each boundary hands the values copied at the one before, as on a GPU.
+@pytest.mark.parametrize("overlap", [False, True], ids=["read_at_the_boundary", "read_a_boundary_late"])
+def test_two_learners_train_and_both_are_merged(syncer: Syncer, tmp_path: Path, overlap: bool) -> None:
     models = [tiny_model(1), tiny_model(2)]
     opts = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in models]
     evaluator = atoll.Evaluator(tiny_model(), lambda m: {"loss": 0.5, "accuracy": 0.75, "count": 100},
                                 every_versions=2)
-    learners = [join(syncer, models[0], 0, optimizer=opts[0], evaluator=evaluator, speed=0.5, batch_size=16),
-                join(syncer, models[1], 1, optimizer=opts[1])]
+    learners = [join(syncer, models[0], 0, optimizer=opts[0], evaluator=evaluator, speed=0.5, batch_size=16,
+                     overlap=overlap),
+                join(syncer, models[1], 1, optimizer=opts[1], overlap=overlap)]
     assert all(l.wait_welcome(10) for l in learners)
     for _ in range(60):
         for l, m, o in zip(learners, models, opts):
@@ -38,6 +41,9 @@ def test_two_learners_train_and_both_are_merged(syncer: Syncer, tmp_path: Path) 
         time.sleep(0.005)
     state = learners[0].state
     assert state.welcomed and not state.over and state.steps >= 55 and min(state.versions) >= 5, state
+    timings = learners[0].timings
+    assert timings["steps"] == 60 and all(timings[k] >= 0 for k in timings), timings
+    assert timings["evaluate"] > 0, timings
     params, versions = learners[0].global_parameters()
     assert set(params) == {"0.weight", "0.bias", "2.weight", "2.bias"} and params["0.weight"].shape == (16, 8)
     assert [l.close() for l in learners] != [None, None]
@@ -109,6 +115,7 @@ def test_step_before_the_first_welcome_trains_on_and_the_welcome_sets_the_global
     atoll.load_model(reference, model_file)
     for (name, a), b in zip(model.named_parameters(), reference.parameters()):
         assert torch.allclose(a, b), name
+    assert isinstance(learner.topology, atoll.Topology)  # the run's, as the syncer told it
     learner.close()
 
 
@@ -200,6 +207,8 @@ BAD_CALLS = [
      "torch.optim.Optimizer"),
     (lambda s: atoll.Learner(tiny_model(), s.address, id=0, token=s.token, evaluator=print), TypeError,
      "atoll.Evaluator"),
+    (lambda s: atoll.Learner(tiny_model(), s.address, id=0, token=s.token, overlap="yes"), TypeError,
+     "overlap must be True, False or None"),
     (lambda s: atoll.Evaluator(tiny_model(), 3), TypeError, "fn must be callable"),
     (lambda s: atoll.Evaluator(tiny_model(), print, every_versions=0), ValueError, "every_versions"),
     (lambda s: atoll.Evaluator(tiny_model(), lambda m: {"loss": 1.0, "accuracy": 1.5}).evaluate(FakeLearner()),
@@ -288,3 +297,29 @@ def test_a_learner_that_comes_after_the_run_is_told_it_is_over(tmp_path: Path) -
     with pytest.raises(atoll.RunOver, match="the run is over"):
         atoll.Learner(tiny_model(), syncer.address, id=0, token=syncer.token, wait_seconds=10)
     assert syncer.stop() == 0
+
+
+def test_a_model_whose_welcome_is_larger_than_256_mib_is_welcomed(tmp_path: Path) -> None:
+    # 72M parameters: the welcome (the global model, 288 MB in fp32) is over the default message limit.
+    class Big(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = torch.nn.Parameter(torch.full((36_000_000,), 0.25))
+            self.b = torch.nn.Parameter(torch.full((36_000_000,), -0.5))
+
+    path = tmp_path / "big.atoll"
+    atoll.save_model(Big(), path, "72M parameters")
+    syncer = Syncer(tmp_path, tiny_topology(path))
+    try:
+        model = Big()
+        with torch.no_grad():
+            model.a.zero_()
+            model.b.zero_()
+        learner = join(syncer, model, wait_seconds=60)
+        assert learner.wait_welcome(120), syncer.log.read_text()[-2000:]
+        learner.step(tokens=0)
+        assert float(model.a[-1]) == 0.25 and float(model.b[0]) == -0.5  # the global model, put in place
+        learner.close()
+    finally:
+        syncer.stop()
+    assert "malformed" not in syncer.log.read_text()
