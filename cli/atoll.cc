@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
       "no learner waits for another. README.md starts, docs/ explains every part."};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Print help for every subcommand");
+  app.set_version_flag("--version", "atoll " ATOLL_VERSION);
   int status = 0;
   for (AddCommand add : kCommands) add(app, status);
   atl::set_log_level(atl::LogLevel::kWarn);  // -v raises it while the command line is read
