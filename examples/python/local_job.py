@@ -56,11 +56,14 @@ class LocalJob:
 
     Everything goes into `workdir`: the cluster token (mode 600), the
     syncer's log, report, plots and final model, each learner's log and pid.
+    `command` is the atoll command (default: atoll_command()); `env` the
+    processes' environment (default: this one's).
     """
 
     def __init__(self, workdir: Path, topology: str, learners: int,
                  learner_argv: Callable[[int, str, Path], List[str]], *, max_restarts: int = 3,
-                 syncer_args: Optional[List[str]] = None, threads: int = 0) -> None:
+                 syncer_args: Optional[List[str]] = None, threads: int = 0, command: str = "",
+                 env: Optional[dict] = None) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.topology = self.workdir / "topology.toml"
@@ -79,7 +82,8 @@ class LocalJob:
         # Each learner's BLAS and OpenMP threads: the cores shared among the learners, unless given. Their
         # own pools would each take every core, and idle threads spin.
         n = str(threads or max(1, (os.cpu_count() or 1) // learners))
-        self.env = dict(os.environ, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n)
+        self.env = dict(env if env is not None else os.environ, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n)
+        self.command = command or atoll_command()
         self._procs: List[Optional[subprocess.Popen]] = [None] * learners
         self._syncer: Optional[subprocess.Popen] = None
 
@@ -89,9 +93,9 @@ class LocalJob:
         port_file.unlink(missing_ok=True)
         log = open(self.workdir / "syncer.log", "w")
         self._syncer = subprocess.Popen(
-            [atoll_command(), "syncer", str(self.topology), "--listen", "127.0.0.1:0", "--port-file", str(port_file),
+            [self.command, "syncer", str(self.topology), "--listen", "127.0.0.1:0", "--port-file", str(port_file),
              "--token-file", str(self.token), "--report", str(self.report), "--save-model", str(self.final_model),
-             "-q", "-v"] + self.syncer_args, stdout=log, stderr=subprocess.STDOUT)
+             "-q", "-v"] + self.syncer_args, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         try:
             deadline = time.monotonic() + 60
             while not port_file.exists() or not port_file.read_text().strip():
@@ -120,10 +124,20 @@ class LocalJob:
         finally:
             log.close()
 
+    def learners_alive(self) -> int:
+        """How many learner processes run now (0 before they start, and once all have ended)."""
+        return sum(1 for p in self._procs if p is not None and p.poll() is None)
+
     def pid(self, learner: int) -> Optional[int]:
         """The process id of a learner now (tests kill it)."""
         p = self._procs[learner]
         return p.pid if p is not None and p.poll() is None else None
+
+    def end(self) -> None:
+        """Asks the syncer to end the run (SIGINT), as its own end would: it takes the learners' last progress
+        and the final evaluation, then writes its report and final model; run() returns once it has."""
+        if self._syncer is not None and self._syncer.poll() is None:
+            self._syncer.send_signal(signal.SIGINT)
 
     def stop(self) -> None:
         """Ends the job in order: the syncer stops the run (its report follows), the learners end."""
