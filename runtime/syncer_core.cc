@@ -417,7 +417,8 @@ Admission SyncerCore::on_register(const Register& r, const Sender& from, SteadyT
       l.moments_request = next_request_++;
       l.moments_incarnation = r.incarnation;
       fx.sends.push_back({*peer, MomentsPull{l.moments_request}});
-      fx.timers.push_back({SyncerEffects::TimerKind::kMoments, r.learner, l.moments_request, kMomentsSeconds});
+      fx.timers.push_back({SyncerEffects::TimerKind::kMoments, r.learner, l.moments_request,
+                           moments_wait_seconds(s_->learners[*peer].step_seconds, s_->layout().size())});
     } else if (const auto& o = checkpoint_moments_) {
       welcome(r.learner, r.incarnation,
               OptimizerState{o->step, encode_payload(Codec::kBf16, 0, o->m), encode_payload(Codec::kBf16, 0, o->v)},

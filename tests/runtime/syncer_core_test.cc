@@ -121,6 +121,13 @@ BOOST_AUTO_TEST_CASE(a_restarted_learner_waits_for_a_peers_moments_and_its_retri
   BOOST_REQUIRE(sent_to<MomentsPull>(fx, 1));
   const uint64_t request = sent_to<MomentsPull>(fx, 1)->request;
   BOOST_CHECK(!sent_to<Welcome>(fx, 0));
+  // The wait allows the peer two of its steps and its moments' bytes at 100 MB/s.
+  BOOST_REQUIRE(timer(fx, SyncerEffects::TimerKind::kMoments));
+  BOOST_CHECK_CLOSE(timer(fx, SyncerEffects::TimerKind::kMoments)->seconds,
+                    2.0 + 2.0 * c.core->learners()[1].step_seconds + 8.0 * static_cast<double>(c.n) / 1e8, 1e-9);
+  BOOST_CHECK_CLOSE(SyncerCore::moments_wait_seconds(1.9, 86'235'648), 2.0 + 3.8 + 6.898851840, 1e-6);
+  BOOST_CHECK_CLOSE(SyncerCore::moments_wait_seconds(0.0, 10), 2.0, 1e-3);
+  BOOST_CHECK_EQUAL(SyncerCore::moments_wait_seconds(100.0, 10), 60.0);
   BOOST_CHECK_EQUAL(c.core->learners()[0].moments_request, request);
   // Its register retry while the peer answers is neither refused nor welcomed.
   BOOST_CHECK(c.core->admit(c.reg(0, 2), Sender{1, 30}).verdict == Admission::Verdict::kWait);

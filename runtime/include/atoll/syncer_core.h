@@ -65,6 +65,7 @@
 // group after outer.reconfigure_seconds and takes it back when it registers.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -245,7 +246,13 @@ class SyncerCore {
   // versions for this long after it starts (docs/design.md section 6); afterwards a
   // base ahead of the syncer is refused.
   static constexpr double kRecoverySeconds = 10.0;
-  static constexpr double kMomentsSeconds = 2.0;  // how long a welcome waits for a peer's moments
+  // How long a welcome waits for a peer's moments: the peer answers at its
+  // next step boundary (a step, and one more queued on a GPU), then reads and
+  // sends its moments (m and v, 8 bytes a parameter) at 100 MB/s or better.
+  // A fixed 2 s let an 86M-parameter GPU learner restart without them.
+  static double moments_wait_seconds(double peer_step_seconds, size_t parameters) {
+    return std::clamp(2.0 + 2.0 * peer_step_seconds + 8.0 * static_cast<double>(parameters) / 1e8, 2.0, 60.0);
+  }
 
   // The final evaluations (docs/design.md section 6): once the last rounds
   // closed (flushed()), a learner that evaluated during the run (an
