@@ -104,7 +104,9 @@ class Learner:
     since the learner was made, by part (``request``, ``adopt``: putting
     adopted versions and moments in place, ``read``: copying fragments out,
     ``wait``: of which waiting for the device, ``hand``: handing them to
-    atoll, ``evaluate``) and the number of ``steps``.
+    atoll, ``evaluate``), the number of ``steps``, and of host buffers
+    allocated for the copies (``allocations``: pinned ones with a GPU; a few
+    in a run).
 
     After :meth:`close`, ``final_global`` holds the global model as this
     learner last adopted it (an ``_atoll.Floats`` of float32 values in
@@ -170,7 +172,7 @@ class Learner:
         self._overlap = cuda if overlap is None else overlap
         self._pending: Optional[PendingRead] = None  # fragments copied at the last boundary, handed at this one
         self.timings = {"steps": 0, "request": 0.0, "adopt": 0.0, "read": 0.0, "wait": 0.0, "hand": 0.0,
-                        "evaluate": 0.0}
+                        "evaluate": 0.0, "allocations": 0}
         self._closed = False
         # The global model as adopted when the learner closed, and its versions.
         self.final_global: Optional[_atoll.Floats] = None
@@ -228,6 +230,7 @@ class Learner:
         t["read"] += read - adopted
         t["wait"] += self._transfers.waited - waited
         t["hand"] += handed - read
+        t["allocations"] = self._transfers.allocations
         if state.failed:
             self._raise(state)
         # Evaluated after the step is handed, so that the user's function failing costs no step;

@@ -79,6 +79,7 @@ class Transfers:
         self._reads = [_Slot(), _Slot()]
         self._turn = {"uploads": 0, "reads": 0}
         self.waited = 0.0  # seconds the host spent waiting for the device
+        self.allocations = 0  # host buffers allocated (pinned ones, with a GPU)
 
     # -- uploads
 
@@ -176,7 +177,12 @@ class Transfers:
             slot.lent = 0
             self.waited += time.perf_counter() - started
         if slot.tensor is None or slot.tensor.numel() < size:
-            slot.tensor = torch.empty(max(size, 1), dtype=torch.float32, pin_memory=self._cuda)
+            # Pinning memory is slow (the pages are locked): a slot starts at the largest fragment and
+            # doubles, so that it is allocated a few times in a run, not whenever a larger read comes.
+            old = slot.tensor.numel() if slot.tensor is not None else 0
+            capacity = max(size, 2 * old, max(self._sizes, default=1))
+            slot.tensor = torch.empty(capacity, dtype=torch.float32, pin_memory=self._cuda)
+            self.allocations += 1
         return slot
 
     def _wait(self, slot: _Slot) -> None:

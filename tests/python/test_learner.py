@@ -44,6 +44,7 @@ def test_two_learners_train_and_both_are_merged(syncer: Syncer, tmp_path: Path, 
     timings = learners[0].timings
     assert timings["steps"] == 60 and all(timings[k] >= 0 for k in timings), timings
     assert timings["evaluate"] > 0, timings
+    assert 1 <= timings["allocations"] <= 4, timings  # each ring's two slots, sized once (two fragments of 2)
     params, versions = learners[0].global_parameters()
     assert set(params) == {"0.weight", "0.bias", "2.weight", "2.bias"} and params["0.weight"].shape == (16, 8)
     assert [l.close() for l in learners] != [None, None]
