@@ -416,6 +416,7 @@ Admission SyncerCore::on_register(const Register& r, const Sender& from, SteadyT
     if (peer) {
       l.moments_request = next_request_++;
       l.moments_incarnation = r.incarnation;
+      l.moments_from = *peer;
       fx.sends.push_back({*peer, MomentsPull{l.moments_request}});
       fx.timers.push_back({SyncerEffects::TimerKind::kMoments, r.learner, l.moments_request,
                            moments_wait_seconds(s_->learners[*peer].step_seconds, s_->layout().size())});
@@ -568,6 +569,13 @@ void SyncerCore::on_learner_down(uint32_t learner, SteadyTime now, SyncerEffects
   // A learner that dies while its welcome waits for a peer's moments is not welcomed.
   l.moments_request = l.moments_incarnation = 0;
   l.sender.actor = 0;  // unbound; the process it came from is remembered
+  // Welcomes that wait for this learner's moments wait no more: it will not answer.
+  for (uint32_t w = 0; w < s_->learners.size(); ++w)
+    if (w != learner && s_->learners[w].moments_request != 0 && s_->learners[w].moments_from == learner) {
+      fx.notes.push_back("no peer moments for learner " + std::to_string(w) + ": learner " +
+                         std::to_string(learner) + " went");
+      welcome(w, s_->learners[w].moments_incarnation, std::nullopt, now, fx);
+    }
   if (!l.connected) return;
   l.connected = false;
   if (flushed()) {  // the run is over (Done went out): learners leave; not a failure

@@ -446,10 +446,10 @@ BOOST_AUTO_TEST_CASE(without_a_peers_answer_a_restarted_learner_is_welcomed_afte
   progress(0, 2);
   send(1, Register{1, 2, fingerprint(), "", {}});  // a restarted learner
   BOOST_REQUIRE_EQUAL(received<MomentsPull>(0).size(), 1u);  // learner 0 never answers
-  advance_time(1500ms);
+  advance_time(2100ms);
   consume_messages();
   BOOST_CHECK(received<Welcome>(1).empty());
-  advance_time(600ms);  // past the 2 s the welcome may wait
+  advance_time(200ms);  // past the wait: 2 s and two of the peer's 0.1 s steps (and 43 parameters' bytes)
   consume_messages();
   auto w = received<Welcome>(1);
   BOOST_REQUIRE_EQUAL(w.size(), 1u);

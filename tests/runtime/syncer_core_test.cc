@@ -145,6 +145,24 @@ BOOST_AUTO_TEST_CASE(a_restarted_learner_waits_for_a_peers_moments_and_its_retri
   BOOST_CHECK_CLOSE(c.core->stats().recovery_seconds[0], 0.3, 1e-6);
 }
 
+BOOST_AUTO_TEST_CASE(a_welcome_waiting_for_a_peers_moments_goes_without_them_when_the_peer_goes) {
+  Core c(testing::tiny_mlp_topology());
+  c.join(0);
+  c.join(1);
+  c.progress(1, 3, 0.5);
+  SyncerEffects fx;
+  c.core->on_learner_down(0, at(1.0), fx);
+  fx = {};
+  BOOST_CHECK(c.core->on_register(c.reg(0, 2), Sender{1, 30}, at(1.2), fx).accepted());
+  BOOST_REQUIRE(sent_to<MomentsPull>(fx, 1));
+  fx = {};
+  c.core->on_learner_down(1, at(1.4), fx);  // the peer asked dies: it will never answer
+  const Welcome* w = sent_to<Welcome>(fx, 0);
+  BOOST_REQUIRE(w);
+  BOOST_CHECK(!w->moments.has_value());
+  BOOST_CHECK_EQUAL(c.core->learners()[0].moments_request, 0u);
+}
+
 BOOST_AUTO_TEST_CASE(decoupled_due_pull_quorum_grace_merge_in_virtual_time) {
   Topology t = testing::tiny_mlp_topology();
   t.outer.quorum = 1;

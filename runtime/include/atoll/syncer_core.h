@@ -150,6 +150,7 @@ struct LearnerRecord {
   // incarnation it welcomes (0: none).
   uint64_t moments_request = 0;
   uint64_t moments_incarnation = 0;
+  uint32_t moments_from = 0;  // the peer asked
   // Its own labels for the report, from its last Register (0: the topology's).
   double speed = 0.0;
   uint32_t batch_size = 0;
