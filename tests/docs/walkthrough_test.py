@@ -134,7 +134,7 @@ def main() -> int:
 
     # Learner 1 killed early in the run and started again by the same command: one restart.
     wait_for(syncer_log, r"learner 1 registered", 120, logs=logs, alive=running)
-    wait_for(syncer_log, r"checkpointer: wrote", 120, logs=logs, alive=running)  # some rounds merged it
+    wait_for(syncer_log, r"rounds [1-9]", 120, logs=logs, alive=running)  # the progress line: rounds merged it
     background[learner1][0].send_signal(signal.SIGKILL)
     background[learner1][0].wait(timeout=30)
     log = logs / "learner1-again.log"
