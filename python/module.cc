@@ -246,7 +246,8 @@ class Learner {
     }
     if (moments) {
       if (!moments->m || !moments->v) throw py::value_error("moments: m and v are both needed");
-      step.moments = atl::OptimizerMoments{moments->step, moments->m->values, moments->v->values};
+      // Taken, not copied: two vectors the size of the model (atoll.Learner makes them for this hand alone).
+      step.moments = atl::OptimizerMoments{moments->step, std::move(moments->m->values), std::move(moments->v->values)};
     }
     step.evaluation = std::move(evaluation);
     return ex.hand(std::move(step));
