@@ -109,8 +109,9 @@ BOOST_AUTO_TEST_CASE(admission_is_a_decision_on_the_learner_records) {
   BOOST_CHECK(c.core->admit(c.reg(9, 1), first).reason == RejectReason::kBadToken);
 }
 
-BOOST_AUTO_TEST_CASE(a_restarted_learner_waits_for_a_peers_moments_and_its_retries_wait_too) {
-  Core c(testing::tiny_mlp_topology());
+// Learner 0 fails and registers again at 1.2 s while learner 1 trains: its
+// welcome waits for learner 1's moments. Returns the effects of the register.
+static SyncerEffects restart_waiting_for_moments(Core& c) {
   c.join(0);
   c.join(1);
   c.progress(1, 3, 0.5);
@@ -119,6 +120,12 @@ BOOST_AUTO_TEST_CASE(a_restarted_learner_waits_for_a_peers_moments_and_its_retri
   fx = {};
   BOOST_CHECK(c.core->on_register(c.reg(0, 2), Sender{1, 30}, at(1.2), fx).accepted());
   BOOST_REQUIRE(sent_to<MomentsPull>(fx, 1));
+  return fx;
+}
+
+BOOST_AUTO_TEST_CASE(a_restarted_learner_waits_for_a_peers_moments_and_its_retries_wait_too) {
+  Core c(testing::tiny_mlp_topology());
+  SyncerEffects fx = restart_waiting_for_moments(c);
   const uint64_t request = sent_to<MomentsPull>(fx, 1)->request;
   BOOST_CHECK(!sent_to<Welcome>(fx, 0));
   // The wait allows the peer two of its steps and its moments' bytes at 100 MB/s.
@@ -147,15 +154,8 @@ BOOST_AUTO_TEST_CASE(a_restarted_learner_waits_for_a_peers_moments_and_its_retri
 
 BOOST_AUTO_TEST_CASE(a_welcome_waiting_for_a_peers_moments_goes_without_them_when_the_peer_goes) {
   Core c(testing::tiny_mlp_topology());
-  c.join(0);
-  c.join(1);
-  c.progress(1, 3, 0.5);
+  restart_waiting_for_moments(c);
   SyncerEffects fx;
-  c.core->on_learner_down(0, at(1.0), fx);
-  fx = {};
-  BOOST_CHECK(c.core->on_register(c.reg(0, 2), Sender{1, 30}, at(1.2), fx).accepted());
-  BOOST_REQUIRE(sent_to<MomentsPull>(fx, 1));
-  fx = {};
   c.core->on_learner_down(1, at(1.4), fx);  // the peer asked dies: it will never answer
   const Welcome* w = sent_to<Welcome>(fx, 0);
   BOOST_REQUIRE(w);
