@@ -65,6 +65,9 @@ struct LearnerState {
   static inline const char* name = "learner";
   LearnerArgs args;
   std::shared_ptr<LearnerCore> core;  // shared with the running step
+  // The largest message the syncer may send: a welcome carries the whole
+  // global model and a peer's moments, so the limit grows with the model.
+  size_t max_message_bytes = 0;
   // By syncer shard (one: the syncer): its current handle (null: not found
   // or down), whether it welcomed us, whether it said Done.
   std::vector<caf::actor> syncers;
@@ -498,10 +501,7 @@ std::optional<Message> receive(LearnerActor* self, const Packet& p) {
   const auto shard = from_syncer(self);
   if (!shard) return std::nullopt;
   self->state.from_shard = *shard;
-  // A welcome carries the whole global model and a peer's moments: the limit grows with the model.
-  size_t parameters = 0;
-  for (const auto& f : self->state.core->fragments()) parameters += f.size;
-  auto msg = decode_message(p.bytes, SyncerCore::max_message_bytes(parameters));
+  auto msg = decode_message(p.bytes, self->state.max_message_bytes);
   if (!msg.ok()) {
     log_warn(who(self) + ": dropped a malformed message: " + msg.status().to_string());
     return std::nullopt;
@@ -675,6 +675,9 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
     return {};
   }
   state.core = std::move(*core);
+  size_t parameters = 0;
+  for (const auto& f : state.core->fragments()) parameters += f.size;
+  state.max_message_bytes = SyncerCore::max_message_bytes(parameters);
   const auto shards = static_cast<size_t>(state.args.job->topology().syncer.shards);
   state.syncers.assign(shards, caf::actor{});
   state.welcomed_by.assign(shards, false);

@@ -210,11 +210,11 @@ class Learner {
     return out;
   }
 
-  // Returns the step's number; with `lend`, the values are not copied here: their memory must stay unchanged
-  // until released(number).
+  // Returns the step's number. The values are lent, not copied here (the actor's thread copies them): their
+  // memory must stay unchanged until released(number).
   uint64_t hand(int64_t tokens, double loss, const std::vector<uint32_t>& reads, std::optional<py::buffer> values,
                 std::optional<Moments> moments, std::optional<atl::Evaluation> evaluation, bool frozen,
-                std::optional<uint64_t> read_at, bool lend) {
+                std::optional<uint64_t> read_at) {
     if (tokens < 0) throw py::value_error("tokens must be >= 0, got " + std::to_string(tokens));
     auto& ex = get().exchange();
     atl::ReplicaStep step;
@@ -233,16 +233,8 @@ class Learner {
       if (static_cast<size_t>(all.size) != total)
         throw py::value_error("the fragments read need " + std::to_string(total) + " values, got " +
                               std::to_string(all.size));
-      const auto* at = static_cast<const float*>(all.ptr);
       step.fragments = reads;
-      if (lend) {
-        step.lent = std::span<const float>(at, total);  // copied by the actor's thread
-      } else {
-        for (uint32_t f : reads) {  // copied once, straight into each fragment's vector
-          step.values.emplace_back(at, at + ex.fragments()[f].size);
-          at += ex.fragments()[f].size;
-        }
-      }
+      step.lent = std::span<const float>(static_cast<const float*>(all.ptr), total);
     }
     if (moments) {
       if (!moments->m || !moments->v) throw py::value_error("moments: m and v are both needed");
@@ -457,8 +449,7 @@ PYBIND11_MODULE(_atoll, m) {
       .def("fragments", &Learner::fragments)
       .def("request", &Learner::request)
       .def("hand", &Learner::hand, py::arg("tokens"), py::arg("loss"), py::arg("reads"), py::arg("values"),
-           py::arg("moments"), py::arg("evaluation"), py::arg("frozen"), py::arg("read_at") = py::none(),
-           py::arg("lend") = false)
+           py::arg("moments"), py::arg("evaluation"), py::arg("frozen"), py::arg("read_at") = py::none())
       .def("released", &Learner::released, py::arg("number"), py::arg("seconds") = 0.0)
       .def("state", [](Learner& l) { return l.get().state(); })
       .def("wait_welcome", &Learner::wait_welcome, py::arg("seconds"))

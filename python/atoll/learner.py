@@ -218,8 +218,7 @@ class Learner:
             raise
         read = clock()
         evaluation, self._evaluation = self._evaluation, None
-        number = native.hand(int(tokens), loss, reads, values, moments, evaluation, request.freeze, read_at,
-                             lend=values is not None)
+        number = native.hand(int(tokens), loss, reads, values, moments, evaluation, request.freeze, read_at)
         if pending is not None:
             self._transfers.lent(pending, number)
         state = native.state()
@@ -333,7 +332,7 @@ class Learner:
                     self._transfers.apply(request.updates)
                 read = self._transfers.read(request.reads) if request.reads else None
                 values = self._transfers.collect(read) if read is not None else None
-                number = native.hand(0, math.nan, request.reads, values, None, None, True, lend=values is not None)
+                number = native.hand(0, math.nan, request.reads, values, None, None, True)
                 if read is not None:
                     self._transfers.lent(read, number)
                 frozen = True
