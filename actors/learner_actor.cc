@@ -10,7 +10,7 @@
 //
 // A sharded syncer (syncer.shards = S) is S syncers to a learner: it
 // registers with each, trains once every one has welcomed it, pushes each
-// fragment to its owner (fragment % S), tells every shard its progress, and
+// fragment to its owner (shard_of()), tells every shard its progress, and
 // is done when every shard said so (or, a shard being down, 30 s after the
 // first). A shard that goes away pauses only its fragments; the learner
 // looks it up and registers with it again.
@@ -140,7 +140,7 @@ void send_to_shard(LearnerActor* self, uint32_t shard, const Message& m) {
 void send_to_syncer(LearnerActor* self, const Message& m) {
   auto& st = self->state;
   const auto shards = static_cast<uint32_t>(st.syncers.size());
-  if (const auto* push = std::get_if<Push>(&m)) return send_to_shard(self, push->fragment % shards, m);
+  if (const auto* push = std::get_if<Push>(&m)) return send_to_shard(self, shard_of(push->fragment, static_cast<int>(shards)), m);
   if (std::holds_alternative<Moments>(m)) return send_to_shard(self, st.moments_shard, m);
   if (std::holds_alternative<Evaluation>(m)) return send_to_shard(self, 0, m);
   for (uint32_t s = 0; s < shards; ++s) send_to_shard(self, s, m);

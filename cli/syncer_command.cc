@@ -208,7 +208,7 @@ void add_syncer_command(CLI::App& app, int& status) {
                      "(default: a fresh run-<date>-<pid>)");
   syncer->add_option("--port-file", a->port_file, "Write the port served on to this file once listening");
   syncer->add_option("--shard", a->shard,
-                     "Hold shard i of a syncer in S processes (i/S, e.g. 0/2): the fragments p with p % S == i, "
+                     "Hold shard i of a syncer in S processes (i/S, e.g. 0/2): every S-th fragment from i (i, i+S, ...), "
                      "its own checkpoint folder <run-name>/shard-i; learners join every shard");
   syncer->add_option("--save-model", a->save_model,
                      "At the end, write the global model here as a model file (atoll.load_model() reads it)");

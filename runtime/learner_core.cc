@@ -113,7 +113,7 @@ LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<cons
 const ParamLayout& LearnerCore::layout() const { return external_ ? external_layout_ : model_->layout(); }
 
 Register LearnerCore::make_register(std::string_view cluster_token, uint32_t shard) const {
-  const auto shards = static_cast<uint32_t>(topology().syncer.shards);
+  const int shards = topology().syncer.shards;
   const uint64_t fingerprint = layout().fingerprint();
   Register r{id_, incarnation_, fingerprint,
              cluster_token.empty() ? "" : join_proof(cluster_token, id_, incarnation_, fingerprint), {},
@@ -122,7 +122,7 @@ Register LearnerCore::make_register(std::string_view cluster_token, uint32_t sha
   r.batch_size = batch_label_;
   if (welcomed_)
     for (uint32_t p = 0; p < tracks_.size(); ++p)
-      if (p % shards == shard) r.bases.push_back({p, tracks_[p].version, encode_payload(Codec::kFp32, 0, tracks_[p].base)});
+      if (shard_of(p, shards) == shard) r.bases.push_back({p, tracks_[p].version, encode_payload(Codec::kFp32, 0, tracks_[p].base)});
   return r;
 }
 
@@ -139,11 +139,11 @@ Result<Moments> LearnerCore::moments_for(const MomentsPull& pull) const {
 
 Status LearnerCore::welcome(const Welcome& w) {
   // One syncer welcomes with every fragment; a shard of a sharded syncer
-  // (syncer.shards = S) with exactly its own, p % S == shard.
-  const auto shards = static_cast<uint32_t>(topology().syncer.shards);
-  const uint32_t shard = w.fragments.empty() ? 0 : w.fragments.front().fragment % shards;
+  // (syncer.shards = S) with exactly its own (shard_of()).
+  const int shards = topology().syncer.shards;
+  const uint32_t shard = w.fragments.empty() ? 0 : shard_of(w.fragments.front().fragment, shards);
   size_t expected = 0;
-  for (uint32_t p = 0; p < fragments_.size(); ++p) expected += p % shards == shard ? 1 : 0;
+  for (uint32_t p = 0; p < fragments_.size(); ++p) expected += shard_of(p, shards) == shard ? 1 : 0;
   if (w.fragments.size() != expected)
     return Status::invalid_argument("welcome has " + std::to_string(w.fragments.size()) + " fragments, expected " +
                                     std::to_string(expected) +
@@ -153,7 +153,7 @@ Status LearnerCore::welcome(const Welcome& w) {
   std::vector<bool> named(fragments_.size(), false);
   std::vector<float> initial;  // made once, if a fragment comes without values
   for (const auto& fv : w.fragments) {
-    if (fv.fragment >= fragments_.size() || named[fv.fragment] || fv.fragment % shards != shard)
+    if (fv.fragment >= fragments_.size() || named[fv.fragment] || shard_of(fv.fragment, shards) != shard)
       return Status::invalid_argument("welcome names fragment " + std::to_string(fv.fragment) +
                                       " twice, out of range or of another shard");
     named[fv.fragment] = true;

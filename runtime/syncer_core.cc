@@ -176,7 +176,7 @@ Status SyncerCore::restore(const CheckpointState& state, std::optional<SteadyTim
       return Status::invalid_argument("checkpoint fragment " + std::to_string(f.fragment) + " does not fit this run");
     if (!s_->owns(f.fragment))
       return Status::invalid_argument("checkpoint fragment " + std::to_string(f.fragment) + " belongs to shard " +
-                                      std::to_string(f.fragment % static_cast<uint32_t>(s_->topology.syncer.shards)) +
+                                      std::to_string(shard_of(f.fragment, s_->topology.syncer.shards)) +
                                       ", not to shard " + std::to_string(s_->shard));
     for (float v : f.values)
       if (!std::isfinite(v)) return Status::invalid_argument("checkpoint holds non-finite parameters");
@@ -712,7 +712,7 @@ void SyncerCore::check_push(const Push& m, SteadyTime now, SyncerEffects& fx) {
   if (!s_->owns(m.fragment))
     return s_->refuse(m.learner, RejectReason::kUnknownFragment, m.fragment,
                       "fragment " + std::to_string(m.fragment) + " belongs to syncer shard " +
-                          std::to_string(m.fragment % static_cast<uint32_t>(s_->topology.syncer.shards)) +
+                          std::to_string(shard_of(m.fragment, s_->topology.syncer.shards)) +
                           ", not to shard " + std::to_string(s_->shard),
                       fx);
   const uint64_t version = s_->global[m.fragment].version;

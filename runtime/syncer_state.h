@@ -58,12 +58,12 @@ struct SyncerState {
   SteadyTime start;    // the run's start (time base of statistics)
   uint32_t fixed = 0;  // the topology's [[learners]]: slots below are fixed, the others open
   uint32_t merging = 0;  // learners whose last answers are being merged (Leaving::kMerging)
-  uint32_t shard = 0;    // of topology.syncer.shards: this core owns fragments p % shards == shard
+  uint32_t shard = 0;    // of topology.syncer.shards: this core owns the fragments p with shard_of(p) == shard
 
   const ParamLayout& layout() const { return model->layout(); }
   double elapsed(SteadyTime now) const { return seconds_between(start, now); }
   bool open_slot(uint32_t m) const { return m >= fixed; }
-  bool owns(uint32_t p) const { return p % static_cast<uint32_t>(topology.syncer.shards) == shard; }
+  bool owns(uint32_t p) const { return shard_of(p, topology.syncer.shards) == shard; }
 
   // Connected and not leaving: pulled, counted as due, timed for the grace.
   bool present(uint32_t m) const {

@@ -494,7 +494,7 @@ void Simulator::deliver_to_syncer(uint32_t from, const Message& m) {
   const uint64_t process = learners_[from].process;
   const Sender sender{process, ((process - 1) << 20) + from + 1};
   for (uint32_t shard = 0; shard < shards(); ++shard) {
-    if (const auto* p = std::get_if<Push>(&m); p && p->fragment % shards() != shard) continue;
+    if (const auto* p = std::get_if<Push>(&m); p && shard_of(p->fragment, static_cast<int>(shards())) != shard) continue;
     SyncerCore& c = *cores_[shard];
     SyncerEffects fx;
     in_core(

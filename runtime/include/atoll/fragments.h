@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,6 +58,15 @@ std::string describe_merge_rules(const ParamLayout& layout, const std::vector<Fr
 // due: H for every version but the first, (fragment + 1) * H / P for version 0,
 // so that fragments are staggered and about P/H fall due per step.
 uint64_t steps_until_due(int fragment, int fragments, int sync_every, uint64_t version);
+
+// The syncer shard that owns fragment `fragment` when the syncer runs as
+// `shards` processes (topology.h's syncer.shards, >= 1): the one that holds,
+// merges, checkpoints and broadcasts it, and the one every push of it goes to.
+// The one place this rule is written.
+inline uint32_t shard_of(uint32_t fragment, int syncer_shards) {
+  const auto shards = static_cast<uint32_t>(syncer_shards);
+  return fragment % shards;
+}
 
 // Copies the fragment's tensors out of a full buffer into `out` (fragment.size floats).
 void gather(const Fragment& fragment, std::span<const float> params, std::span<float> out);

@@ -338,7 +338,7 @@ class SyncerCore {
   const ParamLayout& layout() const;
   const std::vector<Fragment>& fragments() const;
   // Sharded syncer (syncer.shards = S > 1): shard i owns the fragments p with
-  // p % S == i. It holds, merges, checkpoints, welcomes with and broadcasts
+  // shard_of(p, S) == i. It holds, merges, checkpoints, welcomes with and broadcasts
   // only those; a push of another shard's fragment is refused, and Progress
   // and Register are read for its own fragments only. Every learner talks to
   // every shard (docs/design.md section 10).

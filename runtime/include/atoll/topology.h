@@ -190,7 +190,7 @@ struct CheckpointSpec {
 inline constexpr int kMaxLearnerSlots = 4096;
 
 // The syncer's processes (docs/design.md section 10). With S shards, shard i
-// owns the fragments p with p % S == i: it holds only their global copies,
+// owns the fragments p with shard_of(p, S) == i (fragments.h), every S-th from i: it holds only their global copies,
 // merges only their rounds and checkpoints only them.
 struct SyncerSpec {
   int shards = 1;  // 1 to outer.fragments
