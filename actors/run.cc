@@ -366,14 +366,32 @@ caf::actor Run::Impl::spawn_tree(const RunHooks& h, std::shared_ptr<CheckpointSt
                                                                           caf::actor_system& s, uint64_t) {
                                   return spawn_checkpointer(s, store, dir, records);
                                 }});
-  syncers.children.push_back(
-      {{Child::Role::kSyncer, 0, {}}, [args = SyncerArgs{topology, directory, records, true, 0.1, started,
-                                                         h.message_faults, options.cluster.token, options.cluster.shard}](
-                                          caf::actor_system& s, uint64_t) { return spawn_syncer(s, args); }});
+  const SyncerArgs syncer_args{.topology = topology,
+                               .directory = directory,
+                               .records = records,
+                               .use_checkpointer = true,
+                               .tick_seconds = 0.1,
+                               .run_started = started,
+                               .faults = h.message_faults,
+                               .cluster_token = options.cluster.token,
+                               .shard = options.cluster.shard};
+  syncers.children.push_back({{Child::Role::kSyncer, 0, {}}, [args = syncer_args](caf::actor_system& s, uint64_t) {
+                                return spawn_syncer(s, args);
+                              }});
   SupervisorSpec learners = supervisor_spec(Child::Role::kLearnerSupervisor, Strategy::kOneForOne, h);
   auto incarnations = std::make_shared<Incarnations>(joined() ? incarnation_base() : 0);
-  const LearnerArgs base{0,       0, job, directory, pool.get(), records, h.message_faults, options.cluster.token,
-                         options.external, options.learner_spec, false, pacer};
+  const LearnerArgs base{.id = 0,
+                         .incarnation = 0,
+                         .job = job,
+                         .directory = directory,
+                         .pool = pool.get(),
+                         .records = records,
+                         .faults = h.message_faults,
+                         .cluster_token = options.cluster.token,
+                         .external = options.external,
+                         .spec = options.learner_spec,
+                         .restarted = false,
+                         .pacer = pacer};
   const auto learner_child = [base, incarnations](uint32_t id, std::optional<LearnerSpec> spec) {
     LearnerArgs args = base;
     args.id = id;
