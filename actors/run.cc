@@ -21,12 +21,12 @@
 #include "atoll/atoms.h"
 #include "atoll/cluster.h"
 #include "atoll/cluster_token.h"
+#include "atoll/evaluation.h"
 #include "atoll/incarnation.h"
 #include "atoll/log.h"
 #include "atoll/model_file.h"
 #include "atoll/module_layout.h"
 #include "atoll/syncer_core.h"
-#include "atoll/transformer.h"
 
 namespace atl {
 namespace {
@@ -101,28 +101,16 @@ std::string default_run_name() {
   return std::string(buf) + "-" + std::to_string(::getpid());
 }
 
-// `theta` on the held-out data, on every core. Each thread builds its model
-// again from the topology: a TorchScript file may have gone or changed since
-// the run began, and then the loss is NaN, with the reason logged, never a
-// model of another layout reading past `theta`.
+// `theta` on the held-out data (atoll/evaluation.h); NaN, with the reason
+// logged, when the model cannot be built again with theta's layout.
 EvalSums evaluate_global(const Topology& topology, const Job& job, std::span<const float> theta) {
-  auto first = make_model(topology);
-  if (!first.ok() || (*first)->layout().size() != theta.size()) {
-    log_error("held-out evaluation skipped: " +
-              (first.ok() ? std::string("the model's layout changed during the run") : first.status().to_string()));
-    EvalSums none;
-    none.loss_sum = std::numeric_limits<double>::quiet_NaN();
-    none.count = 1;
-    return none;
-  }
-  const uint64_t fingerprint = (*first)->layout().fingerprint();
-  return evaluate_all(
-      [&]() -> std::unique_ptr<Model> {
-        auto m = make_model(topology);
-        if (m.ok() && (*m)->layout().fingerprint() == fingerprint) return std::move(*m);
-        return nullptr;
-      },
-      theta, job.eval_batches());
+  auto sums = evaluate_held_out(topology, job, theta);
+  if (sums.ok()) return *sums;
+  log_error("held-out evaluation skipped: " + sums.status().to_string());
+  EvalSums none;
+  none.loss_sum = std::numeric_limits<double>::quiet_NaN();
+  none.count = 1;
+  return none;
 }
 
 // The model's description for the report, or why it could not be built again.
@@ -849,9 +837,7 @@ void Run::Impl::evaluate(Report& r, const Result<std::unique_ptr<Model>>& model)
   }
   if (options.curve_points > 1) r.curve.push_back({r.wall_seconds, r.tokens, r.eval.loss, r.eval.bits_per_byte, r.eval.accuracy});
   watch.set_eval(r.eval.loss, text ? r.eval.bits_per_byte : nan);
-  if (auto* lm = model.ok() ? dynamic_cast<Transformer*>(model->get()) : nullptr)
-    r.sample = lm->sample(theta, "Fellow-Citizens of the Senate and House of Representatives: ", 160, 0.8,
-                          topology.seed);
+  if (model.ok()) r.sample = sample_text(**model, theta, options.evaluation, topology.seed);
 }
 
 }  // namespace atl

@@ -74,4 +74,9 @@ void add_seconds_option(CLI::App* command, double& seconds) {
       ->check(kPositiveSeconds);
 }
 
+void add_sample_prompt_option(CLI::App* command, std::string& prompt) {
+  command->add_option("--sample-prompt", prompt, "Language models: the text the report's sample continues")
+      ->capture_default_str();
+}
+
 }  // namespace atl::cli

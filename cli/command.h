@@ -79,5 +79,8 @@ void add_data_option(CLI::App* command, std::string& dir);
 void add_threads_option(CLI::App* command, int& threads);
 // --seconds S: the run stops after S seconds, whatever its token budget.
 void add_seconds_option(CLI::App* command, double& seconds);
+// --sample-prompt TEXT: what a language model's sample in the report
+// continues (EvaluationOptions::sample_prompt, atoll/evaluation.h).
+void add_sample_prompt_option(CLI::App* command, std::string& prompt);
 
 }  // namespace atl::cli

@@ -164,6 +164,7 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(const LocalClusterOpti
     if (shards > 1) syncer.insert(syncer.end(), {"--shard", std::to_string(shard) + "/" + std::to_string(shards)});
     if (o.seconds > 0) syncer.insert(syncer.end(), {"--seconds", std::to_string(o.seconds)});
     if (!o.data.empty()) syncer.insert(syncer.end(), {"--data", o.data});
+    if (o.sample_prompt) syncer.insert(syncer.end(), {"--sample-prompt", *o.sample_prompt});
     if (o.quiet || shard > 0) syncer.push_back("--quiet");  // one start and progress line: shard 0's
     if (o.verbose) syncer.push_back("-v");
     if (!o.metrics.empty() && shard == 0) {

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,7 @@ struct LocalClusterOptions {
   // make_certificates() when it has none).
   std::string tls_dir;
   std::string link;                  // --link on every process (an emulated wide-area link)
+  std::optional<std::string> sample_prompt;  // --sample-prompt for the syncer (unset: its default)
   // The syncer serves its status page and metrics here (--metrics); they
   // want the cluster token, which then goes to `token_file` (mode 600),
   // /metrics not with `metrics_public` (--metrics-public).

@@ -6,6 +6,7 @@
 
 #include "atoll/chaos.h"
 #include "atoll/cluster.h"
+#include "atoll/evaluation.h"
 #include "atoll/fault_plan.h"
 #include "atoll/topology_file.h"
 #include "command.h"
@@ -24,6 +25,7 @@ struct RunArgs {
   int threads = 0;
   bool quiet = false, verbose = false, processes = false;
   std::string tls_dir, link;
+  std::string sample_prompt = EvaluationOptions{}.sample_prompt;
   MetricsFlags metrics;
 };
 
@@ -38,6 +40,7 @@ int run_with_plan(const Topology& topology, const RunArgs& a) {
   ChaosOptions options;
   options.run.data_root = a.data;
   options.run.compute_threads = a.threads;
+  options.run.evaluation.sample_prompt = a.sample_prompt;
   options.tape_dir = std::filesystem::path(a.tape).parent_path().string();
   if (options.tape_dir.empty()) options.tape_dir = ".";
   SignalStop signals;
@@ -83,6 +86,7 @@ int run_processes(const Topology& topology, const RunArgs& a) {
   o.verbose = a.verbose;
   o.tls_dir = a.tls_dir;
   o.link = a.link;
+  if (a.sample_prompt != EvaluationOptions{}.sample_prompt) o.sample_prompt = a.sample_prompt;
   o.metrics = a.metrics.listen;
   o.metrics_public = a.metrics.public_metrics;
   o.token_file = output("cluster-token");
@@ -123,6 +127,7 @@ int run_command(const RunArgs& a) {
   options.data_root = a.data;
   options.seconds = a.seconds;
   options.compute_threads = a.threads;
+  options.evaluation.sample_prompt = a.sample_prompt;
   return drive(*topology, options, a.report, a.quiet, a.metrics);
 }
 
@@ -138,6 +143,7 @@ void add_run_command(CLI::App& app, int& status) {
   add_seconds_option(run, a->seconds);
   add_data_option(run, a->data);
   add_threads_option(run, a->threads);
+  add_sample_prompt_option(run, a->sample_prompt);
   add_quiet_flag(run, a->quiet);
   add_verbose_flag(run, &a->verbose);
   run->add_option("--faults", a->faults, "Inject the faults of this plan (TOML; see examples/chaos/) and check its invariants");

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "atoll/cluster.h"
+#include "atoll/evaluation.h"
 #include "atoll/file.h"
 #include "atoll/fragments.h"
 #include "atoll/job.h"
@@ -33,6 +34,7 @@ struct SyncerArgs {
   std::vector<std::string> sets;
   std::string listen = "127.0.0.1:7070", port_file, run_name, save_model, shard;
   std::string on_signal = "end", after_run = "exit";
+  std::string sample_prompt = EvaluationOptions{}.sample_prompt;
   double seconds = 0;
   bool quiet = false;
   ClusterFlags cluster;
@@ -130,6 +132,7 @@ int syncer_command(const SyncerArgs& a) {
   options.seconds = a.seconds;
   options.run_name = a.run_name;
   options.save_model = a.save_model;
+  options.evaluation.sample_prompt = a.sample_prompt;
   options.cluster.listen = a.listen;
   options.cluster.shard = shard;
   if (Status s = apply_cluster_flags(a.cluster, options.cluster); !s.ok()) return fail(s);
@@ -231,6 +234,7 @@ void add_syncer_command(CLI::App& app, int& status) {
   add_cluster_flags(syncer, a->cluster, "learner");
   add_report_option(syncer, a->report);
   add_seconds_option(syncer, a->seconds);
+  add_sample_prompt_option(syncer, a->sample_prompt);
   add_data_option(syncer, a->data);
   add_quiet_flag(syncer, a->quiet);
   add_verbose_flag(syncer);

@@ -23,11 +23,21 @@ And for the binary, the options several subcommands share (COMMON_FLAGS):
     --report's, may differ);
   - an option that two subcommands offer is either common or listed as
     meaning something else in one of them (OTHER_MEANINGS).
+And for the prose of README.md and docs/*.md:
+  - no issue number ("issue 25", "Issues #3"): the pages say what the project
+    does, how to run it and what was measured, not which ticket asked for it;
+  - a figure quoted in several places (FIGURES: each figure with the patterns
+    that find its copies) has one value: every copy agrees with the most
+    precise one, to the precision the copy gives (1.56 agrees with 1.558,
+    3.4 does not with 2.74); every pattern still finds its figure somewhere.
+Before all that it runs those two checks on pages made to fail (self_test()),
+so that a check that no longer catches anything fails too.
 Prints each failure as FILE:LINE: what (FILE: what for the binary's help, FILE
 the subcommand's cli/<name>_command.cc), and exits 1 if there was any.
 Standard library only.
 """
 
+import decimal
 import fnmatch
 import glob
 import os
@@ -59,7 +69,8 @@ ATOLL_PROGRAMS = {"atoll", "./build/atoll", "build/atoll"}
 
 # The options that mean the same in several subcommands, each declared once in
 # cli/ (command.h: add_quiet_flag, add_verbose_flag, add_set_option,
-# add_report_option, add_data_option, add_threads_option, add_seconds_option;
+# add_report_option, add_data_option, add_threads_option, add_seconds_option,
+# add_sample_prompt_option;
 # run_status.h: add_metrics_flags; cluster_flags.h: add_cluster_flags), as the
 # help names them: the subcommands that take each, exactly.
 COMMON_FLAGS = {
@@ -71,6 +82,7 @@ COMMON_FLAGS = {
     "--data": ("run", "syncer", "learner", "chaos", "sweep", "validate"),
     "--threads": ("run", "learner", "chaos", "sweep"),
     "--seconds": ("run", "syncer"),
+    "--sample-prompt": ("run", "syncer"),
     "--set": ("run", "syncer", "sweep", "validate", "topology", "bandwidth"),
     "--token-file": ("syncer", "learner"),
     "--timeout": ("syncer", "learner"),
@@ -94,6 +106,173 @@ OTHER_MEANINGS = {
 # What CLI11 gives every subcommand.
 BUILT_IN_FLAGS = {"--help", "--help-all"}
 
+# An issue number in the prose: "issue 25", "Issues #3", "issue\n7".
+ISSUE_NUMBER = re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)
+
+# Figures that README.md and docs/*.md quote in more than one place, each with
+# the patterns that find its copies (group 1: the figure; matched over a page
+# with its line breaks read as spaces, so a pattern may span a wrapped line).
+# Where a page repeats a figure a link to where it is measured is better; these
+# are the copies that stay (the README's headline tables, a page's own summary).
+FIGURES = {
+    "decoupled's gap to tuned dp at equal tokens, dedicated hardware (docs/benchmarks.md)": [
+        r"equal tokens: against tuned dp \| \+(\d+\.\d+)%",
+        r"\| decoupled \| [\d.]+ ± [\d.]+ \(3 seeds\) \| \+(\d+\.\d+)%",
+        r"At equal tokens decoupled is (\d+\.\d+)% behind",
+        r"at 20 bytes per parameter (\d+\.\d+)%",
+    ],
+    "decoupled's gap to dp at equal tokens, shared hardware (docs/benchmarks.md)": [
+        r"\| decoupled \| \d\.\d+ ± \d\.\d+ \| \+(\d+\.\d+)%",
+        r"\((\d+\.\d+)% on shared\s+hardware",
+        r"decoupled was (\d+\.\d+)% behind tuned dp",
+    ],
+    "decoupled against dp at equal wall time, dedicated hardware": [
+        r"equal wall time: against dp[^|]*\| \*\*([−-]\d+\.\d+)%",
+        r"\| decoupled \| [\d.]+ ± [\d.]+ \(3 seeds\) \| [^|]+ \| \*\*([−-]\d+\.\d+)%",
+    ],
+    "tokens decoupled needs for dp's quality, worst point": [
+        r"(\d\.\d+) ± [\d.]+ times dp's",
+        r"\| decoupled \| [\d.]+ ± [\d.]+ \(3 seeds\) \|(?:[^|]*\|){3} (\d\.\d+) ±",
+        r"up to (\d\.\d+) times earlier",
+    ],
+    "the default job's rate, bytes per second": [
+        r"tokens\s+\d+ \((\d+) per second\)",
+        r"\| default job \(H = 12[^|]*\|[^|]*\|[^|]*\|[^|]*\| ([\d,]+) \|",
+        r"default (?:run|job)\b[^.]{0,60}?\b(\d{1,3}(?:,\d{3})+|\d{4,}) bytes(?:/s| per second)",
+    ],
+    "the default job's held-out bits per byte": [
+        r"bits per byte\s+(\d\.\d+) \+-",
+        r"\| default job \(H = 12[^|]*\| (\d\.\d+) \|",
+    ],
+    "the longer job's bits per byte (examples/topologies/long.toml)": [
+        r"long\.toml`\s*\([^)]*\),?\s*reaches\s+(\d\.\d+) bits per byte",
+    ],
+    "decoupled's held-out bits per byte under random kills (side_by_side)": [
+        r"random kills[^\n|]*\|[^|]*\| \*\*(\d\.\d+) ±",
+        r"\| decoupled \| 0\.\d+ ± [\d.]+ \| 0\.\d+ ± [\d.]+ \| [\d,]+ ± [\d,]+ \| \*\*(\d\.\d+) ±",
+    ],
+    "decoupled's goodput under random kills (side_by_side)": [
+        r"goodput / alive bound, same runs \| (\d\.\d+) /",
+        r"\| decoupled \| (0\.\d+) ± [\d.]+ \| 0\.\d+ ± [\d.]+ \| [\d,]+ ±",
+        r"goodput \((\d\.\d+) of \d\.\d+\)",
+    ],
+    "goodput / alive, reorder while a learner restarts": [
+        r"reorder on one link while a learner restarts \(seeds 1-3\) \| (\d\.\d+)",
+        r"reorder on learner 2, duplicate \(p 0\.5\) on learner 0 \|[^|]*\|[^|]*\| (\d\.\d+) ±",
+        r"goodput (\d\.\d+) of the alive share",
+    ],
+    "syncer peak RSS, 64 learners against 8 (growth)": [
+        r"\(\+(\d+\.\d+)%; it was \+291%\)",
+        r"\(\*\*\+(\d+\.\d+)%\*\*, goal 10%\)",
+    ],
+    "syncer core cost per round, 1000 learners against 64": [
+        r"(\d+\.\d+) ± [\d.]+ times \(it was 70",
+        r"cost per round grows (\d+\.\d+) ±",
+    ],
+    "syncer core ms per round at 4000 learners": [
+        r"at 4000 learners \| (\d+\.\d+) ± [\d.]+ ms",
+        r"\| 4000 \| tiny \|[^|]*\| (\d+\.\d+) ±",
+    ],
+    "paper_table1: decoupled, 8 learners at 1.2M chips, simulated goodput %": [
+        r"\| decoupled M = 8 \|(?: [\d.]+ \(\d+\) \|){3} (\d+\.\d) \(",
+        r"and 8 do not \((\d+\.\d)%\)",
+    ],
+    "paper_table1: decoupled, 16 learners at 1.2M chips, simulated goodput %": [
+        r"\| decoupled M = 16 \|(?: [\d.]+ \(\d+\) \|){3} (\d+\.\d) \(",
+        r"16 learners reach 90% \((\d+\.\d)%\)",
+    ],
+    "paper_table1: the paper's goodput %, 8 learners at 1.2M chips": [
+        r"\| decoupled M = 8 \|(?: [\d.]+ \(\d+\) \|){3} [\d.]+ \((\d+)\)",
+        r"goodput (\d+)% for 8 learners",
+    ],
+    "paper_table1: the paper's goodput %, dp at 1.2M chips": [
+        r"\| dp \(fitted\) \|(?: [\d.]+ \(\d+\) \|){3} [\d.]+ \((\d+)\)",
+        r"against (\d+)% for plain data-parallel",
+    ],
+    "paper_table1: the paper's goodput %, elastic dp at 1.2M chips": [
+        r"\| elastic dp \(fitted\) \|(?: [\d.]+ \(\d+\) \|){3} [\d.]+ \((\d+)\)",
+        r"and (\d+)% for elastic data-parallel",
+    ],
+}
+
+
+def line_of(text, offset):
+    return text.count("\n", 0, offset) + 1
+
+
+def issue_mentions(pages):
+    """(page, line, what) for every issue number in {page: text}."""
+    out = []
+    for page, text in pages.items():
+        for m in ISSUE_NUMBER.finditer(text):
+            out.append((page, line_of(text, m.start()),
+                        f"\"{' '.join(m.group(0).split())}\": say what it is (\"the streaming merge\"), not which "
+                        f"issue asked for it"))
+    return out
+
+
+def figure_decimals(value):
+    exponent = decimal.Decimal(value).as_tuple().exponent
+    return -exponent if exponent < 0 else 0
+
+
+def figure_agrees(a, b):
+    """Whether two copies of one figure agree: the more precise, rounded as the other is, is the other."""
+    if figure_decimals(a) < figure_decimals(b):
+        a, b = b, a
+    step = decimal.Decimal(1).scaleb(-figure_decimals(b))
+    return decimal.Decimal(a).quantize(step, rounding=decimal.ROUND_HALF_UP) == decimal.Decimal(b)
+
+
+def figure_disagreements(pages, figures):
+    """(page, line, what) for every copy of a figure in {page: text} that disagrees with the most
+    precise copy, and for every pattern of `figures` that finds nothing."""
+    out = []
+    for name, patterns in figures.items():
+        found = []  # (page, line, as written, value)
+        for pattern in patterns:
+            hits = 0
+            for page, text in pages.items():
+                for m in re.finditer(pattern, text.replace("\n", " ")):
+                    written = m.group(1)
+                    value = written.replace(",", "").replace("−", "-").lstrip("+")
+                    found.append((page, line_of(text, m.start(1)), written, value))
+                    hits += 1
+            if not hits:
+                out.append(("tests/docs/docs_check.py", 0,
+                            f"FIGURES[{name!r}]: the pattern {pattern!r} finds nothing in README.md or "
+                            f"docs/*.md: the wording changed; make it find the figure again"))
+        if not found:
+            continue
+        ref = max(found, key=lambda f: figure_decimals(f[3]))  # the first of the most precise copies
+        for page, line, written, value in found:
+            if not figure_agrees(value, ref[3]):
+                out.append((page, line, f"{name}: {written} here, {ref[2]} at {ref[0]}:{ref[1]}: one figure, one "
+                                        f"value (or link to where it is measured)"))
+    return out
+
+
+def self_test():
+    """The prose checks on pages made to fail; what each missed or got wrong, if anything."""
+    problems = []
+    pages = {"README.md": "Fixed in issue 25.\nSee Issues #3 and\nissue\n7.\n",
+             "docs/a.md": "`atoll certs` reissues 3 certificates; as the issue says, 2 issues.\n"}
+    got = [(p, l) for p, l, _ in issue_mentions(pages)]
+    if got != [("README.md", 1), ("README.md", 2), ("README.md", 3)]:
+        problems.append(f"issue numbers: found {got}, not README.md lines 1, 2 and 3 only")
+    figures = {"rate": [r"rate (\d[\d,]*) per second", r"\| rate \| ([\d,]+) \|"],
+               "bits": [r"reaches\s+(\d\.\d+) bits"],
+               "gone": [r"never (\d+) here"]}
+    pages = {"README.md": "a rate 21,450 per second, and it reaches 1.56 bits\n",
+             "docs/a.md": "| rate | 17158 |\nreaches\n1.558 bits\n",
+             "docs/b.md": "| rate | 21450 |\nit reaches 1.548 bits\n"}
+    got = sorted((p, l, w.split(":")[0]) for p, l, w in figure_disagreements(pages, figures))
+    want = [("docs/a.md", 1, "rate"), ("docs/b.md", 2, "bits"),
+            ("tests/docs/docs_check.py", 0, "FIGURES['gone']")]
+    if got != want:
+        problems.append(f"figures: found {got}, not {want}")
+    return problems
+
 
 class Checker:
     def __init__(self, root, build):
@@ -107,6 +286,7 @@ class Checker:
         self.headings_cache = {}
         self.written = {}  # page -> the files its walk-through blocks write
         self.common_checked = 0
+        self.issue_checked = 0
 
     def fail(self, path, line, what):
         self.failures.append(f"{os.path.relpath(path, self.root)}:{line}: {what}")
@@ -508,10 +688,17 @@ class Checker:
                     self.commands += 1
                     self.check_command(page, line, words)
             self.check_links(page)
+        for what in self_test():
+            self.failures.append(f"tests/docs/docs_check.py: self-test: {what}")
+        prose = {os.path.relpath(p, self.root): open(p, encoding="utf-8").read() for p in pages if os.path.isfile(p)}
+        self.issue_checked = len(prose)
+        for page, line, what in issue_mentions(prose) + figure_disagreements(prose, FIGURES):
+            self.failures.append(f"{page}:{line}: {what}" if line else f"{page}: {what}")
         for f in self.failures:
             print(f)
         print(f"docs_check: {len(pages)} pages, {self.commands} commands, {self.links} links, "
-              f"{len(COMMON_FLAGS)} common options in {self.common_checked} places, {len(self.failures)} failures")
+              f"{len(COMMON_FLAGS)} common options in {self.common_checked} places, {len(FIGURES)} figures, "
+              f"{len(self.failures)} failures")
         return 1 if self.failures else 0
 
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "atoll/door.h"
+#include "atoll/evaluation.h"
 #include "atoll/replica_exchange.h"
 #include "atoll/report.h"
 #include "atoll/run_view.h"
@@ -49,6 +50,9 @@ struct RunOptions {
   // Non-empty: at the end, the syncer's global model is written here as a
   // model file (atoll/model_file.h; atoll.load_model() reads it), atomically.
   std::string save_model;
+  // The held-out evaluation after the run: the prompt of a language model's
+  // sample in the report, its length and temperature (atoll/evaluation.h).
+  EvaluationOptions evaluation;
   // Restart intensity of every supervisor: more than max_restarts failures of
   // one child within restart_window_seconds and it is given up on.
   int max_restarts = 10;
