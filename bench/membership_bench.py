@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Open membership, measured (issue 24): what learners that join and leave a running job buy.
+"""Open membership, measured: what learners that join and leave a running job buy.
 
 Three configurations of examples/topologies/scavenging.toml (the default transformer on the
 State of the Union speeches; two fixed learners, up to four more in open slots, every learner

@@ -3,7 +3,7 @@
 //
 //   atoll_modes_bench [TOPOLOGY.toml] [--set key=value]... [--seeds N] [--out DIR]
 // Default: the built-in topology (the transformer on State of the Union text).
-// Issue 3's table: atoll_modes_bench examples/topologies/mnist.toml
+// The MNIST table in docs/benchmarks.md: atoll_modes_bench examples/topologies/mnist.toml
 //
 // The modes run on dedicated hardware (atoll/step_pacer.h): each learner owns
 // its share of the cores, so no mode gains from a learner that waits or dies.

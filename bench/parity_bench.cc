@@ -1,4 +1,4 @@
-// Model quality of Decoupled DiLoCo against data-parallel training (issue 10):
+// Model quality of Decoupled DiLoCo against data-parallel training (docs/benchmarks.md):
 // at equal tokens and at equal wall-clock time, every variant over seeds.
 //
 //   atoll_parity_bench [TOPOLOGY.toml] [--set key=value]... [--seeds N] [--out DIR]
@@ -12,7 +12,7 @@
 //             three seeds of both modes affordable on 2 cores (about 35 min)
 //   controls  one learner: decoupled (outer steps over its own progress)
 //             against plain training, the same batch, lr and budget
-//   quality   the headline with one quality lever each (issue 25): DyLU
+//   quality   the headline with one quality lever each, on dedicated hardware: DyLU
 //             (outer.sync_by_speed)
 //   levers    the default job (4M bytes) with one setting changed: what each
 //             lever buys, against the default and against `--set mode=dp`

@@ -92,7 +92,7 @@ BOOST_AUTO_TEST_CASE(a_step_triggered_crash_fires_and_is_recorded) {
 
 // A learner restarted while its messages are reordered and corrupted gets
 // pulls and broadcasts meant for its earlier incarnation before its welcome
-// (issue 11: they crashed the process). It must come back and train, and a
+// (they once crashed the process). It must come back and train, and a
 // fault planned after the end fails the verdict (it tested nothing), alone.
 BOOST_AUTO_TEST_CASE(a_learner_restarted_under_message_faults_comes_back_and_an_unfired_fault_fails_the_verdict) {
   // The last kill leaves 3.6 s to come back and train: a loaded CI machine took more than the 1 s it once had.
