@@ -89,7 +89,7 @@ void seal(SyncerActor* self);
 // `sender` receives what the core addresses to `sender_id` (a registering
 // actor that is not, or not yet, the learner's registered handle).
 void carry_out(SyncerActor* self, SyncerEffects& fx, const caf::actor* sender = nullptr,
-               uint32_t sender_id = 0xffffffffu) {
+               uint32_t sender_id = kNoLearner) {
   auto& st = self->state;
   for (auto& s : fx.sends) {
     caf::actor to;
@@ -264,13 +264,13 @@ void on_packet(SyncerActor* self, Packet& p, std::optional<uint64_t> remote) {
   else if (auto* g = std::get_if<Progress>(&*msg)) claimed = g->learner;
   else if (auto* e = std::get_if<Evaluation>(&*msg)) claimed = e->learner;
   else if (auto* lv = std::get_if<Leave>(&*msg)) claimed = lv->learner;
-  else if (std::holds_alternative<Moments>(*msg)) claimed = sender_id.value_or(0xffffffffu);
+  else if (std::holds_alternative<Moments>(*msg)) claimed = sender_id.value_or(kNoLearner);
   else {
     st.core->on_malformed(sender_id, Status::invalid_argument(std::string("a learner may not send ") + message_name(*msg)), fx);
     return carry_out(self, fx, &sender, sender_id.value_or(0));
   }
   if (!sender_id || *sender_id != claimed) {
-    st.core->refuse(claimed, RejectReason::kUnknownLearner, 0xffffffffu,
+    st.core->refuse(claimed, RejectReason::kUnknownLearner, kNoFragment,
                     "learner " + std::to_string(claimed) + " is not registered from this actor", fx);
     return carry_out(self, fx, &sender, claimed);
   }
@@ -289,11 +289,11 @@ void on_packet(SyncerActor* self, Packet& p, std::optional<uint64_t> remote) {
 // layout (what a topology request gets), or a Reject saying why not.
 Packet claim_slot(SyncerActor* self, uint64_t process) {
   auto& st = self->state;
-  if (st.finished) return Packet{encode_message(Reject{RejectReason::kFull, 0xffffffffu, "the run is over"})};
+  if (st.finished) return Packet{encode_message(Reject{RejectReason::kFull, kNoFragment, "the run is over"})};
   SyncerEffects fx;
   const Admission a = st.core->claim(process, self->clock().now(), fx);
   carry_out(self, fx);
-  if (a.refused()) return Packet{encode_message(Reject{a.reason, 0xffffffffu, a.detail})};
+  if (a.refused()) return Packet{encode_message(Reject{a.reason, kNoFragment, a.detail})};
   Welcome w;
   w.learner = a.learner;
   w.topology = st.args.topology;

@@ -16,8 +16,6 @@
 
 namespace atl {
 
-inline constexpr uint32_t kNoFragment = 0xffffffffu;
-
 inline double seconds_between(SteadyTime a, SteadyTime b) {
   return std::chrono::duration<double>(b - a).count();
 }

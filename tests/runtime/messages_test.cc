@@ -99,7 +99,7 @@ std::vector<Message> one_of_each() {
       labelled,
       Evaluation{2, 7, {12, 11, 12}, 1.2345, 1.781, std::nan(""), 4096},
       Leave{5, 3, "SIGTERM"},
-      Reject{RejectReason::kFull, 0xffffffffu, "all 2 open slots are taken"},
+      Reject{RejectReason::kFull, kNoFragment, "all 2 open slots are taken"},
       Hello{0, Purpose::kClaim, std::string(32, 'p'), 0x77},
   };
 }

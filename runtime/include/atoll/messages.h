@@ -128,9 +128,14 @@ enum class RejectReason : uint8_t {
 };
 const char* reject_reason_name(RejectReason reason);
 
+// Reject::fragment of a refusal that is not about one fragment.
+inline constexpr uint32_t kNoFragment = 0xffffffffu;
+// A learner id no learner has: what an actor that has not registered claims to be.
+inline constexpr uint32_t kNoLearner = 0xffffffffu;
+
 struct Reject {
   RejectReason reason = RejectReason::kMalformed;
-  uint32_t fragment = 0;
+  uint32_t fragment = 0;  // kNoFragment: the refusal is not about one
   std::string detail;
   friend bool operator==(const Reject&, const Reject&) = default;
 };
