@@ -24,7 +24,7 @@ namespace {
 using namespace std::chrono_literals;
 constexpr auto kLoadTimeout = 30s;
 
-struct SyncerState {
+struct SyncerActorState {
   static inline const char* name = "syncer";
   SyncerArgs args;
   std::unique_ptr<SyncerCore> core;
@@ -53,7 +53,7 @@ struct CpuMeter {
   double& total_;
   double start_;
 };
-using SyncerActor = caf::stateful_actor<SyncerState>;
+using SyncerActor = caf::stateful_actor<SyncerActorState>;
 
 // Remote processes (by their Hello) are marked apart from the nodes (1, 2,
 // ...) of the actors in this process.
