@@ -419,27 +419,6 @@ LearnerCore::RejectAction LearnerCore::on_reject(const Reject& r, bool registere
   return RejectAction::kGoOn;
 }
 
-size_t LearnerCore::drop_closed_pulls(std::deque<Message>& queue, const Message* next, std::deque<uint32_t>* tags) {
-  std::deque<Message> kept;
-  std::deque<uint32_t> kept_tags;
-  size_t dropped = 0;
-  // From the back: a pull is closed if a broadcast of its fragment came after it.
-  std::set<uint32_t> broadcast_after;
-  if (const auto* b = next ? std::get_if<Broadcast>(next) : nullptr) broadcast_after.insert(b->fragment);
-  for (size_t i = queue.size(); i-- > 0;) {
-    if (const auto* b = std::get_if<Broadcast>(&queue[i])) broadcast_after.insert(b->fragment);
-    if (const auto* p = std::get_if<Pull>(&queue[i]); p && broadcast_after.count(p->fragment)) {
-      ++dropped;
-      continue;
-    }
-    kept.push_front(std::move(queue[i]));
-    if (tags) kept_tags.push_front((*tags)[i]);
-  }
-  queue = std::move(kept);
-  if (tags) *tags = std::move(kept_tags);
-  return dropped;
-}
-
 bool LearnerCore::readable(uint32_t fragment) const {
   return !external_ || (fragment < readable_.size() && readable_[fragment]);
 }

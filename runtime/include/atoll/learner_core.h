@@ -31,13 +31,14 @@
 #include "atoll/data_source.h"
 #include "atoll/fragments.h"
 #include "atoll/job.h"
+#include "atoll/learner_replica.h"
 #include "atoll/messages.h"
 #include "atoll/model.h"
 #include "atoll/replica_exchange.h"
 
 namespace atl {
 
-class LearnerCore {
+class LearnerCore final : public LearnerReplica {
  public:
   // `spec`: its speed and batch size; default: default_spec(topology, id)
   // (a fixed learner's [[learners]] entry). A learner in an open slot brings
@@ -51,8 +52,10 @@ class LearnerCore {
                                                               const Topology& topology, const ParamLayout& layout,
                                                               double speed_label, uint32_t batch_label);
 
-  uint32_t id() const { return id_; }
-  uint64_t incarnation() const { return incarnation_; }
+  uint32_t id() const override { return id_; }
+  uint64_t incarnation() const override { return incarnation_; }
+  size_t fragment_count() const override { return fragments_.size(); }
+  size_t parameter_count() const override { return params_.size(); }
   const Topology& topology() const { return topology_; }
   const LearnerSpec& spec() const { return spec_; }
   bool external() const { return external_; }
@@ -62,7 +65,7 @@ class LearnerCore {
   // another process) it carries join_proof() of it, never the token itself.
   // To syncer shard `shard` it carries only that shard's bases (fragments
   // p % syncer.shards == shard): with one syncer, every base.
-  Register make_register(std::string_view cluster_token, uint32_t shard = 0) const;
+  Register make_register(std::string_view cluster_token, uint32_t shard = 0) const override;
 
   // Adopts the global model. The first welcome sets every fragment's values,
   // version and base, and the peer's AdamW moments when there are some. A
@@ -70,44 +73,39 @@ class LearnerCore {
   // at a newer version, keeps the progress of those at the same version (and
   // lets them be pushed again), and never goes back to an older version.
   // Fails, changing nothing, on a shape or decode error.
-  Status welcome(const Welcome& welcome);
+  Status welcome(const Welcome& welcome) override;
 
   // This learner's AdamW state for a restarted peer (bf16: 2 x 2 bytes per
   // parameter). Unavailable before the first welcome: it has none worth
   // giving; external: unless the optimizer's moments were read at this boundary.
-  Result<Moments> moments_for(const MomentsPull& pull) const;
-  bool welcomed() const { return welcomed_; }
+  Result<Moments> moments_for(const MomentsPull& pull) const override;
+  bool welcomed() const override { return welcomed_; }
   // This fragment has a base: a syncer (shard) welcomed us with it. Pulls and
   // broadcasts of it are answered and adopted from then on.
-  bool welcomed(uint32_t fragment) const { return fragment < fragment_welcomed_.size() && fragment_welcomed_[fragment]; }
+  bool welcomed(uint32_t fragment) const override { return fragment < fragment_welcomed_.size() && fragment_welcomed_[fragment]; }
 
-  struct StepResult {
-    float loss = 0.0f;
-    int64_t tokens = 0;
-    double compute_seconds = 0.0;  // thread CPU time of the step
-  };
   // One inner step: a batch, forward, backward, and (decoupled) AdamW.
   // REQUIRES: welcomed(); called on the compute thread only.
   StepResult step();
 
   // Books a finished step that took `step_seconds` of (emulated) device time.
-  void finish_step(const StepResult& result, double step_seconds);
+  void finish_step(const StepResult& result, double step_seconds) override;
 
   // Push answering a pull: progress on the fragment since its base.
   // Fails for an unknown fragment, and with Unavailable before the first
   // welcome (a pull meant for an earlier incarnation, delayed or reordered).
   // REQUIRES: readable(pull.fragment).
-  Result<Push> answer(const Pull& pull);
+  Result<Push> answer(const Pull& pull) override;
 
   // Decoupled: fragments that just fell due, pushed unasked once per version
   // (external: those readable now; the others when read at a later boundary).
   // dp and elastic_dp: the gradient of the last step, every step.
-  std::vector<Push> due_pushes();
+  std::vector<Push> due_pushes() override;
 
   // ---- external replicas (create_external)
   // The values of a fragment as of this step boundary are here: always for
   // atoll's own replica, after read() for an external one.
-  bool readable(uint32_t fragment) const;
+  bool readable(uint32_t fragment) const override;
   // Takes the fragments and optimizer moments the training thread read at
   // this boundary (a ReplicaStep's). Fails, taking nothing, on a wrong size or
   // an unknown fragment.
@@ -138,53 +136,27 @@ class LearnerCore {
   // welcome (the welcome brings the version) and for a difference to a
   // version this learner does not hold (it missed a broadcast and must
   // register again to resync).
-  Status apply(const Broadcast& broadcast);
+  Status apply(const Broadcast& broadcast) override;
   static constexpr size_t kMaxHeldBroadcasts = 4;
-  static constexpr int kStaleRefusalsBeforeResync = 3;
-  static constexpr uint64_t kMaxCarriedIntervals = 8;
   // Broadcasts held for a version that had not arrived yet, since the start.
   uint64_t broadcasts_held() const { return broadcasts_held_; }
 
-  Progress progress() const;
+  Progress progress() const override;
 
-  // What a learner does about a Reject (its reject policy):
-  //   kStop     a bad token or another model: joining again cannot help;
-  //             this side of the run ends, saying why
-  //   kRestart  its own replica of the refused fragment is not finite: it
-  //             diverged, and its supervisor must start it afresh
-  //   kResync   the kStaleRefusalsBeforeResync-th stale push while nothing
-  //             newer of its fragment arrived (a broadcast was missed), or the
-  //             syncer does not know a learner it had welcomed (it
-  //             restarted): register again, and the welcome brings what is
-  //             missing
-  //   kGoOn     the refused fragment may be pushed again (in dp modes, after
-  //             a fresh step); a stale push otherwise (the fragment moved
-  //             on since the last one, or holds a broadcast ahead): the newer
-  //             versions are on their way (a delayed or reordered link), and
-  //             the next one carries the progress; no second push from the
-  //             same base
-  // `registered`: welcomed by the syncer that refused.
-  enum class RejectAction { kGoOn, kStop, kRestart, kResync };
-  RejectAction on_reject(const Reject& reject, bool registered);
-
-  // Drops every pull in `queue` that a later broadcast of its fragment
-  // follows (in the queue, or `next`, arriving after it): its round has
-  // closed, and an answer would only count as late. Returns how many.
-  // `tags`, if given, runs beside `queue` (one per message) and loses the same entries.
-  static size_t drop_closed_pulls(std::deque<Message>& queue, const Message* next = nullptr,
-                                  std::deque<uint32_t>* tags = nullptr);
+  // The reject policy: see LearnerReplica::RejectAction.
+  RejectAction on_reject(const Reject& reject, bool registered) override;
 
   // With the barrier option (and always in dp modes): true while a pushed
   // fragment's next version has not arrived; the learner must not step.
-  bool blocked() const;
+  bool blocked() const override;
 
   // Welcomes that offered an older version than the one held (and were not followed).
-  uint64_t regressions_refused() const { return regressions_refused_; }
-  uint64_t steps() const { return steps_; }
+  uint64_t regressions_refused() const override { return regressions_refused_; }
+  uint64_t steps() const override { return steps_; }
   uint64_t tokens() const { return tokens_; }
   double loss_ema() const { return loss_ema_; }
   double step_seconds_ema() const { return step_ema_; }
-  uint64_t version(uint32_t fragment) const { return tracks_[fragment].version; }
+  uint64_t version(uint32_t fragment) const override { return tracks_[fragment].version; }
   const std::vector<Fragment>& fragments() const { return fragments_; }
   std::span<const float> parameters() const { return params_; }
 

@@ -1,0 +1,149 @@
+#include "atoll/counting_replica.h"
+
+#include <algorithm>
+#include <string>
+
+#include "atoll/fragments.h"
+
+namespace atl {
+
+CountingReplica::CountingReplica(uint32_t id, uint64_t incarnation, std::shared_ptr<const Model> model)
+    : id_(id), incarnation_(incarnation), model_(std::move(model)), tracks_(model_->zero_deltas.size()) {}
+
+Register CountingReplica::make_register(std::string_view, uint32_t) const {
+  return Register{id_, incarnation_, model_->fingerprint, "", {}, model_->initial_crc};
+}
+
+Status CountingReplica::welcome(const Welcome& w) {
+  for (const auto& fv : w.fragments)
+    if (fv.fragment >= tracks_.size())
+      return Status::invalid_argument("welcome names fragment " + std::to_string(fv.fragment) + " of " +
+                                      std::to_string(tracks_.size()));
+  for (const auto& fv : w.fragments) {
+    Track& t = tracks_[fv.fragment];
+    if (t.welcomed && fv.version <= t.version) {  // LearnerCore::welcome: never back, push again when due
+      if (fv.version < t.version) ++regressions_refused_;
+      t.pushed = false;
+      continue;
+    }
+    t = Track{};
+    t.welcomed = true;
+    t.version = fv.version;
+  }
+  welcomed_ = std::all_of(tracks_.begin(), tracks_.end(), [](const Track& t) { return t.welcomed; });
+  return {};
+}
+
+Result<Moments> CountingReplica::moments_for(const MomentsPull& pull) const {
+  if (!welcomed_) return Status::unavailable("no optimizer state to give before the first welcome");
+  return Moments{pull.request, model_->moments};
+}
+
+void CountingReplica::finish_step(const StepResult& r, double step_seconds) {
+  ++steps_;
+  tokens_ += static_cast<uint64_t>(r.tokens);
+  step_ema_ = steps_ <= 1 ? step_seconds : step_ema_ + 0.2 * (step_seconds - step_ema_);  // LearnerCore's
+  for (auto& t : tracks_) {
+    ++t.steps;
+    t.tokens += static_cast<uint64_t>(r.tokens);
+    t.seconds += step_seconds;
+  }
+}
+
+Push CountingReplica::make_push(uint32_t p, uint64_t round) {
+  Track& t = tracks_[p];
+  if (model_->topology.outer.carry_progress) {
+    t.steps_at_push = t.steps;
+    t.tokens_at_push = t.tokens;
+    t.seconds_at_push = t.seconds;
+  }
+  t.pushed = true;
+  return Push{id_, incarnation_, p, round, t.version, t.steps, t.tokens, t.seconds, model_->zero_deltas[p]};
+}
+
+Result<Push> CountingReplica::answer(const Pull& pull) {
+  if (pull.fragment >= tracks_.size())
+    return Status::invalid_argument("pull for fragment " + std::to_string(pull.fragment) + " of " +
+                                    std::to_string(tracks_.size()));
+  if (!tracks_[pull.fragment].welcomed)
+    return Status::unavailable("pull for fragment " + std::to_string(pull.fragment) + " before the first welcome");
+  return make_push(pull.fragment, pull.round);
+}
+
+std::vector<Push> CountingReplica::due_pushes() {
+  std::vector<Push> out;
+  const auto fragments = static_cast<int>(tracks_.size());
+  for (uint32_t p = 0; p < tracks_.size(); ++p) {
+    const Track& t = tracks_[p];
+    if (!t.pushed && t.steps >= steps_until_due(static_cast<int>(p), fragments,
+                                                sync_interval(model_->topology, 0.0, t.version), t.version))
+      out.push_back(make_push(p, 0));
+  }
+  return out;
+}
+
+Status CountingReplica::apply(const Broadcast& b) {
+  if (b.fragment >= tracks_.size())
+    return Status::invalid_argument("broadcast for fragment " + std::to_string(b.fragment) + " of " +
+                                    std::to_string(tracks_.size()));
+  Track& t = tracks_[b.fragment];
+  if (!t.welcomed)
+    return Status::unavailable("broadcast of fragment " + std::to_string(b.fragment) + " before the first welcome");
+  if (b.version <= t.version) return {};
+  if (b.delta && b.base_version != t.version)
+    return Status::unavailable("broadcast of fragment " + std::to_string(b.fragment) + " version " +
+                               std::to_string(b.version) + " is a difference to version " +
+                               std::to_string(b.base_version) + ", and this learner holds version " +
+                               std::to_string(t.version));
+  const auto& o = model_->topology.outer;
+  const uint64_t carry_limit = kMaxCarriedIntervals * static_cast<uint64_t>(std::max(1, sync_interval(o, t.version)));
+  Track next;
+  next.welcomed = true;
+  if (o.carry_progress && b.version == t.version + 1 && t.steps <= carry_limit) {
+    // The progress the new version did not merge stays (LearnerCore::adopt).
+    const bool merged = t.pushed && std::find(b.merged.begin(), b.merged.end(), id_) != b.merged.end();
+    next.steps = t.steps - (merged ? t.steps_at_push : 0);
+    next.tokens = t.tokens - (merged ? t.tokens_at_push : 0);
+    next.seconds = t.seconds - (merged ? t.seconds_at_push : 0.0);
+  }
+  next.version = b.version;
+  next.stale_version = t.stale_version;
+  next.stale_refusals = t.stale_refusals;
+  t = next;
+  return {};
+}
+
+Progress CountingReplica::progress() const {
+  Progress p{id_, incarnation_, steps_, tokens_, step_ema_, {}, 0.0f};
+  for (const auto& t : tracks_) p.fragments.push_back({t.version, t.steps});
+  return p;
+}
+
+LearnerReplica::RejectAction CountingReplica::on_reject(const Reject& r, bool registered) {
+  if (r.reason == RejectReason::kBadToken || r.reason == RejectReason::kFingerprintMismatch) return RejectAction::kStop;
+  if (r.fragment < tracks_.size()) {  // about a push: LearnerCore::on_reject's rule, without values
+    Track& t = tracks_[r.fragment];
+    t.pushed = false;
+    if (r.reason == RejectReason::kStale) {
+      t.pushed = true;  // the next version carries the progress
+      if (t.stale_version != t.version) {
+        t.stale_version = t.version;
+        t.stale_refusals = 1;
+        return RejectAction::kGoOn;
+      }
+      if (++t.stale_refusals < kStaleRefusalsBeforeResync) return RejectAction::kGoOn;
+      t.stale_version.reset();
+      t.stale_refusals = 0;
+    }
+  }
+  if (r.reason == RejectReason::kStale || (r.reason == RejectReason::kUnknownLearner && registered))
+    return RejectAction::kResync;
+  return RejectAction::kGoOn;
+}
+
+bool CountingReplica::blocked() const {
+  if (!model_->topology.outer.barrier) return false;
+  return std::any_of(tracks_.begin(), tracks_.end(), [](const Track& t) { return t.pushed; });
+}
+
+}  // namespace atl
