@@ -96,7 +96,8 @@ void quantize(uint32_t block, std::span<const float> x, float* steps, uint8_t* c
 }
 
 template <int kBits>
-Status dequantize(uint32_t block, const float* steps, const uint8_t* codes, std::span<float> out) {
+Status dequantize(uint32_t block, const float* steps, const uint8_t* codes, std::span<float> out,
+                  DecodeFault& fault) {
   constexpr int kQmax = (1 << (kBits - 1)) - 1;
   const size_t n = out.size();
   std::vector<uint8_t> unpacked;
@@ -111,19 +112,25 @@ Status dequantize(uint32_t block, const float* steps, const uint8_t* codes, std:
   }
   uint8_t worst = 0;
   for (size_t k = 0; k < n; ++k) worst = std::max(worst, q[k]);
+  fault = DecodeFault::kMalformed;
   if (worst > 2 * kQmax)
     return Status::corruption("a code is above " + std::to_string(2 * kQmax) + " (" +
                               std::to_string(worst) + ")");
   for (size_t b = 0, begin = 0; begin < n; ++b, begin += block) {
     const float step = steps[b];
-    if (!(step >= 0.0f && step <= FLT_MAX))
+    if (!(step >= 0.0f && step <= FLT_MAX)) {
+      // A NaN step is how encode() marks a block that held a NaN or an infinity.
+      fault = step < 0.0f ? DecodeFault::kMalformed : DecodeFault::kNonFinite;
       return Status::corruption("block " + std::to_string(b) + " has step " + std::to_string(step) +
                                 " (must be finite and >= 0)");
+    }
     const size_t len = std::min<size_t>(block, n - begin);
     for (size_t i = 0; i < len; ++i)
       out[begin + i] = static_cast<float>(static_cast<int>(q[begin + i]) - kQmax) * step;
   }
+  fault = DecodeFault::kNonFinite;
   if (!all_finite(out)) return Status::corruption("a decoded value is not finite");
+  fault = DecodeFault::kNone;
   return {};
 }
 
@@ -197,6 +204,12 @@ void encode(Codec codec, uint32_t block, std::span<const float> x, std::span<uin
 }
 
 Status decode(Codec codec, uint32_t block, std::span<const uint8_t> in, std::span<float> out) {
+  DecodeFault fault;
+  return decode(codec, block, in, out, fault);
+}
+
+Status decode(Codec codec, uint32_t block, std::span<const uint8_t> in, std::span<float> out, DecodeFault& fault) {
+  fault = DecodeFault::kMalformed;
   if (bits_of(codec) == 0)
     return Status::corruption("unknown codec id " + std::to_string(static_cast<int>(codec)));
   ATOLL_RETURN_IF_ERROR(check_block(codec, block));
@@ -205,7 +218,10 @@ Status decode(Codec codec, uint32_t block, std::span<const uint8_t> in, std::spa
     return Status::corruption(std::string(codec_name(codec)) + " payload of " +
                               std::to_string(in.size()) + " bytes for " + std::to_string(out.size()) +
                               " values, expected " + std::to_string(expected) + " bytes");
-  if (out.empty()) return {};  // (and memcpy must not see the null data of empty spans)
+  if (out.empty()) {
+    fault = DecodeFault::kNone;
+    return {};  // (and memcpy must not see the null data of empty spans)
+  }
   switch (codec) {
     case Codec::kFp32:
       std::memcpy(out.data(), in.data(), in.size());
@@ -221,12 +237,14 @@ Status decode(Codec codec, uint32_t block, std::span<const uint8_t> in, std::spa
       std::vector<float> steps(block_count(out.size(), block));
       std::memcpy(steps.data(), in.data(), steps.size() * sizeof(float));
       const uint8_t* codes = in.data() + steps.size() * sizeof(float);
-      if (codec == Codec::kInt8) return dequantize<8>(block, steps.data(), codes, out);
-      if (codec == Codec::kInt4) return dequantize<4>(block, steps.data(), codes, out);
-      return dequantize<2>(block, steps.data(), codes, out);
+      if (codec == Codec::kInt8) return dequantize<8>(block, steps.data(), codes, out, fault);
+      if (codec == Codec::kInt4) return dequantize<4>(block, steps.data(), codes, out, fault);
+      return dequantize<2>(block, steps.data(), codes, out, fault);
     }
   }
+  fault = DecodeFault::kNonFinite;
   if (!all_finite(out)) return Status::corruption("a decoded value is not finite");
+  fault = DecodeFault::kNone;
   return {};
 }
 
@@ -238,10 +256,16 @@ Payload encode_payload(Codec codec, uint32_t block, std::span<const float> x) {
 }
 
 Status decode_payload(const Payload& p, std::span<float> out) {
+  DecodeFault fault;
+  return decode_payload(p, out, fault);
+}
+
+Status decode_payload(const Payload& p, std::span<float> out, DecodeFault& fault) {
+  fault = DecodeFault::kMalformed;
   if (p.count != out.size())
     return Status::corruption("payload holds " + std::to_string(p.count) + " values, expected " +
                               std::to_string(out.size()));
-  return decode(p.codec, p.block, p.bytes, out);
+  return decode(p.codec, p.block, p.bytes, out, fault);
 }
 
 }  // namespace atl

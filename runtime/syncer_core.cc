@@ -14,8 +14,8 @@ namespace atl {
 namespace {
 
 // Why a payload that has the right count did not decode.
-RejectReason decode_reason(const Status& s) {
-  return s.message().find("finite") != std::string_view::npos ? RejectReason::kNonFinite : RejectReason::kMalformed;
+RejectReason reject_reason(DecodeFault fault) {
+  return fault == DecodeFault::kNonFinite ? RejectReason::kNonFinite : RejectReason::kMalformed;
 }
 
 }  // namespace
@@ -742,8 +742,9 @@ void SyncerCore::check_push(const Push& m, SteadyTime now, SyncerEffects& fx) {
                                                       " values for a fragment of " + std::to_string(size));
   Answer a{m.base_version, m.steps, m.tokens, std::isfinite(m.seconds) ? std::max(0.0, m.seconds) : 0.0,
            std::vector<float>(size)};
-  if (Status st = decode_payload(m.delta, a.delta); !st.ok())
-    return refuse_answer(decode_reason(st), std::string(st.message()));
+  DecodeFault fault = DecodeFault::kNone;
+  if (Status st = decode_payload(m.delta, a.delta, fault); !st.ok())
+    return refuse_answer(reject_reason(fault), std::string(st.message()));
   const auto& merged = s_->learners[m.learner].merged_base[m.fragment];
   if (merged && m.base_version <= *merged) {
     ++s_->stats.late;  // this progress (from this base) is in the global model already

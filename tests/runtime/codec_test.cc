@@ -143,6 +143,38 @@ BOOST_AUTO_TEST_CASE(corrupted_steps_and_codes_are_refused) {
   BOOST_CHECK(!decode_payload(r, y).ok());
 }
 
+BOOST_AUTO_TEST_CASE(a_failed_decode_says_whether_its_form_or_its_values_were_bad) {
+  const std::vector<float> x(64, 0.25f);
+  std::vector<float> y(64);
+  const Payload p = encode_payload(Codec::kInt4, 32, x);
+  DecodeFault fault = DecodeFault::kMalformed;
+  BOOST_REQUIRE(decode_payload(p, y, fault).ok());
+  BOOST_CHECK(fault == DecodeFault::kNone);
+  const auto fault_with_step = [&](float step) {
+    Payload q = p;
+    std::memcpy(q.bytes.data() + 4, &step, 4);  // second block's step
+    BOOST_CHECK(!decode_payload(q, y, fault).ok());
+    return fault;
+  };
+  BOOST_CHECK(fault_with_step(-1.0f) == DecodeFault::kMalformed);
+  BOOST_CHECK(fault_with_step(std::numeric_limits<float>::quiet_NaN()) == DecodeFault::kNonFinite);
+  BOOST_CHECK(fault_with_step(std::numeric_limits<float>::infinity()) == DecodeFault::kNonFinite);
+  Payload q = p;
+  q.bytes.back() = 0xff;  // a code out of range
+  BOOST_CHECK(!decode_payload(q, y, fault).ok());
+  BOOST_CHECK(fault == DecodeFault::kMalformed);
+  std::vector<float> fewer(63);
+  BOOST_CHECK(!decode_payload(p, fewer, fault).ok());
+  BOOST_CHECK(fault == DecodeFault::kMalformed);
+  // What encode() makes of a NaN, in every codec.
+  std::vector<float> bad(64, 0.5f);
+  bad[10] = std::numeric_limits<float>::quiet_NaN();
+  for (Codec codec : kAll) {
+    BOOST_CHECK(!decode_payload(encode_payload(codec, 16, bad), y, fault).ok());
+    BOOST_CHECK_MESSAGE(fault == DecodeFault::kNonFinite, codec_name(codec));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_codec_ids_and_block_sizes_are_refused) {
   std::vector<float> y(8);
   std::vector<uint8_t> bytes(32);

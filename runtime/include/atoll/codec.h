@@ -52,6 +52,17 @@ void encode(Codec codec, uint32_t block, std::span<const float> x, std::span<uin
 // finite, a code is out of range, or a decoded value is not finite.
 Status decode(Codec codec, uint32_t block, std::span<const uint8_t> in, std::span<float> out);
 
+// Why a decode failed, for a receiver that answers the sender (the syncer's
+// Reject tells a malformed payload from one of values that are not finite).
+enum class DecodeFault : uint8_t {
+  kNone = 0,   // it decoded
+  kMalformed,  // its form: the codec, block, size or count; a negative step; a code out of range
+  kNonFinite,  // its values: a step or a decoded value that is NaN or infinite (encode() gives a
+               // block that holds a NaN or an infinity a NaN step)
+};
+// decode(), and in `fault` why it failed (kNone when it did not).
+Status decode(Codec codec, uint32_t block, std::span<const uint8_t> in, std::span<float> out, DecodeFault& fault);
+
 // An encoded vector as it travels in a message.
 struct Payload {
   Codec codec = Codec::kFp32;
@@ -65,5 +76,7 @@ struct Payload {
 Payload encode_payload(Codec codec, uint32_t block, std::span<const float> x);
 // Also fails if payload.count != out.size().
 Status decode_payload(const Payload& payload, std::span<float> out);
+// The same, and in `fault` why it failed (kNone when it did not).
+Status decode_payload(const Payload& payload, std::span<float> out, DecodeFault& fault);
 
 }  // namespace atl
