@@ -23,6 +23,7 @@
 #include <mutex>
 
 #include "actors.h"
+#include "timespan.h"
 #include "atoll/atoms.h"
 #include "atoll/log.h"
 
@@ -33,10 +34,6 @@ using Clock = std::chrono::steady_clock;
 constexpr double kBackoffInitial = 0.1, kBackoffMax = 5.0;  // seconds between connection attempts
 constexpr size_t kTopologyFrameBytes = size_t{1} << 20;     // a Welcome that carries only the topology
 constexpr auto kClaimTimeout = std::chrono::seconds(5);     // the syncer's answer to a claim, at the gateway
-
-caf::timespan span(double seconds) {
-  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(seconds));
-}
 
 // Door events become messages to `target` (set before the door listens or connects).
 DoorEvents events_to(std::shared_ptr<caf::actor> target) {
@@ -229,7 +226,7 @@ caf::behavior syncer_link(LinkActor* self, SyncerLinkArgs args) {
         // closes, and the Done reaches the learner after this event.
         l.why = why;
         l.was_open = was_open;
-        self->delayed_send(self, span(l.backoff), relink_atom_v, id);
+        self->delayed_send(self, timespan_of(l.backoff), relink_atom_v, id);
         l.backoff = std::min(kBackoffMax, l.backoff * 2);
       },
       [self](relink_atom, uint32_t id) {
@@ -357,7 +354,7 @@ Result<Welcome> ask_syncer(const Endpoint& syncer, uint32_t learner, Purpose pur
   std::string last_error;
   for (bool first = true;; first = false) {
     if (!first) {
-      if (Clock::now() + span(backoff) > deadline) {
+      if (Clock::now() + timespan_of(backoff) > deadline) {
         const std::string why = " at " + syncer.to_string() + " within " +
                                 std::to_string(static_cast<int>(wait_seconds)) + " s: " + last_error;
         // Reached but closed in the handshake (TLS, certificates, plain against TLS) until the end: a
@@ -366,7 +363,7 @@ Result<Welcome> ask_syncer(const Endpoint& syncer, uint32_t learner, Purpose pur
           return Status::unavailable("no syncer" + why);
         return Status::refused("no handshake with the syncer" + why);
       }
-      std::this_thread::sleep_for(span(backoff));
+      std::this_thread::sleep_for(timespan_of(backoff));
       backoff = std::min(kBackoffMax, backoff * 2);
     }
     const uint64_t conn = (*door)->connect(syncer.host, syncer.port, learner, purpose, kTopologyFrameBytes);

@@ -18,6 +18,7 @@
 
 #include "actors.h"
 #include "run_hooks.h"
+#include "timespan.h"
 #include "atoll/atoms.h"
 #include "atoll/cluster.h"
 #include "atoll/cluster_token.h"
@@ -576,7 +577,7 @@ Status Run::checkpoint_now(double seconds) {
   caf::actor checkpointer = impl_->directory->get(Directory::kCheckpointer);
   if (!syncer) return Status::unavailable("no syncer runs in this process");
   if (!checkpointer) return Status::unavailable("checkpoints are off (checkpoint.dir is empty)");
-  const auto timeout = std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(seconds));
+  const auto timeout = timespan_of(seconds);
   const uint64_t written = impl_->records->counters.checkpoints.load();
   caf::scoped_actor self{*impl_->system};
   Status result;

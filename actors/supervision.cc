@@ -17,6 +17,7 @@
 #include <set>
 
 #include "actors.h"
+#include "timespan.h"
 #include "atoll/atoms.h"
 #include "atoll/log.h"
 #include "atoll/messages.h"
@@ -185,7 +186,7 @@ caf::behavior supervisor(SupervisorActor* self, SupervisorSpec spec) {
     double backoff = *delay;
     if (st.spec.restart_hold) backoff = std::max(backoff, st.spec.restart_hold(child));  // a fault's recovery time
     st.pending.insert(i);
-    self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(backoff)),
+    self->delayed_send(self, timespan_of(backoff),
                        restart_atom_v, static_cast<uint64_t>(i));
   });
   if (state.spec.directory) {

@@ -12,6 +12,7 @@
 #include <map>
 
 #include "actors.h"
+#include "timespan.h"
 #include "atoll/atoms.h"
 #include "atoll/cpu_clock.h"
 #include "atoll/log.h"
@@ -64,11 +65,6 @@ int64_t unix_ms() {
       .count();
 }
 
-// Clamped: a timer is never negative, and never longer than a day.
-caf::timespan seconds(double s) {
-  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(std::clamp(s, 0.0, 86400.0)));
-}
-
 void send_packet(SyncerActor* self, uint32_t learner, const caf::actor& to, const Packet& p) {
   if (!to) return;
   auto& st = self->state;
@@ -79,7 +75,7 @@ void send_packet(SyncerActor* self, uint32_t learner, const caf::actor& to, cons
   }
   for (auto& d : st.args.faults->route(learner, p.bytes, self->clock().now())) {
     if (d.delay_seconds <= 0) self->send(to, Packet{std::move(d.bytes)});
-    else self->delayed_send(to, seconds(d.delay_seconds), Packet{std::move(d.bytes)});
+    else self->delayed_send(to, timespan_of(d.delay_seconds), Packet{std::move(d.bytes)});
   }
 }
 
@@ -103,7 +99,7 @@ void carry_out(SyncerActor* self, SyncerEffects& fx, const caf::actor* sender = 
       if (st.core->learners()[id].connected) send_packet(self, id, st.learners[id], p);
   }
   for (const auto& t : fx.timers)
-    self->delayed_send(self, seconds(t.seconds), timer_atom_v, static_cast<uint32_t>(t.kind), t.id, t.round);
+    self->delayed_send(self, timespan_of(t.seconds), timer_atom_v, static_cast<uint32_t>(t.kind), t.id, t.round);
   for (const auto& n : fx.notes) log_info("syncer: " + n);
   for (auto& e : fx.events) {
     if (const auto* merged = std::get_if<event::FirstMerge>(&e))
@@ -142,7 +138,7 @@ void maybe_checkpoint(SyncerActor* self) {
   if (rounds == st.rounds_at_checkpoint) return;
   const auto now = self->clock().now();
   const bool by_rounds = c.every_rounds > 0 && rounds - st.rounds_at_checkpoint >= static_cast<uint64_t>(c.every_rounds);
-  const bool by_time = c.every_seconds > 0 && now - st.checkpoint_at >= seconds(c.every_seconds);
+  const bool by_time = c.every_seconds > 0 && now - st.checkpoint_at >= timespan_of(c.every_seconds);
   if (!by_rounds && !by_time) return;
   caf::actor cp = st.args.directory->get(Directory::kCheckpointer);
   if (!cp) return;
@@ -173,7 +169,7 @@ void finish(SyncerActor* self, const std::string& why) {
   log_info("syncer: waiting up to " + std::to_string(static_cast<int>(kFinalEvaluationSeconds)) +
            " s for the evaluation of the final model by learner(s) " + ids);
   publish(self);
-  self->delayed_send(self, seconds(kFinalEvaluationSeconds), seal_atom_v);
+  self->delayed_send(self, timespan_of(kFinalEvaluationSeconds), seal_atom_v);
 }
 
 // The run's records are final: the last sample, then the latch.
@@ -334,7 +330,7 @@ caf::behavior running(SyncerActor* self) {
         check_budget(self);  // a time-based curve, and a budget reached before a restart
         publish(self);  // kept current: a syncer restarted after a kill continues from it
         maybe_checkpoint(self);
-        self->delayed_send(self, seconds(self->state.args.tick_seconds), tick_atom_v);
+        self->delayed_send(self, timespan_of(self->state.args.tick_seconds), tick_atom_v);
       },
       [self](save_atom) -> Packet {  // Run::checkpoint_now(): the checkpoint, for the caller to have written
         auto& st = self->state;

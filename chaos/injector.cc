@@ -6,6 +6,7 @@
 #include "atoll/atoms.h"
 #include "atoll/log.h"
 #include "atoll/rng.h"
+#include "timespan.h"
 
 namespace atl {
 namespace {
@@ -24,10 +25,6 @@ struct InjectorState {
   std::map<uint32_t, LearnerSpec> spot_specs;     // open slot -> the spec its newcomer joined with
 };
 using InjectorActor = caf::stateful_actor<InjectorState>;
-
-caf::timespan span(double seconds) {
-  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(std::max(0.0, seconds)));
-}
 
 double since_start(const InjectorActor* self) {
   return std::chrono::duration<double>(Clock::now() - self->state.context.started).count();
@@ -86,7 +83,7 @@ bool preempt(InjectorActor* self, uint32_t learner, double grace) {
     caf::anon_send(learners, retire_atom_v, learner);
   caf::anon_send(target, leave_atom_v, std::string("preempted"), grace);
   st.preempted[learner] = target.address();
-  self->delayed_send(self, span(grace), evict_atom_v, learner);
+  self->delayed_send(self, timespan_of(grace), evict_atom_v, learner);
   return true;
 }
 
@@ -188,7 +185,7 @@ caf::behavior injector(InjectorActor* self, RunContext context, InjectorArgs arg
       steps = true;
       continue;
     }
-    if (plan.faults[i].at >= now) self->delayed_send(self, span(plan.faults[i].at - now), fault_atom_v, uint64_t{i});
+    if (plan.faults[i].at >= now) self->delayed_send(self, timespan_of(plan.faults[i].at - now), fault_atom_v, uint64_t{i});
   }
   state.fired.assign(plan.faults.size(), false);
   if (steps) self->send(self, poll_atom_v);
@@ -204,8 +201,8 @@ caf::behavior injector(InjectorActor* self, RunContext context, InjectorArgs arg
       double t = state.rngs[m].exponential(plan.random->mtbf_seconds);
       // A restarted injector draws the same schedule and skips what has passed.
       while (t < now) t += recovery_of(self, m) + state.rngs[m].exponential(plan.random->mtbf_seconds);
-      if (spot) self->delayed_send(self, span(t - now), spot_atom_v, m);
-      else self->delayed_send(self, span(t - now), random_fault_atom_v, m);
+      if (spot) self->delayed_send(self, timespan_of(t - now), spot_atom_v, m);
+      else self->delayed_send(self, timespan_of(t - now), random_fault_atom_v, m);
     }
   }
   return {
@@ -236,7 +233,7 @@ caf::behavior injector(InjectorActor* self, RunContext context, InjectorArgs arg
         f.recover_after = recovery_of(self, m);
         f.where = "random";
         inject(self, f);
-        self->delayed_send(self, span(f.recover_after + st.rngs[m].exponential(r.mtbf_seconds)), random_fault_atom_v, m);
+        self->delayed_send(self, timespan_of(f.recover_after + st.rngs[m].exponential(r.mtbf_seconds)), random_fault_atom_v, m);
       },
       [self](spot_atom, uint32_t m) {  // spot capacity: the learner of open slot m is preempted ...
         auto& st = self->state;
@@ -253,10 +250,10 @@ caf::behavior injector(InjectorActor* self, RunContext context, InjectorArgs arg
         // ... and comes back after the recovery as a newcomer with the same spec.
         if (hit) {
           const auto spec = st.spot_specs.count(m) ? st.spot_specs[m] : default_spec(st.context.topology, m);
-          self->delayed_send(self, span(r.grace + f.recover_after), rejoin_atom_v, spec.speed,
+          self->delayed_send(self, timespan_of(r.grace + f.recover_after), rejoin_atom_v, spec.speed,
                              static_cast<int32_t>(spec.batch_size));
         }
-        self->delayed_send(self, span(r.grace + f.recover_after + st.rngs[m].exponential(r.mtbf_seconds)), spot_atom_v, m);
+        self->delayed_send(self, timespan_of(r.grace + f.recover_after + st.rngs[m].exponential(r.mtbf_seconds)), spot_atom_v, m);
       },
       [self](rejoin_atom, double speed, int32_t batch) {
         Fault f;
