@@ -82,6 +82,53 @@ wait_for() {
   die "$name: no $count line(s) matching '$pattern' within $seconds s"
 }
 
+# free_port: a loopback port free now, for --metrics (which takes no port 0).
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# The --metrics server's /status.json on PORT, read with $ATOLL_TOKEN, for
+# wait_status and status_value: `python3 -c "$status_py" PORT EXPRESSION
+# SECONDS` waits up to SECONDS (0: one look) until EXPRESSION, Python over the
+# status's fields, is true, then prints its value; past SECONDS it prints the
+# last status (or why there was none) and exits 1.
+status_py='
+import json, os, sys, time, urllib.request
+port, expression, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+request = urllib.request.Request(f"http://127.0.0.1:{port}/status.json",
+                                 headers={"Authorization": "Bearer " + os.environ["ATOLL_TOKEN"]})
+deadline = time.monotonic() + seconds
+while True:
+    try:
+        with urllib.request.urlopen(request, timeout=5) as r:
+            status = json.load(r)
+        value = eval(expression, {}, status)
+        if value or seconds == 0:
+            print(value)
+            sys.exit(0)
+        status.pop("series", None)
+        last = json.dumps(status)
+    except (OSError, ValueError) as e:
+        last = f"{type(e).__name__}: {e}"
+    if time.monotonic() >= deadline:
+        print(last)
+        sys.exit(1)
+    time.sleep(0.1)
+'
+
+# wait_status PORT CONDITION SECONDS: until the status on PORT makes CONDITION
+# true, e.g. 'rounds >= 20' or 'all(l["merged"] > 0 for l in per_learner)'.
+wait_status() {
+  local last
+  last=$(python3 -c "$status_py" "$1" "$2" "$3") || die "the status on port $1 did not reach '$2' within $3 s; last: $last"
+}
+
+# status_value PORT EXPRESSION: EXPRESSION over the status on PORT now (it may take 30 s to answer).
+status_value() {
+  wait_status "$1" True 30
+  python3 -c "$status_py" "$1" "$2" 0 || die "no status on port $1"
+}
+
 # wait_exit PID SECONDS: waits for PID (a child of this shell), which must end
 # within SECONDS; its exit status goes to $exit_status. (Not in $(...): a
 # subshell cannot wait for its parent's children.)

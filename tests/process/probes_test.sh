@@ -11,7 +11,6 @@
 # Usage: probes_test.sh ATOLL SCRATCH
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # probe PORT PATH: "CODE BODY" of a GET, without a token.
 probe() {
   python3 - "$1" "$2" <<'PY'
