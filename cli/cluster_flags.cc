@@ -14,6 +14,12 @@ void add_cluster_flags(CLI::App* command, ClusterFlags& f, const char* peer) {
                                   : "Seconds of silence (no heartbeat) before the syncer counts as lost")
       ->capture_default_str()
       ->check(kPositiveSeconds);
+  if (syncer_side)
+    command->add_option("--handshake-timeout", f.handshake_timeout,
+                        "Seconds a new connection has to finish its handshake (TLS, then the cluster token's proof) "
+                        "before the syncer closes it; until then it counts toward a per-address cap of 16")
+        ->capture_default_str()
+        ->check(kPositiveSeconds);
   command->add_option("--tls-cert", f.tls_cert,
                       syncer_side ? "TLS 1.3: this process's certificate (PEM; `atoll certs` makes one); with --tls-key "
                                     "and --tls-ca. Then every learner must show a certificate of the same CA"
@@ -38,6 +44,7 @@ Status apply_cluster_flags(const ClusterFlags& f, RunOptions::Cluster& cluster) 
   if (!token.ok()) return token.status();
   cluster.token = *token;
   cluster.connection_timeout_seconds = f.timeout;
+  cluster.handshake_seconds = f.handshake_timeout;
   if (!f.link.empty()) {
     auto shape = parse_link_shape(f.link);
     if (!shape.ok()) return shape.status().with_context("--link");

@@ -14,10 +14,11 @@ struct ClusterFlags {
   std::string token_file;
   std::string tls_cert, tls_key, tls_ca, tls_name, link;
   double timeout = 5;  // seconds of silence before the peer counts as lost
+  double handshake_timeout = RunOptions::Cluster{}.handshake_seconds;  // the syncer's --handshake-timeout
 };
 
-// --token-file, --timeout, --tls-cert/--tls-key/--tls-ca/--tls-name, --link; `peer` is who
-// the other side is ("learner", "syncer"), for the help.
+// --token-file, --timeout, --tls-cert/--tls-key/--tls-ca/--tls-name, --link (and, for the
+// syncer, --handshake-timeout); `peer` is who the other side is ("learner", "syncer"), for the help.
 void add_cluster_flags(CLI::App* command, ClusterFlags& flags, const char* peer);
 
 // The token (from --token-file or $ATOLL_TOKEN), all three TLS files or none
