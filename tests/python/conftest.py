@@ -5,12 +5,16 @@ the atoll command (tests/CMakeLists.txt). Every wait is bounded.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -48,10 +52,31 @@ def tiny_topology(model_file: Path, **extra: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-class Syncer:
-    """`atoll syncer` in its own process, on a free loopback port, with a fresh token."""
+def wait_until(condition: Callable[[], Any], seconds: float, what: str, shown: Callable[[], Any] = lambda: None,
+               every: float = 0.05) -> Any:
+    """Polls `condition` every `every` seconds until it is true and returns its value; fails after
+    `seconds`, naming `what` was awaited and showing `shown()`, the state that did not get there."""
+    deadline = time.monotonic() + seconds
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"not within {seconds} s: {what}; now: {shown()}"
+        time.sleep(every)
+    return value
 
-    def __init__(self, workdir: Path, topology: str, *args: str) -> None:
+
+def free_port() -> int:
+    """A loopback port free now (for --metrics, which takes no port 0)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Syncer:
+    """`atoll syncer` in its own process, on a free loopback port, with a fresh token.
+
+    metrics=True: it serves its live status too (--metrics), which status() reads.
+    """
+
+    def __init__(self, workdir: Path, topology: str, *args: str, metrics: bool = False) -> None:
         self.workdir = workdir
         (workdir / "topology.toml").write_text(topology)
         self.token_file = workdir / "token"
@@ -61,6 +86,9 @@ class Syncer:
         port_file = workdir / "port"
         self.log = workdir / "syncer.log"
         self.report = workdir / "report.json"
+        self.metrics = free_port() if metrics else None
+        if self.metrics is not None:
+            args = ("--metrics", f"127.0.0.1:{self.metrics}", *args)
         self.proc = subprocess.Popen(
             [ATOLL, "syncer", str(workdir / "topology.toml"), "--listen", "127.0.0.1:0", "--port-file",
              str(port_file), "--token-file", str(self.token_file), "--report", str(self.report), "-q", "-v", *args],
@@ -71,6 +99,14 @@ class Syncer:
             assert time.monotonic() < deadline, "atoll syncer did not listen within 30 s"
             time.sleep(0.05)
         self.address = "127.0.0.1:" + port_file.read_text().strip()
+
+    def status(self) -> dict:
+        """The run as the syncer sees it now (its status page's JSON: rounds, versions, per_learner[i]["merged"])."""
+        assert self.metrics is not None, "status() needs Syncer(..., metrics=True)"
+        request = urllib.request.Request(f"http://127.0.0.1:{self.metrics}/status.json",
+                                         headers={"Authorization": f"Bearer {self.token}"})
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return json.load(r)
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -93,6 +129,14 @@ def model_file(tmp_path: Path) -> Path:
 @pytest.fixture
 def syncer(tmp_path: Path, model_file: Path):
     s = Syncer(tmp_path, tiny_topology(model_file))
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def metered_syncer(tmp_path: Path, model_file: Path):
+    """The syncer fixture's, serving its live status too (Syncer.status())."""
+    s = Syncer(tmp_path, tiny_topology(model_file), metrics=True)
     yield s
     s.stop()
 

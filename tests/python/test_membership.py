@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import atoll
-from conftest import Syncer, tiny_model, tiny_topology, train
+from conftest import Syncer, tiny_model, tiny_topology, train, wait_until
 
 
 def test_a_learner_without_an_id_joins_an_open_slot_then_leaves_in_order(tmp_path: Path, model_file: Path) -> None:
@@ -66,20 +66,23 @@ def test_a_run_in_this_process_takes_newcomers_and_lets_them_leave(tmp_path: Pat
                     '[outer]\nfragments = 2\nsync_every = 8\n[checkpoint]\ndir = ""\n[membership]\nmax_learners = 3\n'
                     '[[learners]]\nspeed = 0.2\nbatch_size = 8\n[[learners]]\nspeed = 0.2\nbatch_size = 8\n')
     topology = atoll.Topology(path)
-    with atoll.run(topology, seconds=8) as run:
+    with atoll.run(topology, seconds=600) as run:  # stopped below, once the newcomer has left
         newcomer = run.add_learner(speed=0.2, batch_size=16)
         assert newcomer == 2
         with pytest.raises(atoll.Refused, match="full"):
             run.add_learner()
-        time.sleep(2)
+
+        def slot(view: dict) -> dict:
+            return view["per_learner"][newcomer] if len(view["per_learner"]) > newcomer else {}
+
+        # It leaves once the syncer merged some of its progress.
+        wait_until(lambda: slot(run.view()).get("merged", 0) > 0, 120, "the newcomer merged",
+                   lambda: slot(run.view()))
         assert run.leave_learner(newcomer, drain_seconds=10)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            departed = [e for e in run.view()["events"] if e["kind"] == "departed"]
-            if departed:
-                break
-            time.sleep(0.1)
-        assert departed and departed[0]["learner"] == 2, run.view()["events"]
+        departed = wait_until(lambda: [e for e in run.view()["events"] if e["kind"] == "departed"], 120,
+                              "a departure among the run's events", lambda: run.view()["events"])
+        assert departed[0]["learner"] == 2, departed
+        run.stop()
         report = run.wait()
     assert report["joins"] == 1 and report["departures"] == 1
     assert report["per_learner"][2]["merged"] > 0, report["per_learner"][2]
