@@ -35,6 +35,8 @@ BOOST_AUTO_TEST_CASE(four_heterogeneous_learners_reach_96_percent) {
   BOOST_CHECK_GE(report->eval.accuracy, 0.96);
   BOOST_CHECK_GE(report->tokens, t.tokens);
   BOOST_CHECK_GT(report->checkpoints, 0u);  // the checkpointer wrote durable state meanwhile
+  // One record per learner of the topology: an empty list must not pass the loop below.
+  BOOST_REQUIRE_EQUAL(report->per_learner.size(), t.learners.size());
   for (const auto& l : report->per_learner) BOOST_CHECK_GT(l.merged, 0u);  // even the slowest contributed
 }
 

@@ -86,16 +86,22 @@ BOOST_AUTO_TEST_CASE(a_module_file_deleted_mid_run_leaves_the_held_out_loss_unkn
   t.model.kind = ModelKind::kTorchScript;
   t.model.path = copy;
   t.tokens = 0;
-  t.seconds = 30.0;  // ended below, once the file is gone
+  t.seconds = 600.0;  // ended below, once the file is gone (the limit only bounds a run the test lost)
   auto run = Run::start(t);
   BOOST_REQUIRE_MESSAGE(run.ok(), run.status().to_string());
-  // Every learner has its module loaded once it has trained.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < deadline) {
+  // Every learner has its module loaded once it has trained: only then is deleting the file the case tested.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  bool trained = false;
+  std::string steps;
+  while (!trained && std::chrono::steady_clock::now() < deadline) {
     const auto v = (*run)->view();
-    if (v.per_learner.size() == 2 && v.per_learner[0].steps > 0 && v.per_learner[1].steps > 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    steps = v.per_learner.empty() ? " none in the view" : "";
+    for (const auto& l : v.per_learner) steps += " " + std::to_string(l.steps);
+    trained = v.per_learner.size() == 2 && v.per_learner[0].steps > 0 && v.per_learner[1].steps > 0;
+    if (!trained) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  BOOST_REQUIRE_MESSAGE(trained, "both learners had not trained a step within 120 s (steps per learner:" + steps +
+                                     "): the module was never loaded by both, so removing it tests nothing");
   std::filesystem::remove(copy);
   (*run)->stop();
   auto report = (*run)->wait();
