@@ -18,6 +18,7 @@
 #include "atoll/learner_session.h"
 #include "atoll/log.h"
 #include "atoll/syncer_core.h"
+#include "timespan.h"
 
 namespace atl {
 namespace {
@@ -39,10 +40,6 @@ std::string who(const LearnerActor* self) {
   return "learner " + std::to_string(self->state.args.id) + "." + std::to_string(self->state.args.incarnation);
 }
 
-caf::timespan span(double seconds) {
-  return std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(seconds));
-}
-
 // Seconds since this incarnation started: the session's clock.
 double now(const LearnerActor* self) {
   return std::chrono::duration<double>(self->clock().now() - self->state.started).count();
@@ -58,7 +55,7 @@ void send_to_shard(LearnerActor* self, uint32_t shard, const Message& m) {
   }
   for (auto& d : st.args.faults->route(st.args.id, encode_message(m), self->clock().now())) {
     if (d.delay_seconds <= 0) self->send(to, Packet{std::move(d.bytes)});
-    else self->delayed_send(to, span(d.delay_seconds), Packet{std::move(d.bytes)});
+    else self->delayed_send(to, timespan_of(d.delay_seconds), Packet{std::move(d.bytes)});
   }
 }
 
@@ -83,7 +80,7 @@ void carry_out(LearnerActor* self, LearnerEffects& fx) {
   }
   for (const auto& s : fx.sends) send_to_shard(self, s.shard, s.message);
   for (const auto& t : fx.timers)
-    self->delayed_send(self, span(t.seconds), timer_atom_v, static_cast<uint32_t>(t.kind), t.tag);
+    self->delayed_send(self, timespan_of(t.seconds), timer_atom_v, static_cast<uint32_t>(t.kind), t.tag);
   auto& records = *st.args.records;
   for (uint32_t f : fx.adopted) records.adopted.note(f, st.session->replica().version(f));
   records.counters.regressions_refused += fx.regressions_refused;

@@ -36,6 +36,10 @@ void LearnerSession::log(LearnerEffects& fx, Level level, std::string text) cons
   fx.logs.push_back({level, who() + ": " + std::move(text)});
 }
 
+bool LearnerSession::any_reachable() const {
+  return std::any_of(reachable_.begin(), reachable_.end(), [](bool r) { return r; });
+}
+
 bool LearnerSession::all_welcomed() const {
   return std::all_of(shards_.begin(), shards_.end(), [](const Shard& s) { return s.welcomed; });
 }
@@ -235,7 +239,8 @@ void LearnerSession::try_step(double now, LearnerEffects& fx) {
     resync_armed_ = true;  // a broadcast that never comes must not block it forever
     fx.timers.push_back({LearnerTimer::kResync, kResyncAfterSeconds, replica_->steps()});
   }
-  if (stopping_ || last_pulled_ || leaving_ || computing_ || delaying_ || !replica_->welcomed() || replica_->blocked())
+  if (stopping_ || last_pulled_ || leaving_ || paused_ || computing_ || delaying_ || !replica_->welcomed() ||
+      replica_->blocked())
     return;
   if (now < stalled_until_) {  // an injected stall
     delaying_ = true;
@@ -245,6 +250,18 @@ void LearnerSession::try_step(double now, LearnerEffects& fx) {
   computing_ = true;
   step_started_ = now;
   fx.start_step = true;
+}
+
+// What arrived during a step, in arrival order, less the pulls whose round closed meanwhile.
+void LearnerSession::handle_inbox(double now, LearnerEffects& fx) {
+  drop_closed_pulls(inbox_, nullptr, &inbox_shards_);
+  while (!inbox_.empty() && !stopping_ && !over_) {
+    Message m = std::move(inbox_.front());
+    inbox_.pop_front();
+    const uint32_t shard = inbox_shards_.front();  // what it answers goes back there
+    inbox_shards_.pop_front();
+    handle(shard, std::move(m), now, fx);
+  }
 }
 
 void LearnerSession::on_step_done(const LearnerReplica::StepResult& result, double now, LearnerEffects& fx,
@@ -263,17 +280,9 @@ void LearnerSession::on_step_done(const LearnerReplica::StepResult& result, doub
                        : speed < 1.0  ? wall * (1.0 / speed - 1.0)
                                       : 0.0;
   replica_->finish_step(result, booked_seconds ? *booked_seconds : wall + extra + std::exchange(overslept_, 0.0));
-  drop_closed_pulls(inbox_, nullptr, &inbox_shards_);
-  while (!inbox_.empty() && !stopping_ && !over_) {
-    Message m = std::move(inbox_.front());
-    inbox_.pop_front();
-    const uint32_t shard = inbox_shards_.front();  // what it answers goes back there
-    inbox_shards_.pop_front();
-    handle(shard, std::move(m), now, fx);
-  }
+  handle_inbox(now, fx);
   if (over_) return;
-  const bool any = std::any_of(reachable_.begin(), reachable_.end(), [](bool r) { return r; });
-  if (any && !stopping_) {
+  if (any_reachable() && !stopping_) {
     if (!last_pulled_ && !leaving_)  // a last pull was answered with all progress
       for (auto& push : replica_->due_pushes()) send(fx, std::move(push));
     send(fx, replica_->progress());
@@ -288,18 +297,17 @@ void LearnerSession::on_step_done(const LearnerReplica::StepResult& result, doub
   try_step(now, fx);
 }
 
-void LearnerSession::on_step_lost(double now, LearnerEffects& fx) {
-  if (over_ || !computing_) return;
+void LearnerSession::pause(double now, LearnerEffects& fx) {
+  if (over_) return;
+  paused_ = true;
+  if (!computing_) return;
   computing_ = false;
-  drop_closed_pulls(inbox_, nullptr, &inbox_shards_);
-  while (!inbox_.empty() && !stopping_ && !over_) {
-    Message m = std::move(inbox_.front());
-    inbox_.pop_front();
-    const uint32_t shard = inbox_shards_.front();
-    inbox_shards_.pop_front();
-    handle(shard, std::move(m), now, fx);
-  }
+  handle_inbox(now, fx);
   if (leaving_ && !leave_sent_ && !over_) send_last_progress(fx);
+}
+
+void LearnerSession::resume(double now, LearnerEffects& fx) {
+  paused_ = false;
   try_step(now, fx);
 }
 
@@ -366,8 +374,7 @@ void LearnerSession::say_leave(LearnerEffects& fx) {
 // Leaving: every fragment's progress since its base goes as an unasked push,
 // then Leave. Again after a welcome (a restarted syncer lost them).
 void LearnerSession::send_last_progress(LearnerEffects& fx) {
-  const bool any = std::any_of(reachable_.begin(), reachable_.end(), [](bool r) { return r; });
-  if (!any || !replica_->welcomed()) return;
+  if (!any_reachable() || !replica_->welcomed()) return;
   const Progress now = replica_->progress();
   for (uint32_t p = 0; p < now.fragments.size(); ++p) {
     if (now.fragments[p].steps == 0 || !replica_->readable(p)) continue;
@@ -412,8 +419,7 @@ void LearnerSession::run_over(const std::string& reason, LearnerEffects& fx) {
   if (exchange_) exchange_->set_over("the run is over (" + reason + ")", false);
   fx.run_over = true;
   stopping_ = true;
-  const bool any = std::any_of(reachable_.begin(), reachable_.end(), [](bool r) { return r; });
-  if (exchange_ && evaluated_ && any) {
+  if (exchange_ && evaluated_ && any_reachable()) {
     awaiting_final_evaluation_ = true;
     exchange_->set_final_evaluation_wanted(true);
     fx.timers.push_back({LearnerTimer::kFinalEvaluation, kFinalEvaluationSeconds});
@@ -466,8 +472,7 @@ void LearnerSession::answer_deferred(LearnerEffects& fx) {
   }
   deferred_ = std::move(waiting);
   // Leaving, and every last push is out: now it may say so.
-  const bool any = std::any_of(reachable_.begin(), reachable_.end(), [](bool r) { return r; });
-  if (leaving_ && !leave_sent_ && any &&
+  if (leaving_ && !leave_sent_ && any_reachable() &&
       std::none_of(deferred_.begin(), deferred_.end(), [](const Message& m) { return std::holds_alternative<Pull>(m); }))
     say_leave(fx);
 }
@@ -495,7 +500,6 @@ void LearnerSession::handle_external(uint32_t shard, Message m, double now, Lear
 void LearnerSession::on_replica_steps(std::deque<ReplicaStep> steps, double now, LearnerEffects& fx) {
   if (!mirror_ || over_) return;
   LearnerCore& core = *mirror_;
-  const bool any = std::any_of(reachable_.begin(), reachable_.end(), [](bool r) { return r; });
   for (auto& step : steps) {
     if (awaiting_final_evaluation_) {  // the run is over: only the final model's evaluation counts
       if (!step.evaluation) continue;
@@ -521,7 +525,7 @@ void LearnerSession::on_replica_steps(std::deque<ReplicaStep> steps, double now,
       core.finish_step({static_cast<float>(loss), step.tokens, step.seconds}, step.seconds);
     }
     answer_deferred(fx);
-    if (any) {
+    if (any_reachable()) {
       if (!last_pulled_)
         for (auto& push : core.due_pushes()) send(fx, std::move(push));
       if (book) send(fx, core.progress());

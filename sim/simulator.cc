@@ -1,7 +1,8 @@
 // The cluster simulator (atoll/simulation.h): chips that fail, groups of
 // chips that pause or go down, simulated learners that speak the protocol,
-// machines lent to the run for a while (scavenging), and the real SyncerCore
-// that decides every round and every membership. No CAF here.
+// machines lent to the run for a while (scavenging), learners that are real
+// LearnerSessions over replicas without parameters (CountingReplica), and the
+// real SyncerCore that decides every round and every membership. No CAF here.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -10,8 +11,10 @@
 #include <memory>
 #include <queue>
 
+#include "atoll/counting_replica.h"
 #include "atoll/fragments.h"
 #include "atoll/job.h"
+#include "atoll/learner_session.h"
 #include "atoll/report.h"
 #include "atoll/simulation.h"
 #include "atoll/syncer_core.h"
@@ -107,6 +110,7 @@ struct Event {
     kToSyncer,    // a message from learner `who` arrives (tag: mail slot)
     kToLearner,   // a message to learner `who` arrives (tag: mail slot)
     kTimer,       // a SyncerCore timer fires (tag: timer slot)
+    kLearnerTimer,  // a LearnerSession timer of learner `who` fires (tag: timer slot)
     kDown,        // the syncer sees learner `who` go down (tag: its incarnation)
     // Scavenging: machine `who` (tag: its period) ...
     kMachineUp,   // ... is lent to the run
@@ -151,32 +155,18 @@ class Slab {
   std::vector<uint64_t> free_;
 };
 
-// ---- a simulated learner: the protocol side of atl::LearnerCore, without parameters
-
-struct Track {  // one fragment, as LearnerCore counts it
-  uint64_t version = 0;
-  uint64_t steps = 0, tokens = 0;
-  double seconds = 0.0;
-  bool pushed = false;
-  uint64_t steps_at_push = 0, tokens_at_push = 0;
-  double seconds_at_push = 0.0;
-};
+// ---- a simulated learner: a LearnerSession over a replica without parameters
 
 struct SimLearner {
   uint32_t id = 0;
   ChipGroup chips;
   uint64_t process = 1;        // the core's learners share one; each scavenged learner is its own
   int machine = -1;            // scavenging: the machine whose learner holds this open slot (-1: none)
-  bool leaving = false;        // it had notice: no more steps; last progress and Leave sent
   uint64_t incarnation = 1;
-  bool registered = false;     // sent its Register, or welcomed: the syncer knows this incarnation
-  bool welcomed = false;
-  uint64_t steps = 0, tokens = 0;
-  double step_ema = 0.0;
-  bool reported = false;       // sent a Progress since its welcome
-  double registered_at = 0.0;  // when this incarnation sent its first Register
-  std::vector<Track> tracks;
-  std::deque<std::shared_ptr<const Message>> inbox;  // arrived during a step
+  // Its process: null while there is none (down, or an open slot no machine holds).
+  std::unique_ptr<LearnerSession> session;
+  bool welcomed = false;       // this incarnation was welcomed once
+  double registered_at = 0.0;  // when this incarnation started
 };
 
 class Simulator {
@@ -215,16 +205,12 @@ class Simulator {
   void start_step(uint32_t g);
   void on_step_done(uint32_t g);
   void learner_step_done(SimLearner& l);
-  void drain_inbox(SimLearner& l);  // what arrived during a step, at its end
-  void handle(SimLearner& l, const Message& m);
-  void answer_pull(SimLearner& l, const Pull& pull);
-  void apply_broadcast(SimLearner& l, const Broadcast& b);
-  void adopt_welcome(SimLearner& l, const Welcome& w);
-  Push make_push(SimLearner& l, uint32_t p, uint64_t round);
-  void send_register(SimLearner& l);
-  void to_syncer(const SimLearner& l, Message m);
-  void resync(SimLearner& l);
-  void deliver_to_syncer(uint32_t from, const Message& m);
+  void start_learner(SimLearner& l);  // a new process: a new incarnation's session registers
+  // Runs one event of learner l's session and carries out what it decided.
+  template <class F>
+  void in_session(SimLearner& l, F&& event);
+  void carry_out(SimLearner& l, LearnerEffects& fx);
+  void deliver_to_syncer(uint32_t from, uint32_t shard, const Message& m);
   void carry_out(SyncerEffects& fx, uint32_t shard = 0);  // effects of that syncer shard's core
 
   // Scavenging: machines, and the learners they lend.
@@ -234,7 +220,6 @@ class Simulator {
   void on_machine_gone(uint32_t h);
   void on_claim(uint32_t h);
   void on_claimed(uint32_t h);
-  void send_last_progress(SimLearner& l);
   void learner_gone(SimLearner& l);  // its process ends (after Done, or with its machine)
   AvailabilityPeriod next_period(uint32_t h);  // the next up and down period of machine h
   // The learner of machine `h` (null: it holds no slot, or its process ended).
@@ -276,19 +261,23 @@ class Simulator {
   ChipGroup job_;                      // dp, elastic_dp
   std::vector<SimLearner> learners_;   // decoupled
   std::vector<std::unique_ptr<SyncerCore>> cores_;  // by syncer shard
-  // A message in flight, and the incarnation of the learner that sent it (0: the syncer did).
+  // A message in flight: the syncer shard it goes to or comes from, and the
+  // incarnation of the learner that sent it (0: the syncer did).
   struct Mail {
     std::shared_ptr<const Message> message;
     uint64_t incarnation = 0;
+    uint32_t shard = 0;
   };
   Slab<Mail> mail_;
   Slab<SyncerEffects::Timer> timers_;
-  std::vector<Payload> zero_delta_;    // per fragment: what every push carries (the model is not trained)
-  OptimizerState moments_;             // what every peer hands a restarted learner
-  uint64_t fingerprint_ = 0;
-  // Of the seed's initialization: welcomes of version 0 then carry no values,
-  // as real learners' do (else M welcomes at once hold M copies of the model).
-  uint32_t initial_crc_ = 0;
+  struct LearnerTimerMail {
+    uint64_t incarnation = 0;
+    LearnerEffects::Timer timer{LearnerTimer::kLookup, 0.0};
+  };
+  Slab<LearnerTimerMail> learner_timers_;
+  // What every simulated replica shares: the layout's fingerprint and
+  // initialization CRC, a zero push per fragment, the moments handed a peer.
+  std::shared_ptr<const CountingReplica::Model> counted_;
   int64_t chips_per_learner_ = 0;
   double syncer_seconds_ = 0.0;
   std::vector<double> shard_seconds_ = std::vector<double>(1, 0.0);
@@ -338,7 +327,6 @@ void Simulator::init_groups() {
     // availability takes scavenged learners away ([failures] is the core's).
     learners_[m].chips.phase = ChipGroup::Phase::kDown;
     learners_[m].incarnation = 0;
-    learners_[m].registered = false;
   }
 }
 
@@ -365,12 +353,14 @@ void Simulator::stop_training(uint32_t g, ChipGroup::Phase phase) {
   c.phase = phase;
   if (!decoupled()) return;
   SimLearner& l = learners_[g];
-  if (phase == ChipGroup::Phase::kPaused) return drain_inbox(l);  // its process lives: it reads its mail
-  l.inbox.clear();
-  if (phase == ChipGroup::Phase::kDown && !was_down) {
+  if (phase == ChipGroup::Phase::kPaused) {  // its process lives: it reads its mail
+    if (l.session) in_session(l, [&](LearnerSession& s, LearnerEffects& fx) { s.pause(now_, fx); });
+    return;
+  }
+  if (phase == ChipGroup::Phase::kDown && !was_down && l.session) {
     // The learner's process is gone: its unmerged progress with it. The syncer
     // notices when the connection drops (one latency later).
-    l.registered = l.welcomed = false;
+    l.session.reset();
     schedule(now_ + plan_.training.latency_seconds, Event::Kind::kDown, g, l.incarnation);
   }
 }
@@ -422,13 +412,9 @@ void Simulator::on_resume(uint32_t g) {
   SimLearner& l = learners_[g];
   if (was_down) {  // a new process: a new incarnation registers and waits for its welcome
     ++l.incarnation;
-    l.tracks.clear();
-    l.steps = 0;
-    l.step_ema = 0.0;
-    send_register(l);
-    return;
+    return start_learner(l);
   }
-  if (l.welcomed) start_step(g);
+  if (l.session) in_session(l, [&](LearnerSession& s, LearnerEffects& fx) { s.resume(now_, fx); });
 }
 
 // ---- decoupled: learners
@@ -464,50 +450,83 @@ Status Simulator::init_protocol() {
     cores_.push_back(std::move(*core));
   }
   shard_seconds_.assign(cores_.size(), 0.0);
-  fingerprint_ = core().layout().fingerprint();
-  initial_crc_ = parameters_crc(initial_parameters(*make_model(t).value(), t));
+  auto counted = std::make_shared<CountingReplica::Model>();
+  counted->topology = t;
+  counted->parameters = core().layout().size();
+  counted->fingerprint = core().layout().fingerprint();
+  // Welcomes of version 0 then carry no values, as real learners' do (else M
+  // welcomes at once hold M copies of the model).
+  counted->initial_crc = parameters_crc(initial_parameters(*make_model(t).value(), t));
   for (const auto& f : core().fragments())
-    zero_delta_.push_back(encode_payload(t.outer.push_codec, t.outer.push_block, std::vector<float>(f.size, 0.0f)));
+    counted->zero_deltas.push_back(
+        encode_payload(t.outer.push_codec, t.outer.push_block, std::vector<float>(f.size, 0.0f)));
   const std::vector<float> zeros(core().layout().size(), 0.0f);
-  moments_ = OptimizerState{1, encode_payload(Codec::kBf16, 0, zeros), encode_payload(Codec::kBf16, 0, zeros)};
-  for (uint32_t m = 0; m < static_cast<uint32_t>(cell_.learners); ++m) send_register(learners_[m]);
+  counted->moments = OptimizerState{1, encode_payload(Codec::kBf16, 0, zeros), encode_payload(Codec::kBf16, 0, zeros)};
+  counted_ = std::move(counted);
+  for (uint32_t m = 0; m < static_cast<uint32_t>(cell_.learners); ++m) start_learner(learners_[m]);
   return {};
 }
 
-void Simulator::send_register(SimLearner& l) {
-  l.registered = true;
+void Simulator::start_learner(SimLearner& l) {
+  l.welcomed = false;
   l.registered_at = now_;
-  to_syncer(l, Register{l.id, l.incarnation, fingerprint_, "", {}, initial_crc_});
+  LearnerSession::Options options;
+  options.shards = static_cast<int>(shards());
+  options.restarted = l.incarnation > 1 && l.machine < 0;
+  l.session = std::make_unique<LearnerSession>(std::make_shared<CountingReplica>(l.id, l.incarnation, counted_),
+                                               std::move(options), now_);
+  // Every shard is always there: the simulation does not lose the syncer.
+  const std::vector<bool> reachable(shards(), true);
+  in_session(l, [&](LearnerSession& s, LearnerEffects& fx) { s.lookup(reachable, now_, fx); });
 }
 
-void Simulator::to_syncer(const SimLearner& l, Message m) {
-  schedule(now_ + plan_.training.latency_seconds, Event::Kind::kToSyncer, l.id,
-           mail_.put(Mail{std::make_shared<const Message>(std::move(m)), l.incarnation}));
+template <class F>
+void Simulator::in_session(SimLearner& l, F&& event) {
+  LearnerEffects fx;
+  event(*l.session, fx);
+  carry_out(l, fx);
 }
 
-// Registers again with the same incarnation (it missed a broadcast, or the
-// syncer does not know it); it trains on meanwhile, as a real learner does.
-void Simulator::resync(SimLearner& l) { to_syncer(l, Register{l.id, l.incarnation, fingerprint_, "", {}, initial_crc_}); }
+void Simulator::carry_out(SimLearner& l, LearnerEffects& fx) {
+  for (auto& send : fx.sends)
+    schedule(now_ + plan_.training.latency_seconds, Event::Kind::kToSyncer, l.id,
+             mail_.put(Mail{std::make_shared<const Message>(std::move(send.message)), l.incarnation, send.shard}));
+  for (const auto& t : fx.timers)
+    schedule(now_ + std::max(0.0, t.seconds), Event::Kind::kLearnerTimer, l.id,
+             learner_timers_.put(LearnerTimerMail{l.incarnation, t}));
+  if (fx.welcomed && !l.welcomed) {
+    l.welcomed = true;
+    if (l.machine >= 0) joins_seconds_.push_back(now_ - machines_[static_cast<size_t>(l.machine)].up_since);
+    else if (l.incarnation > 1) reintegrations_.push_back(now_ - l.registered_at);
+  }
+  // The session asks for a step; an upscale pending pauses the chips first.
+  if (fx.start_step) {
+    ChipGroup& c = l.chips;
+    if (c.phase == ChipGroup::Phase::kTraining && !c.stepping && !c.upscale_pending) start_step(l.id);
+  }
+  // It left in order (Done), or ended otherwise: its process goes.
+  if (fx.end != LearnerEffects::End::kNone) {
+    if (l.machine >= 0) learner_gone(l);
+    else stop_training(l.id, ChipGroup::Phase::kDown);
+  }
+}
 
-void Simulator::deliver_to_syncer(uint32_t from, const Message& m) {
+void Simulator::deliver_to_syncer(uint32_t from, uint32_t shard, const Message& m) {
   // One actor per learner process (the core's share process 1).
   const uint64_t process = learners_[from].process;
   const Sender sender{process, ((process - 1) << 20) + from + 1};
-  for (uint32_t shard = 0; shard < shards(); ++shard) {
-    if (const auto* p = std::get_if<Push>(&m); p && shard_of(p->fragment, static_cast<int>(shards())) != shard) continue;
-    SyncerCore& c = *cores_[shard];
-    SyncerEffects fx;
-    in_core(
-        [&] {
-          if (const auto* r = std::get_if<Register>(&m)) c.on_register(*r, sender, core_time(), fx);
-          else if (const auto* p = std::get_if<Push>(&m)) c.on_push(*p, core_time(), fx);
-          else if (const auto* g = std::get_if<Progress>(&m)) c.on_progress(*g, core_time(), fx);
-          else if (const auto* mo = std::get_if<Moments>(&m)) c.on_moments(from, *mo, core_time(), fx);
-          else if (const auto* lv = std::get_if<Leave>(&m)) c.on_leave(*lv, core_time(), fx);
-        },
-        shard);
-    carry_out(fx, shard);
-  }
+  SyncerCore& c = *cores_[shard];
+  SyncerEffects fx;
+  in_core(
+      [&] {
+        if (const auto* r = std::get_if<Register>(&m)) c.on_register(*r, sender, core_time(), fx);
+        else if (const auto* p = std::get_if<Push>(&m)) c.on_push(*p, core_time(), fx);
+        else if (const auto* g = std::get_if<Progress>(&m)) c.on_progress(*g, core_time(), fx);
+        else if (const auto* mo = std::get_if<Moments>(&m)) c.on_moments(from, *mo, core_time(), fx);
+        else if (const auto* lv = std::get_if<Leave>(&m)) c.on_leave(*lv, core_time(), fx);
+      },
+      shard);
+  carry_out(fx, shard);
 }
 
 SyncerStats Simulator::merged_stats() const {
@@ -525,11 +544,13 @@ SyncerStats Simulator::merged_stats() const {
 void Simulator::carry_out(SyncerEffects& fx, uint32_t shard) {
   const double arrive = now_ + plan_.training.latency_seconds;
   for (auto& s : fx.sends)
-    schedule(arrive, Event::Kind::kToLearner, s.learner, mail_.put(Mail{std::make_shared<const Message>(std::move(s.message))}));
+    schedule(arrive, Event::Kind::kToLearner, s.learner,
+             mail_.put(Mail{std::make_shared<const Message>(std::move(s.message)), 0, shard}));
   for (auto& m : fx.to_all) {
     const auto shared = std::make_shared<const Message>(std::move(m));
     for (uint32_t id = 0; id < learners_.size(); ++id)
-      if (cores_[shard]->learners()[id].connected) schedule(arrive, Event::Kind::kToLearner, id, mail_.put(Mail{shared}));
+      if (cores_[shard]->learners()[id].connected)
+        schedule(arrive, Event::Kind::kToLearner, id, mail_.put(Mail{shared, 0, shard}));
   }
   for (const auto& t : fx.timers) schedule(now_ + std::max(0.0, t.seconds), Event::Kind::kTimer, shard, timers_.put(t));
   // The scavenged learners' comings and goings, as the core decided them.
@@ -561,133 +582,18 @@ void Simulator::on_step_done(uint32_t g) {
     schedule(c.resume_at, Event::Kind::kResume, g, c.epoch);
     return;
   }
-  if (c.phase == ChipGroup::Phase::kTraining) start_step(g);
-}
-
-Push Simulator::make_push(SimLearner& l, uint32_t p, uint64_t round) {
-  Track& t = l.tracks[p];
-  if (plan_.training.outer.carry_progress) {
-    t.steps_at_push = t.steps;
-    t.tokens_at_push = t.tokens;
-    t.seconds_at_push = t.seconds;
-  }
-  t.pushed = true;
-  return Push{l.id, l.incarnation, p, round, t.version, t.steps, t.tokens, t.seconds, zero_delta_[p]};
+  if (!decoupled() && c.phase == ChipGroup::Phase::kTraining) start_step(g);  // a learner's session says when
 }
 
 void Simulator::learner_step_done(SimLearner& l) {
   const ChipGroup& c = l.chips;
   // A step trains one token per chip that took part, and counts its time at
   // that share of the learner's chips: goodput is a share of chip time.
-  const auto tokens = static_cast<uint64_t>(std::max<double>(1.0, std::round(c.step_share * double(chips_per_learner_))));
+  const auto tokens = static_cast<int64_t>(std::max<double>(1.0, std::round(c.step_share * double(chips_per_learner_))));
   const double seconds = c.step_length * c.step_share;
-  ++l.steps;
-  l.tokens += tokens;
-  l.step_ema = l.steps == 1 ? c.step_length : 0.9 * l.step_ema + 0.1 * c.step_length;
-  for (auto& t : l.tracks) {
-    ++t.steps;
-    t.tokens += tokens;
-    t.seconds += seconds;
-  }
-  counts_.tokens += tokens;
+  counts_.tokens += static_cast<uint64_t>(tokens);
   counts_.trained_seconds += seconds;
-  drain_inbox(l);
-  if (!l.registered) return;                    // its process ended meanwhile
-  if (l.leaving) return send_last_progress(l);  // the step under way at the notice was its last
-  const auto& o = plan_.training.outer;
-  bool pushed = false;
-  for (uint32_t p = 0; p < l.tracks.size(); ++p) {
-    const Track& t = l.tracks[p];
-    if (!t.pushed && t.steps >= steps_until_due(static_cast<int>(p), o.fragments, sync_interval(o, t.version), t.version)) {
-      to_syncer(l, make_push(l, p, 0));
-      pushed = true;
-    }
-  }
-  // Progress feeds the syncer's due checks (which the pushes above cover) and
-  // its grace window (the step time): sent with a due push, and once after a welcome.
-  if (pushed || !l.reported) {
-    l.reported = true;
-    Progress g{l.id, l.incarnation, l.steps, l.tokens, l.step_ema, {}, 0.0f};
-    for (const auto& t : l.tracks) g.fragments.push_back({t.version, t.steps});
-    to_syncer(l, std::move(g));
-  }
-}
-
-void Simulator::drain_inbox(SimLearner& l) {
-  while (!l.inbox.empty()) {
-    const auto m = std::move(l.inbox.front());
-    l.inbox.pop_front();
-    // A pull followed by a broadcast of the same fragment belongs to a round
-    // that has closed: answering it would only be counted late.
-    if (const auto* pull = std::get_if<Pull>(m.get());
-        pull && std::any_of(l.inbox.begin(), l.inbox.end(), [&](const auto& later) {
-          const auto* b = std::get_if<Broadcast>(later.get());
-          return b && b->fragment == pull->fragment;
-        }))
-      continue;
-    handle(l, *m);
-  }
-}
-
-void Simulator::adopt_welcome(SimLearner& l, const Welcome& w) {
-  if (w.incarnation != l.incarnation) return;
-  const bool first = !l.welcomed;
-  // A shard welcomes with its own fragments only; the learner trains from the first welcome.
-  if (l.tracks.empty()) l.tracks.resize(core().fragments().size());
-  for (const auto& fv : w.fragments) {
-    if (fv.fragment >= l.tracks.size()) continue;
-    Track& t = l.tracks[fv.fragment];
-    if (!first && fv.version <= t.version) {
-      t.pushed = false;  // what it pushed may be lost: push again when due
-      continue;
-    }
-    t = Track{};
-    t.version = fv.version;
-  }
-  if (first && l.machine >= 0) joins_seconds_.push_back(now_ - machines_[static_cast<size_t>(l.machine)].up_since);
-  else if (first && l.incarnation > 1) reintegrations_.push_back(now_ - l.registered_at);
-  l.welcomed = true;
-  l.reported = false;
-  if (first && l.chips.phase == ChipGroup::Phase::kTraining && !l.chips.stepping) start_step(l.id);
-}
-
-void Simulator::answer_pull(SimLearner& l, const Pull& pull) {
-  if (pull.fragment >= l.tracks.size()) return;
-  to_syncer(l, make_push(l, pull.fragment, pull.round));
-}
-
-void Simulator::apply_broadcast(SimLearner& l, const Broadcast& b) {
-  if (b.fragment >= l.tracks.size()) return;
-  Track& t = l.tracks[b.fragment];
-  if (b.version <= t.version) return;
-  if (b.delta && b.base_version != t.version) return resync(l);  // it missed a version: the welcome brings it
-  Track next;
-  if (plan_.training.outer.carry_progress && b.version == t.version + 1) {
-    // Progress the new version did not merge stays (LearnerCore::apply).
-    const bool merged = t.pushed && std::find(b.merged.begin(), b.merged.end(), l.id) != b.merged.end();
-    next.steps = t.steps - (merged ? t.steps_at_push : 0);
-    next.tokens = t.tokens - (merged ? t.tokens_at_push : 0);
-    next.seconds = t.seconds - (merged ? t.seconds_at_push : 0.0);
-  }
-  next.version = b.version;
-  t = next;
-}
-
-void Simulator::handle(SimLearner& l, const Message& m) {
-  if (const auto* w = std::get_if<Welcome>(&m)) return adopt_welcome(l, *w);
-  if (!l.welcomed) return;  // meant for an earlier incarnation: nothing to answer with
-  if (const auto* p = std::get_if<Pull>(&m)) return answer_pull(l, *p);
-  if (const auto* b = std::get_if<Broadcast>(&m)) return apply_broadcast(l, *b);
-  if (const auto* mp = std::get_if<MomentsPull>(&m)) return to_syncer(l, Moments{mp->request, moments_});
-  if (std::holds_alternative<Done>(m)) {  // it left in order: its last progress is settled
-    if (l.machine >= 0) learner_gone(l);
-    return;
-  }
-  if (const auto* r = std::get_if<Reject>(&m)) {
-    if (r->fragment < l.tracks.size()) l.tracks[r->fragment].pushed = false;
-    if (l.leaving) return;  // it said Leave: it only waits for Done
-    if (r->reason == RejectReason::kStale || r->reason == RejectReason::kUnknownLearner) resync(l);
-  }
+  in_session(l, [&](LearnerSession& s, LearnerEffects& fx) { s.on_step_done({0.0f, tokens, 0.0}, now_, fx, seconds); });
 }
 
 // ---- scavenging: machines and their learners
@@ -777,14 +683,9 @@ void Simulator::on_claimed(uint32_t h) {
   l.machine = static_cast<int>(h);
   l.process = m.process;
   ++l.incarnation;
-  l.leaving = false;
-  l.tracks.clear();
-  l.inbox.clear();
-  l.steps = l.tokens = 0;
-  l.step_ema = 0.0;
   l.chips.advance(now_);
   l.chips.phase = ChipGroup::Phase::kTraining;
-  send_register(l);
+  start_learner(l);
 }
 
 // Notice: a learner not yet welcomed has nothing to hand over and goes;
@@ -795,17 +696,12 @@ void Simulator::on_notice(uint32_t h) {
   m.leaving = true;
   SimLearner* l = learner_of(h);
   if (!l) return;
-  if (!l->welcomed) return learner_gone(*l);
-  l->leaving = true;
   l->chips.advance(now_);
   l->chips.phase = ChipGroup::Phase::kPaused;  // no step after the one under way
-  if (!l->chips.stepping) send_last_progress(*l);
-}
-
-void Simulator::send_last_progress(SimLearner& l) {
-  for (uint32_t p = 0; p < l.tracks.size(); ++p)
-    if (l.tracks[p].steps > 0) to_syncer(l, make_push(l, p, 0));
-  to_syncer(l, Leave{l.id, l.incarnation, "its machine is taken back"});
+  // It waits for Done until its machine goes, however long the notice.
+  in_session(*l, [&](LearnerSession& s, LearnerEffects& fx) {
+    s.leave("its machine is taken back", std::numeric_limits<double>::infinity(), now_, fx);
+  });
 }
 
 // Without notice, or when the notice ran out before Done, the learner
@@ -813,7 +709,7 @@ void Simulator::send_last_progress(SimLearner& l) {
 void Simulator::on_machine_gone(uint32_t h) {
   Machine& m = machines_[h];
   if (SimLearner* l = learner_of(h)) {
-    if (l->leaving) ++counts_.cut_short;
+    if (l->session && l->session->leaving()) ++counts_.cut_short;
     learner_gone(*l);
   }
   m.leaving = false;
@@ -825,7 +721,6 @@ void Simulator::on_machine_gone(uint32_t h) {
 void Simulator::learner_gone(SimLearner& l) {
   machines_[static_cast<size_t>(l.machine)].slot = -1;
   l.machine = -1;
-  l.leaving = false;
   stop_training(l.id, ChipGroup::Phase::kDown);  // the syncer sees it go one latency later
 }
 
@@ -904,15 +799,21 @@ Result<CellResult> Simulator::run() {
           // What a process sent just before it died is dropped with its
           // connection (the syncer would see it go down right after).
           const SimLearner& l = learners_[e.who];
-          if (l.registered && m.incarnation == l.incarnation) deliver_to_syncer(e.who, *m.message);
+          if (l.session && m.incarnation == l.incarnation) deliver_to_syncer(e.who, m.shard, *m.message);
           break;
         }
         case Event::Kind::kToLearner: {
           Mail m = mail_.take(e.tag);
           SimLearner& l = learners_[e.who];
-          if (!l.registered) break;  // its process is gone
-          if (l.chips.stepping) l.inbox.push_back(std::move(m.message));
-          else handle(l, *m.message);
+          if (!l.session) break;  // its process is gone
+          in_session(l, [&](LearnerSession& s, LearnerEffects& fx) { s.on_message(m.shard, *m.message, now_, fx); });
+          break;
+        }
+        case Event::Kind::kLearnerTimer: {
+          const LearnerTimerMail t = learner_timers_.take(e.tag);
+          SimLearner& l = learners_[e.who];
+          if (!l.session || t.incarnation != l.incarnation) break;  // of a process that has ended
+          in_session(l, [&](LearnerSession& s, LearnerEffects& fx) { s.on_timer(t.timer.kind, t.timer.tag, now_, fx); });
           break;
         }
         case Event::Kind::kTimer: {

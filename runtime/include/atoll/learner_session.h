@@ -130,8 +130,10 @@ class LearnerSession {
   // start_step, stretched for a slow learner.
   void on_step_done(const LearnerReplica::StepResult& result, double now, LearnerEffects& fx,
                     std::optional<double> booked_seconds = std::nullopt);
-  // The step under way was lost (its chips paused): nothing is booked.
-  void on_step_lost(double now, LearnerEffects& fx);
+  // Its chips stop (an elastic learner's pause): a step under way is lost,
+  // nothing of it booked; what arrived meanwhile is handled; no step until resume().
+  void pause(double now, LearnerEffects& fx);
+  void resume(double now, LearnerEffects& fx);
   void on_step_failed(const std::string& what, LearnerEffects& fx);
   void on_timer(LearnerTimer kind, uint64_t tag, double now, LearnerEffects& fx);
   // The steps the user's loop handed over since the last call (external replicas).
@@ -164,12 +166,14 @@ class LearnerSession {
     bool done = false;
   };
   std::string who() const;
+  bool any_reachable() const;  // a way to some shard: what it sends can go
   void log(LearnerEffects& fx, LearnerEffects::Level level, std::string text) const;
   void send(LearnerEffects& fx, Message m, std::optional<uint32_t> shard = std::nullopt);
   void end(LearnerEffects& fx, LearnerEffects::End how, std::string reason);
   void handle(uint32_t shard, Message m, double now, LearnerEffects& fx);
   void handle_external(uint32_t shard, Message m, double now, LearnerEffects& fx);
   void try_step(double now, LearnerEffects& fx);
+  void handle_inbox(double now, LearnerEffects& fx);
   void resync(std::optional<uint32_t> shard, double now, LearnerEffects& fx);
   void send_last_progress(LearnerEffects& fx);
   void say_leave(LearnerEffects& fx);
@@ -189,6 +193,7 @@ class LearnerSession {
   int unanswered_registers_ = 0;  // sent since the last welcome: large Registers back off
   bool computing_ = false;        // a step runs
   bool delaying_ = false;         // a slow learner's extra time, or a stall
+  bool paused_ = false;           // its chips stopped: no step until resume()
   double step_started_ = 0.0;
   double paced_until_ = -1.0;     // the end of the speed delay under way (< 0: none)
   double overslept_ = 0.0;        // seconds a late timer stretched a step, booked with the next
