@@ -6,7 +6,6 @@
 #include <kj/debug.h>
 
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -17,6 +16,7 @@
 
 #include "atoll/certificates.h"
 #include "atoll/cluster_token.h"
+#include "atoll/event_loop_thread.h"
 #include "atoll/file.h"
 #include "atoll/log.h"
 
@@ -36,13 +36,7 @@ kj::Duration duration(double seconds) {
 }
 double seconds(kj::Duration d) { return static_cast<double>(d / kj::NANOSECONDS) * 1e-9; }
 
-std::string describe(const kj::Exception& e) {
-  std::string text = e.getDescription().cStr();
-  // kj's descriptions start with the failed condition ("expected ...; "): keep the reason.
-  if (const size_t semi = text.rfind("; "); semi != std::string::npos) text = text.substr(semi + 2);
-  if (text.rfind("message = ", 0) == 0) text = text.substr(10);
-  return text;
-}
+std::string describe(const kj::Exception& e) { return kj_reason(e); }
 
 std::string without_port(const std::string& address) {
   const size_t colon = address.rfind(':');
@@ -141,8 +135,6 @@ struct Door::Impl {
   std::optional<kj::TlsPrivateKey> tls_key;
   DoorCounters counters;
 
-  std::thread thread;
-  kj::Own<const kj::Executor> executor;  // set before the thread says it is ready
 
   struct Out {
     kj::TimePoint release;
@@ -182,7 +174,7 @@ struct Door::Impl {
 #pragma GCC diagnostic ignored "-Wnon-virtual-dtor"
   struct Loop final : kj::TaskSet::ErrorHandler {
     Impl& impl;
-    kj::AsyncIoContext io;
+    kj::AsyncIoContext& io;  // the event loop thread's
     kj::Timer& timer;
     kj::Own<kj::TlsContext> tls;
     std::map<uint64_t, std::unique_ptr<Conn>> conns;
@@ -192,8 +184,8 @@ struct Door::Impl {
     kj::TaskSet tasks;
     kj::Promise<void> ticking = nullptr;
 
-    Loop(Impl& i, kj::AsyncIoContext context)
-        : impl(i), io(kj::mv(context)), timer(io.provider->getTimer()), tasks(*this) {
+    Loop(Impl& i, kj::AsyncIoContext& context)
+        : impl(i), io(context), timer(io.provider->getTimer()), tasks(*this) {
       if (impl.opt.tls.on()) {
         kj::TlsContext::Options o;
         o.useSystemTrustStore = false;
@@ -576,14 +568,15 @@ struct Door::Impl {
 #pragma GCC diagnostic pop
 
   Loop* loop = nullptr;  // on the door's thread only
-  kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop;
+  // Last: destroyed first, it ends the loop while the rest is still there.
+  std::unique_ptr<EventLoopThread> thread;
 
   // Runs `f` on the door's thread and waits for it. Inside an event (on the thread itself) it runs at once.
   template <class F>
   void run(F&& f) {
-    if (std::this_thread::get_id() == thread.get_id()) return f();
+    if (thread->on_loop()) return f();
     try {
-      executor->executeSync(std::forward<F>(f));
+      thread->executor().executeSync(std::forward<F>(f));
     } catch (const kj::Exception& e) {
       log_warn("door: " + describe(e));
     }
@@ -614,58 +607,27 @@ Result<std::unique_ptr<Door>> Door::open(DoorOptions options, DoorEvents events)
   impl->ev = std::move(events);
   if (impl->opt.process == 0) impl->opt.process = this_process();
 
-  std::mutex mu;
-  std::condition_variable cv;
-  bool ready = false;
-  std::string failure;
   Impl* raw = impl.get();
-  impl->thread = std::thread([raw, &mu, &cv, &ready, &failure] {
-    try {
-      Impl::Loop loop(*raw, kj::setupAsyncIo());
-      auto stop = kj::newPromiseAndCrossThreadFulfiller<void>();
-      raw->stop = kj::mv(stop.fulfiller);
-      raw->executor = kj::getCurrentThreadExecutor().addRef();
-      raw->loop = &loop;
-      {
-        std::lock_guard lock(mu);
-        ready = true;
-      }
-      cv.notify_all();
-      stop.promise.wait(loop.io.waitScope);
-      raw->loop = nullptr;
-      loop.conns.clear();  // no events: whoever listened is going away
-    } catch (const kj::Exception& e) {
-      std::lock_guard lock(mu);
-      if (!ready) {
-        failure = describe(e);
-        ready = true;
-        cv.notify_all();
-      } else {
-        log_error("door: its event loop failed: " + describe(e));
-      }
-    }
+  auto thread = EventLoopThread::start("door", [raw](kj::AsyncIoContext& io, const std::function<void()>& serve) {
+    Impl::Loop loop(*raw, io);
+    raw->loop = &loop;
+    serve();
+    raw->loop = nullptr;
+    loop.conns.clear();  // no events: whoever listened is going away
   });
-  std::unique_lock lock(mu);
-  cv.wait(lock, [&] { return ready; });
-  if (!failure.empty()) {
-    lock.unlock();
-    impl->thread.join();
-    return Status::unavailable("the door could not start: " + failure);
-  }
+  if (!thread.ok()) return thread.status().with_context("the door could not start");
+  impl->thread = std::move(*thread);
   return std::unique_ptr<Door>(new Door(std::move(impl)));
 }
 
-Door::~Door() {
-  if (impl_->stop) impl_->stop->fulfill();
-  if (impl_->thread.joinable()) impl_->thread.join();
-}
+Door::~Door() { impl_->thread.reset(); }
 
 Result<uint16_t> Door::listen(const std::string& host, uint16_t port) {
   uint16_t bound = 0;
   std::string error;
   const std::string where = host.empty() ? "*" : host;
   try {
-    impl_->executor->executeSync([&]() -> kj::Promise<void> {
+    impl_->thread->executor().executeSync([&]() -> kj::Promise<void> {
       return impl_->loop->io.provider->getNetwork()
           .parseAddress(where, port)
           .then([&](kj::Own<kj::NetworkAddress> a) { bound = impl_->loop->listen(kj::mv(a)); });

@@ -6,18 +6,16 @@
 #include <prometheus/registry.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <map>
-#include <mutex>
-#include <thread>
 
+#include "atoll/event_loop_thread.h"
 #include "atoll/log.h"
 #include "atoll/run_metrics.h"
 
 namespace atl {
 namespace {
 
-std::string describe(const kj::Exception& e) { return std::string(e.getDescription().cStr()); }
+std::string describe(const kj::Exception& e) { return kj_reason(e); }
 
 // "a=1&b=x" -> {a: 1, b: x}. Values are ids and words: no percent-decoding needed.
 std::map<std::string, std::string> query_of(const std::string& url) {
@@ -42,8 +40,6 @@ struct StatusServer::Impl {
   StatusServerOptions opt;
   StatusSource source;
   std::unique_ptr<RunMetrics> metrics;
-  std::thread thread;
-  kj::Own<kj::CrossThreadPromiseFulfiller<void>> stop;
   uint16_t port = 0;
   std::atomic<uint64_t> requests{0};
 
@@ -140,6 +136,9 @@ struct StatusServer::Impl {
     kj::HttpHeaderId authorization_;
   };
 #pragma GCC diagnostic pop
+
+  // Last: destroyed first, it ends the loop while the rest is still there.
+  std::unique_ptr<EventLoopThread> thread;
 };
 
 StatusServer::StatusServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -152,60 +151,30 @@ Result<std::unique_ptr<StatusServer>> StatusServer::start(StatusServerOptions op
   impl->opt = std::move(options);
   impl->source = std::move(source);
 
-  std::mutex mu;
-  std::condition_variable cv;
-  bool ready = false;
-  std::string failure;
   Impl* raw = impl.get();
-  impl->thread = std::thread([raw, &mu, &cv, &ready, &failure] {
-    try {
-      auto io = kj::setupAsyncIo();
-      kj::HttpHeaderTable::Builder builder;
-      const kj::HttpHeaderId authorization = builder.add("Authorization");
-      auto table = builder.build();
-      Impl::Service service(*raw, *table, authorization);
-      kj::HttpServer server(io.provider->getTimer(), *table, service);
-      const std::string host = raw->opt.host.empty() ? "*" : raw->opt.host;
-      auto address = io.provider->getNetwork().parseAddress(host, raw->opt.port).wait(io.waitScope);
-      auto listener = address->listen();
-      raw->port = static_cast<uint16_t>(listener->getPort());
-      auto stop = kj::newPromiseAndCrossThreadFulfiller<void>();
-      raw->stop = kj::mv(stop.fulfiller);
-      auto serving = server.listenHttp(*listener).eagerlyEvaluate([](kj::Exception&& e) {
-        log_error("status server: " + describe(e));
-      });
-      {
-        std::lock_guard lock(mu);
-        ready = true;
-      }
-      cv.notify_all();
-      stop.promise.wait(io.waitScope);
-    } catch (const kj::Exception& e) {
-      std::lock_guard lock(mu);
-      if (!ready) {
-        failure = describe(e);
-        ready = true;
-        cv.notify_all();
-      } else {
-        log_error("status server: its event loop failed: " + describe(e));
-      }
-    }
+  auto thread = EventLoopThread::start("status server", [raw](kj::AsyncIoContext& io, const std::function<void()>& serve) {
+    kj::HttpHeaderTable::Builder builder;
+    const kj::HttpHeaderId authorization = builder.add("Authorization");
+    auto table = builder.build();
+    Impl::Service service(*raw, *table, authorization);
+    kj::HttpServer server(io.provider->getTimer(), *table, service);
+    const std::string host = raw->opt.host.empty() ? "*" : raw->opt.host;
+    auto address = io.provider->getNetwork().parseAddress(host, raw->opt.port).wait(io.waitScope);
+    auto listener = address->listen();
+    raw->port = static_cast<uint16_t>(listener->getPort());
+    auto serving = server.listenHttp(*listener).eagerlyEvaluate([](kj::Exception&& e) {
+      log_error("status server: " + describe(e));
+    });
+    serve();
   });
-  std::unique_lock lock(mu);
-  cv.wait(lock, [&] { return ready; });
-  if (!failure.empty()) {
-    lock.unlock();
-    impl->thread.join();
-    return Status::unavailable("cannot serve the status page on " + impl->opt.host + ":" +
-                               std::to_string(impl->opt.port) + ": " + failure);
-  }
+  if (!thread.ok())
+    return thread.status().with_context("cannot serve the status page on " + impl->opt.host + ":" +
+                                        std::to_string(impl->opt.port));
+  impl->thread = std::move(*thread);
   return std::unique_ptr<StatusServer>(new StatusServer(std::move(impl)));
 }
 
-StatusServer::~StatusServer() {
-  if (impl_->stop) impl_->stop->fulfill();
-  if (impl_->thread.joinable()) impl_->thread.join();
-}
+StatusServer::~StatusServer() { impl_->thread.reset(); }
 
 uint16_t StatusServer::port() const { return impl_->port; }
 uint64_t StatusServer::requests() const { return impl_->requests.load(); }
