@@ -4,18 +4,19 @@
 # 4 GiB, and 200 idle connections that never say hello (closed once the
 # syncer's --handshake-timeout, 1 s here, passes: the test waits until they
 # are). The syncer refuses all of it without buffering it (its peak RSS grows
-# by less than 64 MiB), the learner keeps its connection and trains
-# throughout, and the syncer ends its run with exit 0. Over TLS with ATOLL_TEST_TLS=1.
+# by less than 64 MiB), the learner keeps its connection and is merged
+# throughout and after, and the syncer, stopped then, ends its run with exit
+# 0. Over TLS with ATOLL_TEST_TLS=1.
 # Usage: hostile_test.sh ATOLL SCRATCH
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 
-write_topology "$work/topo.toml" 1000000000
+write_topology "$work/topo.toml" 1000000000  # ended by the test
 metrics=$(free_port)
-start_syncer syncer "$work/topo.toml" --listen 127.0.0.1:0 --seconds 40 --report "$work/syncer.json" \
+start_syncer syncer "$work/topo.toml" --listen 127.0.0.1:0 --report "$work/syncer.json" \
   --handshake-timeout 1 --metrics "127.0.0.1:$metrics"
 start_learner l0 0 --report "$work/l0.json"
 wait_for syncer "learner 0 registered" 60
-wait_status "$metrics" 'per_learner[0]["merged"] >= 5' 30  # training under way: the baseline is a working syncer's
+wait_status "$metrics" 'per_learner[0]["merged"] >= 5' 120  # training under way: the baseline is a working syncer's
 rss_before=$(peak_rss_kb "$syncer_pid")
 
 # Random bytes, of every length up to 64 KiB, one connection each.
@@ -63,6 +64,10 @@ grew=$(((rss_after - rss_before) / 1024))
 echo "syncer peak RSS: ${rss_before} KiB before, ${rss_after} KiB after the hostile traffic (+${grew} MiB)"
 ((grew < 64)) || die "the syncer's peak RSS grew by $grew MiB under hostile traffic (limit 64)"
 grep -q "refused a connection from 127.0.0.1" "$work/syncer.log" || die "no connection was refused for the per-address cap"
+# The learner trains on: merged again after the hostile traffic, then the run is ended.
+merged=$(status_value "$metrics" 'per_learner[0]["merged"]')
+wait_status "$metrics" "per_learner[0][\"merged\"] >= $merged + 5" 120
+stop_run "$syncer_pid"
 
 expect_exit "$syncer_pid" 120 0 "the syncer"
 expect_exit "$l0_pid" 30 0 "learner 0"
