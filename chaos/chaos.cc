@@ -8,16 +8,11 @@
 
 #include "atoll/chaos_verdict.h"
 #include "atoll/log.h"
+#include "atoll/printf_string.h"
 #include "injector.h"
 
 namespace atl {
 namespace {
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 }  // namespace
 
@@ -100,10 +95,10 @@ Result<std::vector<ChaosResult>> run_plan(const FaultPlan& plan, const ChaosOpti
       r->baseline_eval_loss = base->report.eval.loss;
       const double increase = r->report.eval.loss - base->report.eval.loss;
       if (!(increase <= *plan.invariants.max_eval_loss_increase))
-        r->violations.push_back("max_eval_loss_increase: held-out loss " + fmt("%.4f", r->report.eval.loss) +
-                                " is " + fmt("%.4f", increase) + " above the run without faults (" +
-                                fmt("%.4f", base->report.eval.loss) + "), bound " +
-                                fmt("%.4f", *plan.invariants.max_eval_loss_increase));
+        r->violations.push_back("max_eval_loss_increase: held-out loss " + printf_string("%.4f", r->report.eval.loss) +
+                                " is " + printf_string("%.4f", increase) + " above the run without faults (" +
+                                printf_string("%.4f", base->report.eval.loss) + "), bound " +
+                                printf_string("%.4f", *plan.invariants.max_eval_loss_increase));
     }
     out.push_back(std::move(*r));
   }
@@ -117,8 +112,8 @@ std::string chaos_table(const std::vector<ChaosResult>& results, bool header) {
                 "alive", "uptime", "eval loss", "(no-fault)", "bits/byte", "injected", "recovered", "verdict");
   if (header) o << buf;
   for (const auto& r : results) {
-    const std::string base = r.baseline_eval_loss >= 0 ? fmt("%.4f", r.baseline_eval_loss) : "-";
-    const std::string bpb = r.report.eval.bits_per_byte > 0 ? fmt("%.4f", r.report.eval.bits_per_byte) : "-";
+    const std::string base = r.baseline_eval_loss >= 0 ? printf_string("%.4f", r.baseline_eval_loss) : "-";
+    const std::string bpb = r.report.eval.bits_per_byte > 0 ? printf_string("%.4f", r.report.eval.bits_per_byte) : "-";
     std::snprintf(buf, sizeof buf, "%-28.28s %-11s %8.3f %6.3f %7.3f %10.4f %9s %9s %8llu %9llu  %s\n", r.plan.c_str(),
                   mode_name(r.mode), r.report.goodput, r.alive_fraction, r.report.uptime, r.report.eval.loss, base.c_str(),
                   bpb.c_str(),
@@ -148,9 +143,9 @@ std::string chaos_json(const std::vector<ChaosResult>& results) {
     std::string report = r.report.to_json();
     while (!report.empty() && report.back() == '\n') report.pop_back();
     out += "{\"plan\":\"" + r.plan + "\",\"mode\":\"" + mode_name(r.mode) + "\",\"ok\":" + (r.ok() ? "true" : "false") +
-           ",\"alive_fraction\":" + fmt("%.6g", r.alive_fraction) +
+           ",\"alive_fraction\":" + printf_string("%.6g", r.alive_fraction) +
            ",\"faults_injected\":" + std::to_string(r.faults_injected) + ",\"recoveries\":" +
-           std::to_string(r.recoveries) + ",\"baseline_eval_loss\":" + fmt("%.6g", r.baseline_eval_loss) +
+           std::to_string(r.recoveries) + ",\"baseline_eval_loss\":" + printf_string("%.6g", r.baseline_eval_loss) +
            ",\"tape\":\"" + r.tape_path + "\",\"violations\":" + violations + ",\"notes\":" + notes +
            ",\"report\":" + report + "}" +
            (i + 1 < results.size() ? ",\n" : "\n");

@@ -4,14 +4,10 @@
 #include <cmath>
 #include <cstdio>
 
+#include "atoll/printf_string.h"
+
 namespace atl {
 namespace {
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 // A kill or crash that hit a learner: what re-integration bounds and alive time count.
 const event::Injected* learner_failure(const TimedEvent& e) {
@@ -66,8 +62,8 @@ ChaosVerdict judge(const FaultPlan& plan, const Report& rep, std::span<const flo
     const double deadline = e.t + x->recover_after + inv.reintegrate_within_seconds;
     if ((!back || *back > deadline) && deadline < rep.wall_seconds - 0.5)
       v.violations.push_back("reintegrate_within_seconds: learner " + std::to_string(x->learner) + " " +
-                             fault_kind_name(x->kind) + "ed at " + fmt("%.2f s", e.t) +
-                             " was not welcomed back by " + fmt("%.2f s", deadline));
+                             fault_kind_name(x->kind) + "ed at " + printf_string("%.2f s", e.t) +
+                             " was not welcomed back by " + printf_string("%.2f s", deadline));
   }
   // Of the learner time allocated to the run: members come and go (a
   // departure, a preemption, is no down time; a newcomer adds its time).
@@ -78,9 +74,8 @@ ChaosVerdict judge(const FaultPlan& plan, const Report& rep, std::span<const flo
   // and how long a restart takes in wall time depends on what else the machine
   // runs: the bound is a share of the alive time, not of all of it.
   if (inv.min_goodput > 0 && !(rep.goodput >= inv.min_goodput * v.alive_fraction))
-    v.violations.push_back("min_goodput: " + fmt("%.3f", rep.goodput) + " < " + fmt("%.3f", inv.min_goodput) +
-                           " x alive " + fmt("%.3f", v.alive_fraction) + " = " +
-                           fmt("%.3f", inv.min_goodput * v.alive_fraction));
+    v.violations.push_back(printf_string("min_goodput: %.3f < %.3f x alive %.3f = %.3f", rep.goodput, inv.min_goodput,
+                                         v.alive_fraction, inv.min_goodput * v.alive_fraction));
   // A planned fault that never fired tested nothing: the run cannot pass on its account.
   for (const auto& f : plan.faults) {
     const bool fired = !f.where.empty() && std::any_of(events.begin(), events.end(), [&](const TimedEvent& e) {
@@ -89,9 +84,9 @@ ChaosVerdict judge(const FaultPlan& plan, const Report& rep, std::span<const flo
     });
     if (fired) continue;
     const std::string why = std::string(fault_kind_name(f.kind)) + " of " + f.where + " was never injected: " +
-                            (f.at >= 0 ? "planned at " + fmt("%.2f s", f.at)
+                            (f.at >= 0 ? "planned at " + printf_string("%.2f s", f.at)
                                        : "its learner never reached step " + std::to_string(f.at_step)) +
-                            ", the run ended at " + fmt("%.2f s", rep.wall_seconds);
+                            ", the run ended at " + printf_string("%.2f s", rep.wall_seconds);
     if (inv.all_faults_injected) v.violations.push_back("all_faults_injected: " + why);
     else v.notes.push_back(why);
   }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "atoll/printf_string.h"
 #include "json_writer.h"
 #include "learner_json.h"
 
@@ -169,62 +170,60 @@ std::string Report::to_table() const {
     std::snprintf(buf, sizeof buf, "  %-22s %s\n", name, value.c_str());
     o << buf;
   };
-  const auto num = [&](const char* fmt, double v) {
-    std::snprintf(buf, sizeof buf, fmt, v);
-    return std::string(buf);
-  };
   o << "run summary\n";
   row("mode", mode + ", " + std::to_string(learners) + " learners" +
                   (joins + departures ? " (" + std::to_string(joins) + " joined, " + std::to_string(departures) + " departed)"
                                       : std::string()));
   row("model", model);
   row("data", data);
-  row("wall time", num("%.1f s", wall_seconds));
+  row("wall time", printf_string("%.1f s", wall_seconds));
   if (hardware.name == "dedicated")
-    row("hardware", num("dedicated: a speed-1 step takes %.1f ms", 1e3 * hardware.step_seconds) +
-                        num(" (%.1f ms of compute, measured before the run); ", 1e3 * hardware.compute_seconds) +
+    row("hardware", printf_string("dedicated: a speed-1 step takes %.1f ms", 1e3 * hardware.step_seconds) +
+                        printf_string(" (%.1f ms of compute, measured before the run); ", 1e3 * hardware.compute_seconds) +
                         std::to_string(hardware.late_steps) + " of " + std::to_string(hardware.paced_steps) +
                         " paced steps late");
-  row("tokens", std::to_string(tokens) + num(" (%.0f per second)", tokens_per_second));
-  row("goodput", num("%.3f", goodput));
-  row("uptime", num("%.3f", uptime));
+  row("tokens", std::to_string(tokens) + printf_string(" (%.0f per second)", tokens_per_second));
+  row("goodput", printf_string("%.3f", goodput));
+  row("uptime", printf_string("%.3f", uptime));
   if (std::isnan(eval.loss)) {  // no figure: say why (no evaluator, a sharded syncer)
     row("held-out loss", eval.by.empty() ? std::string("not measured") : eval.by);
   } else {
-    row("held-out loss", num("%.4f", eval.loss) + (eval.final ? "" : " (not of the final model)"));
+    row("held-out loss", printf_string("%.4f", eval.loss) + (eval.final ? "" : " (not of the final model)"));
     if (eval.bits_per_byte > 0)
-      row("bits per byte", num("%.4f", eval.bits_per_byte) +
-                               (eval.bits_per_byte_stderr > 0 ? num(" +- %.4f", eval.bits_per_byte_stderr) : "") +
+      row("bits per byte", printf_string("%.4f", eval.bits_per_byte) +
+                               (eval.bits_per_byte_stderr > 0 ? printf_string(" +- %.4f", eval.bits_per_byte_stderr) : "") +
                                (std::isnan(eval.accuracy) ? std::string(" (")
-                                                          : num(" (next byte right %.1f%%, ", 100 * eval.accuracy)) +
+                                                          : printf_string(" (next byte right %.1f%%, ", 100 * eval.accuracy)) +
                                (eval.windows > 0 ? std::to_string(eval.windows) + " windows)"
                                                  : std::to_string(eval.count) + " tokens)"));
     else if (!std::isnan(eval.accuracy))
-      row("held-out accuracy", num("%.2f%%", 100 * eval.accuracy));
+      row("held-out accuracy", printf_string("%.2f%%", 100 * eval.accuracy));
     if (!eval.by.empty()) row("evaluated by", eval.by);
   }
   row("bytes up / down", human_bytes(double(bytes.learner_to_syncer)) + " / " + human_bytes(double(bytes.syncer_to_learners)));
-  row("bytes per token", num("%.1f", bytes_per_token));
-  row("rounds", std::to_string(rounds) + num(" (quorum %.2f", quorum_mean) + num(", grace wait %.1f ms", grace_wait_mean_ms) +
-                    num(", pull to broadcast %.1f ms)", round_mean_ms));
+  row("bytes per token", printf_string("%.1f", bytes_per_token));
+  row("rounds", std::to_string(rounds) +
+                    printf_string(" (quorum %.2f, grace wait %.1f ms, pull to broadcast %.1f ms)", quorum_mean,
+                                  grace_wait_mean_ms, round_mean_ms));
   if (broadcast_adopted_mean_ms > 0)
-    row("broadcast adopted by all", num("%.1f ms mean", broadcast_adopted_mean_ms) +
-                                        num(", %.1f ms at most", broadcast_adopted_max_ms));
-  row("syncer CPU", num("%.2f s", syncer_cpu_seconds) +
-                        (rounds ? num(" (%.2f ms per round", 1e3 * syncer_cpu_seconds / double(rounds)) +
-                                      num(", %.1f%% of the wall time)", wall_seconds > 0 ? 100.0 * syncer_cpu_seconds / wall_seconds : 0.0)
+    row("broadcast adopted by all",
+        printf_string("%.1f ms mean, %.1f ms at most", broadcast_adopted_mean_ms, broadcast_adopted_max_ms));
+  row("syncer CPU", printf_string("%.2f s", syncer_cpu_seconds) +
+                        (rounds ? printf_string(" (%.2f ms per round, %.1f%% of the wall time)",
+                                                1e3 * syncer_cpu_seconds / double(rounds),
+                                                wall_seconds > 0 ? 100.0 * syncer_cpu_seconds / wall_seconds : 0.0)
                                 : std::string()));
   row("versions", std::to_string(versions_min) + " .. " + std::to_string(versions_max));
   row("late / stale / rejected", std::to_string(late) + " / " + std::to_string(stale_refused) + " / " + std::to_string(rejected));
   row("restarts", std::to_string(restarts));
   if (!reintegration_seconds.empty()) {
     double worst = *std::max_element(reintegration_seconds.begin(), reintegration_seconds.end());
-    row("re-integration", std::to_string(reintegration_seconds.size()) + num(" times, worst %.3f s", worst) +
+    row("re-integration", std::to_string(reintegration_seconds.size()) + printf_string(" times, worst %.3f s", worst) +
                               " (start to welcome)");
   }
   if (!recovery_seconds.empty()) {
     double worst = *std::max_element(recovery_seconds.begin(), recovery_seconds.end());
-    row("recovery", std::to_string(recovery_seconds.size()) + num(" times, worst %.3f s", worst) +
+    row("recovery", std::to_string(recovery_seconds.size()) + printf_string(" times, worst %.3f s", worst) +
                         " (failure to welcome)");
   }
   if (recovered_fragments) row("recovered fragments", std::to_string(recovered_fragments) + " (from learners' bases)");

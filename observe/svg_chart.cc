@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "atoll/printf_string.h"
+
 namespace atl {
 namespace {
 
@@ -13,11 +15,8 @@ constexpr double kLeft = 64, kRight = 16, kTop = 44, kBottom = 44;
 constexpr const char* kPalette[] = {"#0969da", "#1a7f37", "#9a6700", "#8250df", "#bf3989", "#cf222e", "#57606a",
                                     "#0a3069"};
 
-std::string fmt(const char* f, double a) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, a);
-  return buf;
-}
+// A coordinate in the drawing: a tenth of a pixel is fine enough.
+std::string coord(double v) { return printf_string("%.1f", v); }
 
 std::string escape(const std::string& s) {
   std::string out;
@@ -45,14 +44,14 @@ double tick_step(double span, int n) {
 
 std::string tick_text(double v, double step) {
   const double a = std::fabs(v);
-  if (a >= 1e9) return fmt("%gG", v / 1e9);
-  if (a >= 1e6) return fmt("%gM", v / 1e6);
-  if (a >= 1e4) return fmt("%gk", v / 1e3);
-  if (step >= 1) return fmt("%.0f", v);
+  if (a >= 1e9) return printf_string("%gG", v / 1e9);
+  if (a >= 1e6) return printf_string("%gM", v / 1e6);
+  if (a >= 1e4) return printf_string("%gk", v / 1e3);
+  if (step >= 1) return printf_string("%.0f", v);
   const int digits = std::clamp(static_cast<int>(std::ceil(-std::log10(step))), 0, 6);
   char f[8];
   std::snprintf(f, sizeof f, "%%.%df", digits);
-  return fmt(f, v);
+  return printf_string(f, v);
 }
 
 template <class Get>
@@ -83,28 +82,28 @@ void panel(std::ostringstream& svg, const Chart& c, double ox, double oy) {
   const auto Y = [&](double y) { return oy + kTop + ph * (1 - (y - y0) / (y1 - y0)); };
 
   svg << "<g class=\"panel\">\n";
-  svg << "<text x=\"" << fmt("%.1f", ox + kLeft) << "\" y=\"" << fmt("%.1f", oy + 18)
+  svg << "<text x=\"" << coord(ox + kLeft) << "\" y=\"" << coord(oy + 18)
       << "\" font-size=\"14\" font-weight=\"bold\">" << escape(fit(c.title, 62)) << "</text>\n";
   const double ys = tick_step(y1 - y0, 5), xs = tick_step(x1 - x0, 6);
   for (double y = std::ceil(y0 / ys) * ys; y <= y1 + ys * 1e-9; y += ys) {
-    svg << "<line x1=\"" << fmt("%.1f", X(x0)) << "\" x2=\"" << fmt("%.1f", X(x1)) << "\" y1=\"" << fmt("%.1f", Y(y))
-        << "\" y2=\"" << fmt("%.1f", Y(y)) << "\" stroke=\"#eee\"/>\n";
-    svg << "<text x=\"" << fmt("%.1f", X(x0) - 6) << "\" y=\"" << fmt("%.1f", Y(y) + 4)
+    svg << "<line x1=\"" << coord(X(x0)) << "\" x2=\"" << coord(X(x1)) << "\" y1=\"" << coord(Y(y))
+        << "\" y2=\"" << coord(Y(y)) << "\" stroke=\"#eee\"/>\n";
+    svg << "<text x=\"" << coord(X(x0) - 6) << "\" y=\"" << coord(Y(y) + 4)
         << "\" text-anchor=\"end\">" << tick_text(y, ys) << "</text>\n";
   }
   for (double x = std::ceil(x0 / xs) * xs; x <= x1 + xs * 1e-9; x += xs)
-    svg << "<text x=\"" << fmt("%.1f", X(x)) << "\" y=\"" << fmt("%.1f", Y(y0) + 16)
+    svg << "<text x=\"" << coord(X(x)) << "\" y=\"" << coord(Y(y0) + 16)
         << "\" text-anchor=\"middle\">" << tick_text(x, xs) << "</text>\n";
-  svg << "<text x=\"" << fmt("%.1f", X((x0 + x1) / 2)) << "\" y=\"" << fmt("%.1f", oy + kHeight - 6)
+  svg << "<text x=\"" << coord(X((x0 + x1) / 2)) << "\" y=\"" << coord(oy + kHeight - 6)
       << "\" text-anchor=\"middle\">" << escape(c.x_label) << "</text>\n";
-  svg << "<text transform=\"translate(" << fmt("%.1f", ox + 14) << "," << fmt("%.1f", Y((y0 + y1) / 2))
+  svg << "<text transform=\"translate(" << coord(ox + 14) << "," << coord(Y((y0 + y1) / 2))
       << ") rotate(-90)\" text-anchor=\"middle\">" << escape(c.y_label) << "</text>\n";
   for (const auto& m : c.marks) {
     if (m.x < x0 || m.x > x1) continue;
-    svg << "<line class=\"mark\" x1=\"" << fmt("%.1f", X(m.x)) << "\" x2=\"" << fmt("%.1f", X(m.x)) << "\" y1=\""
-        << fmt("%.1f", Y(y1)) << "\" y2=\"" << fmt("%.1f", Y(y0)) << "\" stroke=\"" << m.color
+    svg << "<line class=\"mark\" x1=\"" << coord(X(m.x)) << "\" x2=\"" << coord(X(m.x)) << "\" y1=\""
+        << coord(Y(y1)) << "\" y2=\"" << coord(Y(y0)) << "\" stroke=\"" << m.color
         << "\" stroke-dasharray=\"4,3\"><title>" << escape(m.label) << "</title></line>\n";
-    svg << "<text x=\"" << fmt("%.1f", X(m.x) + 2) << "\" y=\"" << fmt("%.1f", Y(y1) + 10) << "\" fill=\"" << m.color
+    svg << "<text x=\"" << coord(X(m.x) + 2) << "\" y=\"" << coord(Y(y1) + 10) << "\" fill=\"" << m.color
         << "\" font-size=\"9\">" << escape(m.label) << "</text>\n";
   }
   double legend = ox + kLeft + 8;
@@ -124,17 +123,17 @@ void panel(std::ostringstream& svg, const Chart& c, double ox, double oy) {
         flush();
         continue;
       }
-      points += fmt("%.1f", X(std::clamp(l.xs[i], x0, x1))) + "," + fmt("%.1f", Y(std::clamp(l.ys[i], y0, y1))) + " ";
+      points += coord(X(std::clamp(l.xs[i], x0, x1))) + "," + coord(Y(std::clamp(l.ys[i], y0, y1))) + " ";
     }
     flush();
     if (c.lines.size() > 1 || !l.name.empty()) {
-      svg << "<text x=\"" << fmt("%.1f", legend) << "\" y=\"" << fmt("%.1f", oy + 34) << "\" fill=\"" << color
+      svg << "<text x=\"" << coord(legend) << "\" y=\"" << coord(oy + 34) << "\" fill=\"" << color
           << "\">" << escape(l.name) << "</text>\n";
       legend += 8.0 * static_cast<double>(l.name.size()) + 16;
     }
   }
-  svg << "<rect x=\"" << fmt("%.1f", X(x0)) << "\" y=\"" << fmt("%.1f", Y(y1)) << "\" width=\"" << fmt("%.1f", pw)
-      << "\" height=\"" << fmt("%.1f", ph) << "\" fill=\"none\" stroke=\"#888\"/>\n</g>\n";
+  svg << "<rect x=\"" << coord(X(x0)) << "\" y=\"" << coord(Y(y1)) << "\" width=\"" << coord(pw)
+      << "\" height=\"" << coord(ph) << "\" fill=\"none\" stroke=\"#888\"/>\n</g>\n";
 }
 
 }  // namespace

@@ -7,17 +7,12 @@
 #include <map>
 #include <sstream>
 
+#include "atoll/printf_string.h"
 #include "atoll/simulation.h"
 #include "json_writer.h"
 
 namespace atl {
 namespace {
-
-std::string printf_string(const char* format, auto... args) {
-  char buf[256];
-  std::snprintf(buf, sizeof buf, format, args...);
-  return buf;
-}
 
 // 150000 -> "150k", 1200000 -> "1.2M".
 std::string chips_label(int64_t chips) {
