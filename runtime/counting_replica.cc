@@ -58,6 +58,7 @@ Push CountingReplica::make_push(uint32_t p, uint64_t round) {
     t.seconds_at_push = t.seconds;
   }
   t.pushed = true;
+  t.pushed_at_version = true;
   return Push{id_, incarnation_, p, round, t.version, t.steps, t.tokens, t.seconds, model_->zero_deltas[p]};
 }
 
@@ -101,7 +102,7 @@ Status CountingReplica::apply(const Broadcast& b) {
   next.welcomed = true;
   if (o.carry_progress && b.version == t.version + 1 && t.steps <= carry_limit) {
     // The progress the new version did not merge stays (LearnerCore::adopt).
-    const bool merged = t.pushed && std::find(b.merged.begin(), b.merged.end(), id_) != b.merged.end();
+    const bool merged = t.pushed_at_version && std::find(b.merged.begin(), b.merged.end(), id_) != b.merged.end();
     next.steps = t.steps - (merged ? t.steps_at_push : 0);
     next.tokens = t.tokens - (merged ? t.tokens_at_push : 0);
     next.seconds = t.seconds - (merged ? t.seconds_at_push : 0.0);

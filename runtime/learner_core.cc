@@ -349,7 +349,9 @@ Status LearnerCore::adopt(const Broadcast& b) {
   if (!data_parallel() && o.carry_progress && b.version == t.version + 1 && t.steps <= carry_limit) {
     // What the new version did not merge: the steps since the merged push, or
     // every step since the base when this learner was not merged.
-    const bool merged = t.pushed && !t.at_push.empty() &&
+    // Whether it pushed at this version, not `pushed`: a welcome at the same
+    // version clears that, and the merged push's steps would be carried twice.
+    const bool merged = !t.at_push.empty() &&
                         std::find(b.merged.begin(), b.merged.end(), id_) != b.merged.end();
     const std::vector<float>& reference = merged ? t.at_push : t.base;
     for (size_t i = 0; i < local.size(); ++i) local[i] = global[i] + (local[i] - reference[i]);

@@ -60,6 +60,7 @@ class CountingReplica final : public LearnerReplica {
     uint64_t steps = 0, tokens = 0;
     double seconds = 0.0;
     bool pushed = false;
+    bool pushed_at_version = false;  // pushed since adopting `version` (a welcome clears `pushed` only)
     uint64_t steps_at_push = 0, tokens_at_push = 0;
     double seconds_at_push = 0.0;
     std::optional<uint64_t> stale_version;  // the version held at the last stale refusals
