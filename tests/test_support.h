@@ -8,13 +8,19 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include <boost/test/unit_test.hpp>
 
 #include <unistd.h>
 
 #include "atoll/batch.h"
+#include "atoll/codec.h"
+#include "atoll/messages.h"
 #include "atoll/rng.h"
+#include "atoll/syncer_core.h"
 #include "atoll/topology.h"
 
 namespace atl::testing {
@@ -47,6 +53,83 @@ inline constexpr std::chrono::steady_clock::time_point kStart{};
 inline std::chrono::steady_clock::time_point at(double seconds) {
   return kStart + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(seconds));
 }
+
+// A SyncerCore driven message by message in virtual time (at(t)), and what
+// its learners would say: the fixture of the syncer's protocol tests. The
+// topology gets H = 4 (outer.sync_every) and fp32 codecs both ways, so that
+// a test's numbers come back exact. Learner m of process p registers from
+// actor p * 100 + m.
+struct SyncerCoreDriver {
+  Topology topology;  // as given, with H = 4 and the fp32 codecs: what a restarted core is made from
+  std::unique_ptr<SyncerCore> core;
+  uint64_t fingerprint = 0;
+  size_t n = 0;  // parameters
+
+  explicit SyncerCoreDriver(Topology t) : topology(std::move(t)) {
+    topology.outer.sync_every = 4;
+    topology.outer.push_codec = Codec::kFp32;
+    topology.outer.broadcast_codec = Codec::kFp32;
+    auto created = SyncerCore::create(topology, kStart);
+    BOOST_REQUIRE_MESSAGE(created.ok(), created.status().to_string());
+    core = std::move(*created);
+    fingerprint = core->layout().fingerprint();
+    n = core->layout().size();
+  }
+
+  Register reg(uint32_t m, uint64_t incarnation = 1) const { return Register{m, incarnation, fingerprint, "", {}}; }
+  static Sender sender(uint64_t process, uint32_t m) { return Sender{process, process * 100 + m}; }
+
+  // Learner m registers at t: the verdict, and the effects in `out` if given.
+  Admission join(uint32_t m, double t = 0.0, uint64_t process = 1, uint64_t incarnation = 1,
+                 SyncerEffects* out = nullptr) {
+    SyncerEffects fx;
+    const Admission a = core->on_register(reg(m, incarnation), sender(process, m), at(t), fx);
+    if (out) *out = std::move(fx);
+    return a;
+  }
+  // The same, required to be accepted at once; the effects.
+  SyncerEffects must_join(uint32_t m, double t = 0.0, uint64_t incarnation = 1, uint64_t process = 1) {
+    SyncerEffects fx;
+    BOOST_REQUIRE(join(m, t, process, incarnation, &fx).accepted());
+    return fx;
+  }
+  // A learner without an id claims an open slot and registers in it: the slot.
+  uint32_t claim_and_join(double t, uint64_t process = 1, SyncerEffects* out = nullptr) {
+    SyncerEffects fx;
+    const Admission c = core->claim(process, at(t), fx);
+    BOOST_REQUIRE(c.accepted());
+    BOOST_REQUIRE(join(c.learner, t, process, 1, out).accepted());
+    return c.learner;
+  }
+
+  // Learner m reports `steps` steps since fragment 0's current version.
+  SyncerEffects progress(uint32_t m, uint64_t steps, double t, double step_seconds = 0.1, uint64_t incarnation = 1) {
+    SyncerEffects fx;
+    core->on_progress(Progress{m, incarnation, steps, steps * 8, step_seconds, {{core->version(0), steps}}, 1.0f},
+                      at(t), fx);
+    return fx;
+  }
+  // Learner m answers `round` with every value of its delta `delta`, from
+  // fragment 0's current version.
+  SyncerEffects push(uint32_t m, uint64_t round, uint64_t steps, float delta, double t, uint64_t incarnation = 1) {
+    return push_from_base(m, round, core->version(0), steps, delta, t, incarnation);
+  }
+  // The same from base version `base`.
+  SyncerEffects push_from_base(uint32_t m, uint64_t round, uint64_t base, uint64_t steps, float delta, double t,
+                               uint64_t incarnation = 1) {
+    SyncerEffects fx;
+    core->on_push(Push{m, incarnation, 0, round, base, steps, steps * 8, 0.1 * double(steps),
+                       encode_payload(Codec::kFp32, 0, std::vector<float>(n, delta))},
+                  at(t), fx);
+    return fx;
+  }
+  SyncerEffects leave(uint32_t m, double t, uint64_t incarnation = 1) {
+    SyncerEffects fx;
+    core->on_leave(Leave{m, incarnation, "asked to stop"}, at(t), fx);
+    return fx;
+  }
+  const LearnerRecord& rec(uint32_t m) const { return core->learners()[m]; }
+};
 
 // The committed text fixture: the first State of the Union address, 1790.
 inline std::string sotu_excerpt() {

@@ -245,28 +245,20 @@ BOOST_AUTO_TEST_CASE(a_second_store_on_a_locked_folder_is_refused_until_the_firs
 // are welcomed with it. dp keeps its syncer-side optimizer.
 namespace {
 // A syncer core with learners 0 and 1 registered (incarnation 1).
-struct TwoLearners {
-  std::unique_ptr<SyncerCore> core;
-  uint64_t fingerprint = 0;
-  size_t n = 0;  // parameters
-  SyncerEffects fx;
-  TwoLearners(const Topology& t, SteadyTime now) {
-    auto created = SyncerCore::create(t, now);
-    BOOST_REQUIRE(created.ok());
-    core = std::move(*created);
-    fingerprint = core->layout().fingerprint();
-    n = core->layout().size();
-    for (uint32_t m = 0; m < 2; ++m) core->on_register(Register{m, 1, fingerprint, "", {}}, Sender{1, m + 1}, now, fx);
-  }
-};
+testing::SyncerCoreDriver two_learners(const Topology& t) {
+  testing::SyncerCoreDriver s(t);
+  s.must_join(0);
+  s.must_join(1);
+  return s;
+}
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_decoupled_checkpoint_carries_a_learners_moments_and_a_restart_welcomes_with_them) {
-  const Topology t = testing::tiny_mlp_topology(Mode::kDecoupled);
-  const auto now = std::chrono::steady_clock::now();
-  TwoLearners s(t, now);
+  auto s = two_learners(testing::tiny_mlp_topology(Mode::kDecoupled));
+  const Topology& t = s.topology;
+  const auto now = testing::at(0);
   auto& core = s.core;
-  SyncerEffects& fx = s.fx;
+  SyncerEffects fx;
   core->on_progress(Progress{1, 1, 30, 240, 0.01, {{0, 30}}, 1.0f}, now, fx);
   fx = {};
   core->request_checkpoint_moments(fx);
@@ -303,12 +295,10 @@ BOOST_AUTO_TEST_CASE(a_decoupled_checkpoint_carries_a_learners_moments_and_a_res
 }
 
 BOOST_AUTO_TEST_CASE(a_dp_checkpoint_carries_the_syncers_optimizer) {
-  const Topology t = testing::tiny_mlp_topology(Mode::kDp);
-  const auto now = std::chrono::steady_clock::now();
-  TwoLearners s(t, now);
-  for (uint32_t m = 0; m < 2; ++m)  // one synchronous step: both gradients
-    s.core->on_push(
-        Push{m, 1, 0, 0, 0, 1, 8, 0.01, encode_payload(Codec::kFp32, 0, std::vector<float>(s.n, 0.5f))}, now, s.fx);
+  auto s = two_learners(testing::tiny_mlp_topology(Mode::kDp));
+  const Topology& t = s.topology;
+  const auto now = testing::at(0);
+  for (uint32_t m = 0; m < 2; ++m) s.push(m, 0, 1, 0.5f, 0);  // one synchronous step: both gradients
   const CheckpointState saved = s.core->checkpoint(0);
   BOOST_REQUIRE(saved.optimizer.has_value());
   BOOST_CHECK_EQUAL(saved.optimizer->step, 1);

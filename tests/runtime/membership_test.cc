@@ -18,60 +18,16 @@ namespace {
 using testing::at;
 using testing::kStart;
 
+using Core = testing::SyncerCoreDriver;
+
 // Two fixed learners (0, 1) and `open` open slots above them, one fragment,
 // H = 4, fp32 codecs; learners of process p have actor ids p * 100 + slot.
-struct Core {
-  std::unique_ptr<SyncerCore> core;
-  uint64_t fingerprint = 0;
-  size_t n = 0;
-  explicit Core(int open = 2, int quorum = 1, Mode mode = Mode::kDecoupled) {
-    Topology t = testing::tiny_mlp_topology(mode);
-    t.membership.max_learners = 2 + open;
-    t.outer.quorum = quorum;
-    t.outer.sync_every = 4;
-    t.outer.push_codec = Codec::kFp32;
-    t.outer.broadcast_codec = Codec::kFp32;
-    auto created = SyncerCore::create(t, kStart);
-    BOOST_REQUIRE(created.ok());
-    core = std::move(*created);
-    fingerprint = core->layout().fingerprint();
-    n = core->layout().size();
-  }
-  Register reg(uint32_t m, uint64_t incarnation = 1) const { return Register{m, incarnation, fingerprint, "", {}}; }
-  static Sender sender(uint64_t process, uint32_t m) { return Sender{process, process * 100 + m}; }
-  Admission join(uint32_t m, double t, uint64_t process = 1, uint64_t incarnation = 1, SyncerEffects* out = nullptr) {
-    SyncerEffects fx;
-    const Admission a = core->on_register(reg(m, incarnation), sender(process, m), at(t), fx);
-    if (out) *out = std::move(fx);
-    return a;
-  }
-  uint32_t claim_and_join(double t, uint64_t process = 1, SyncerEffects* out = nullptr) {
-    SyncerEffects fx;
-    const Admission c = core->claim(process, at(t), fx);
-    BOOST_REQUIRE(c.accepted());
-    BOOST_REQUIRE(join(c.learner, t, process, 1, out).accepted());
-    return c.learner;
-  }
-  SyncerEffects progress(uint32_t m, uint64_t steps, double t, uint64_t incarnation = 1, double step_seconds = 0.1) {
-    SyncerEffects fx;
-    core->on_progress(Progress{m, incarnation, steps, steps * 8, step_seconds, {{core->version(0), steps}}, 1.0f},
-                      at(t), fx);
-    return fx;
-  }
-  SyncerEffects push(uint32_t m, uint64_t round, uint64_t steps, double t, uint64_t incarnation = 1) {
-    SyncerEffects fx;
-    core->on_push(Push{m, incarnation, 0, round, core->version(0), steps, steps * 8, 0.1 * double(steps),
-                       encode_payload(Codec::kFp32, 0, std::vector<float>(n, 0.01f))},
-                  at(t), fx);
-    return fx;
-  }
-  SyncerEffects leave(uint32_t m, double t, uint64_t incarnation = 1) {
-    SyncerEffects fx;
-    core->on_leave(Leave{m, incarnation, "asked to stop"}, at(t), fx);
-    return fx;
-  }
-  const LearnerRecord& rec(uint32_t m) const { return core->learners()[m]; }
-};
+Core membership_core(int open = 2, int quorum = 1, Mode mode = Mode::kDecoupled) {
+  Topology t = testing::tiny_mlp_topology(mode);
+  t.membership.max_learners = 2 + open;
+  t.outer.quorum = quorum;
+  return Core(t);
+}
 
 template <class T>
 const T* sent_to(const SyncerEffects& fx, uint32_t learner) {
@@ -102,7 +58,7 @@ bool broadcasts(const SyncerEffects& fx) {
 BOOST_AUTO_TEST_SUITE(membership_test)
 
 BOOST_AUTO_TEST_CASE(claims_give_the_lowest_free_open_slot_and_refuse_when_full) {
-  Core c(2);
+  auto c = membership_core(2);
   SyncerEffects fx;
   const Admission a = c.core->claim(7, at(0), fx), b = c.core->claim(8, at(0), fx);
   BOOST_REQUIRE(a.accepted() && b.accepted());
@@ -123,7 +79,7 @@ BOOST_AUTO_TEST_CASE(claims_give_the_lowest_free_open_slot_and_refuse_when_full)
   BOOST_REQUIRE(again.accepted());
   BOOST_CHECK_EQUAL(again.learner, 3u);
 
-  Core none(0);
+  Core none = membership_core(0);
   const Admission closed = none.core->claim(1, at(0), fx);
   BOOST_CHECK(closed.reason == RejectReason::kFull);
   BOOST_CHECK(closed.detail.find("no open slots") != std::string::npos);
@@ -132,7 +88,7 @@ BOOST_AUTO_TEST_CASE(claims_give_the_lowest_free_open_slot_and_refuse_when_full)
 }
 
 BOOST_AUTO_TEST_CASE(a_free_open_slot_may_be_named_and_a_newcomer_joins_warm) {
-  Core c(2);
+  auto c = membership_core(2);
   BOOST_REQUIRE(c.join(0, 0).accepted());
   BOOST_REQUIRE(c.join(1, 0).accepted());
   c.progress(1, 3, 0.3);
@@ -148,9 +104,9 @@ BOOST_AUTO_TEST_CASE(a_free_open_slot_may_be_named_and_a_newcomer_joins_warm) {
   // Once the model moved on, a newcomer gets a peer's AdamW moments first.
   c.progress(0, 4, 0.5);
   const uint64_t round = 1;
-  c.push(0, round, 4, 0.6);
-  c.push(1, round, 3, 0.6);
-  c.push(3, round, 1, 0.6);
+  c.push(0, round, 4, 0.01f, 0.6);
+  c.push(1, round, 3, 0.01f, 0.6);
+  c.push(3, round, 1, 0.01f, 0.6);
   BOOST_REQUIRE_EQUAL(c.core->version(0), 1u);
   fx = {};
   const uint32_t slot = c.claim_and_join(1.0, 4, &fx);
@@ -160,7 +116,7 @@ BOOST_AUTO_TEST_CASE(a_free_open_slot_may_be_named_and_a_newcomer_joins_warm) {
 }
 
 BOOST_AUTO_TEST_CASE(a_newcomer_never_disturbs_a_round_under_way_and_counts_toward_k_after_h_steps) {
-  Core c(1, /*quorum=*/3);
+  auto c = membership_core(1, /*quorum=*/3);
   BOOST_REQUIRE(c.join(0, 0).accepted());
   BOOST_REQUIRE(c.join(1, 0).accepted());
   BOOST_CHECK_EQUAL(c.core->learners().size(), 3u);
@@ -173,8 +129,8 @@ BOOST_AUTO_TEST_CASE(a_newcomer_never_disturbs_a_round_under_way_and_counts_towa
   const uint32_t slot = c.claim_and_join(0.45, 3, &fx);
   BOOST_CHECK(!sent_to<Pull>(fx, slot));
   BOOST_CHECK(!c.rec(slot).qualified);
-  c.push(0, round, 4, 0.5);
-  fx = c.push(1, round, 4, 0.55);
+  c.push(0, round, 4, 0.01f, 0.5);
+  fx = c.push(1, round, 4, 0.01f, 0.55);
   BOOST_CHECK(broadcasts(fx));  // the round closed with the 2 it opened with
   BOOST_CHECK_EQUAL(c.core->version(0), 1u);
   // H steps on a version it adopted: it counts toward K from now on, so the
@@ -185,16 +141,16 @@ BOOST_AUTO_TEST_CASE(a_newcomer_never_disturbs_a_round_under_way_and_counts_towa
   fx = c.progress(0, 4, 0.9);  // three due of the three that count: the round opens
   BOOST_REQUIRE(sent_to<Pull>(fx, slot));
   const uint64_t next = sent_to<Pull>(fx, slot)->round;
-  c.push(0, next, 4, 1.0);
-  fx = c.push(1, next, 4, 1.0);
+  c.push(0, next, 4, 0.01f, 1.0);
+  fx = c.push(1, next, 4, 0.01f, 1.0);
   BOOST_CHECK(!broadcasts(fx));
-  fx = c.push(slot, next, 4, 1.1);
+  fx = c.push(slot, next, 4, 0.01f, 1.1);
   BOOST_CHECK(broadcasts(fx));
   BOOST_CHECK_EQUAL(c.core->version(0), 2u);
 }
 
 BOOST_AUTO_TEST_CASE(a_leaver_is_merged_then_told_done_and_its_going_is_no_failure) {
-  Core c(1, /*quorum=*/3);
+  auto c = membership_core(1, /*quorum=*/3);
   BOOST_REQUIRE(c.join(0, 0).accepted());
   BOOST_REQUIRE(c.join(1, 0).accepted());
   const uint32_t slot = c.claim_and_join(0.0, 3);
@@ -202,10 +158,10 @@ BOOST_AUTO_TEST_CASE(a_leaver_is_merged_then_told_done_and_its_going_is_no_failu
   c.progress(1, 4, 0.3);
   SyncerEffects fx = c.progress(0, 4, 0.4);
   const uint64_t round = sent_to<Pull>(fx, 0)->round;
-  c.push(0, round, 4, 0.5);
-  c.push(1, round, 4, 0.5);
+  c.push(0, round, 4, 0.01f, 0.5);
+  c.push(1, round, 4, 0.01f, 0.5);
   // It leaves during the round: its last progress goes ahead, then Leave.
-  fx = c.push(slot, 0, 5, 0.6);
+  fx = c.push(slot, 0, 5, 0.01f, 0.6);
   BOOST_CHECK(broadcasts(fx));  // its unasked push answered the round: all three are in
   BOOST_CHECK(!sent_to<Done>(fx, slot));
   fx = c.leave(slot, 0.65);
@@ -226,13 +182,13 @@ BOOST_AUTO_TEST_CASE(a_leaver_is_merged_then_told_done_and_its_going_is_no_failu
 }
 
 BOOST_AUTO_TEST_CASE(a_leavers_last_push_makes_its_fragment_due_and_done_waits_for_the_merge) {
-  Core c(1, /*quorum=*/2);
+  auto c = membership_core(1, /*quorum=*/2);
   BOOST_REQUIRE(c.join(0, 0).accepted());
   BOOST_REQUIRE(c.join(1, 0).accepted());
-  c.progress(0, 1, 0.1, 1, 0.2);  // learner 0 steps in 0.2 s: a round's grace waits for it
-  c.progress(1, 1, 0.1, 1, 5.0);  // the leaver's steps are slow: once it leaves, they size nothing
+  c.progress(0, 1, 0.1, 0.2);  // learner 0 steps in 0.2 s: a round's grace waits for it
+  c.progress(1, 1, 0.1, 5.0);  // the leaver's steps are slow: once it leaves, they size nothing
   // Learner 1 leaves after 2 steps: not due by itself (H = 4).
-  SyncerEffects fx = c.push(1, 0, 2, 0.3);
+  SyncerEffects fx = c.push(1, 0, 2, 0.01f, 0.3);
   BOOST_CHECK(!sent_to<Pull>(fx, 0));
   fx = c.leave(1, 0.35);
   BOOST_REQUIRE(sent_to<Pull>(fx, 0));  // its answer opens the round; the others are pulled
@@ -245,7 +201,7 @@ BOOST_AUTO_TEST_CASE(a_leavers_last_push_makes_its_fragment_due_and_done_waits_f
   BOOST_REQUIRE(grace);
   BOOST_CHECK_CLOSE(grace->seconds, 0.4, 1e-6);
   const uint64_t round = sent_to<Pull>(fx, 0)->round;
-  fx = c.push(0, round, 1, 0.4);
+  fx = c.push(0, round, 1, 0.01f, 0.4);
   BOOST_REQUIRE(broadcasts(fx));
   const Broadcast& b = std::get<Broadcast>(fx.to_all.back());
   BOOST_CHECK(std::find(b.merged.begin(), b.merged.end(), 1u) != b.merged.end());
@@ -254,7 +210,7 @@ BOOST_AUTO_TEST_CASE(a_leavers_last_push_makes_its_fragment_due_and_done_waits_f
 }
 
 BOOST_AUTO_TEST_CASE(a_failed_member_keeps_its_open_slot_for_the_hold_then_is_released) {
-  Core c(1);
+  auto c = membership_core(1);
   BOOST_REQUIRE(c.join(0, 0).accepted());
   const uint32_t slot = c.claim_and_join(0.0, 3);
   SyncerEffects fx;
@@ -288,7 +244,7 @@ BOOST_AUTO_TEST_CASE(a_failed_member_keeps_its_open_slot_for_the_hold_then_is_re
 }
 
 BOOST_AUTO_TEST_CASE(allocated_time_counts_each_member_while_a_member) {
-  Core c(2);
+  auto c = membership_core(2);
   BOOST_REQUIRE(c.join(0, 0).accepted());
   BOOST_REQUIRE(c.join(1, 0).accepted());
   // Two fixed members from 0; a joiner from 10 s to 30 s.
@@ -298,15 +254,15 @@ BOOST_AUTO_TEST_CASE(allocated_time_counts_each_member_while_a_member) {
 }
 
 BOOST_AUTO_TEST_CASE(dp_groups_are_members_a_leaver_shrinks_and_an_unused_slot_never_blocks) {
-  Core c(2, 1, Mode::kDp);
+  auto c = membership_core(2, 1, Mode::kDp);
   BOOST_REQUIRE(c.join(0, 0).accepted());
   BOOST_REQUIRE(c.join(1, 0).accepted());
-  c.push(0, 0, 1, 0.1);
-  SyncerEffects fx = c.push(1, 0, 1, 0.2);
+  c.push(0, 0, 1, 0.01f, 0.1);
+  SyncerEffects fx = c.push(1, 0, 1, 0.01f, 0.2);
   BOOST_CHECK(broadcasts(fx));  // two open slots nobody holds are not in the group
   const uint32_t slot = c.claim_and_join(0.3, 3);
-  c.push(0, 0, 1, 0.4);
-  fx = c.push(1, 0, 1, 0.4);
+  c.push(0, 0, 1, 0.01f, 0.4);
+  fx = c.push(1, 0, 1, 0.01f, 0.4);
   BOOST_CHECK(!broadcasts(fx));  // the newcomer is in the group now
   fx = c.leave(slot, 0.5);
   BOOST_CHECK(broadcasts(fx));  // it left: the step goes on without it
@@ -315,7 +271,7 @@ BOOST_AUTO_TEST_CASE(dp_groups_are_members_a_leaver_shrinks_and_an_unused_slot_n
 
 BOOST_AUTO_TEST_CASE(joins_while_the_syncer_restarts_never_take_a_returning_members_slot) {
   // In one process: the next syncer continues the records, reservations included.
-  Core c(2);
+  auto c = membership_core(2);
   BOOST_REQUIRE(c.join(0, 0).accepted());
   const uint32_t slot = c.claim_and_join(0.0, 3);
   SyncerEffects fx;
@@ -348,7 +304,7 @@ BOOST_AUTO_TEST_CASE(joins_while_the_syncer_restarts_never_take_a_returning_memb
 // member at a time, K counts no one who is not a member, versions only grow,
 // every leaver is told Done exactly once, and rounds keep completing.
 struct Churn {
-  Core c{6, /*quorum=*/2};
+  Core c = membership_core(6, /*quorum=*/2);
   Rng rng{42};
   double t = 0.0;
   std::multimap<double, SyncerEffects::Timer> timers;

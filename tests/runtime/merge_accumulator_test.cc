@@ -131,40 +131,18 @@ namespace {
 using testing::at;
 using testing::kStart;
 
-struct Core {
-  std::unique_ptr<SyncerCore> core;
-  uint64_t fingerprint = 0;
-  size_t n = 0;
-  Core() {
-    Topology t = testing::tiny_mlp_topology(Mode::kDecoupled);
-    t.outer.sync_every = 4;
-    t.outer.quorum = 2;
-    t.outer.grace_gamma = 0.0;
-    t.outer.push_codec = Codec::kFp32;
-    t.outer.broadcast_codec = Codec::kFp32;
-    auto created = SyncerCore::create(t, kStart);
-    BOOST_REQUIRE(created.ok());
-    core = std::move(*created);
-    fingerprint = core->layout().fingerprint();
-    n = core->layout().size();
-    for (uint32_t m = 0; m < 2; ++m) {
-      SyncerEffects fx;
-      BOOST_REQUIRE(core->on_register(Register{m, 1, fingerprint, "", {}}, Sender{1, 10 + m}, at(0), fx).accepted());
-    }
-  }
-  SyncerEffects progress(uint32_t m, uint64_t steps, double t) {
-    SyncerEffects fx;
-    core->on_progress(Progress{m, 1, steps, steps * 8, 0.1, {{core->version(0), steps}}, 1.0f}, at(t), fx);
-    return fx;
-  }
-  SyncerEffects push(uint32_t m, uint64_t round, uint64_t base, uint64_t steps, float delta, double t) {
-    SyncerEffects fx;
-    core->on_push(Push{m, 1, 0, round, base, steps, steps * 8, 0.1 * double(steps),
-                       encode_payload(Codec::kFp32, 0, std::vector<float>(n, delta))},
-                  at(t), fx);
-    return fx;
-  }
-};
+using Core = testing::SyncerCoreDriver;
+
+// Learners 0 and 1 registered, quorum 2, no grace.
+Core two_learners() {
+  Topology t = testing::tiny_mlp_topology(Mode::kDecoupled);
+  t.outer.quorum = 2;
+  t.outer.grace_gamma = 0.0;
+  Core c(t);
+  c.must_join(0);
+  c.must_join(1);
+  return c;
+}
 
 const Pull* pull_to(const SyncerEffects& fx, uint32_t learner) {
   for (const auto& s : fx.sends)
@@ -175,26 +153,26 @@ const Pull* pull_to(const SyncerEffects& fx, uint32_t learner) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_duplicated_answer_is_late_not_merged_twice) {
-  Core c;
+  Core c = two_learners();
   c.progress(0, 4, 1.0);
   const auto fx = c.progress(1, 4, 1.1);  // both due: the round opens
   BOOST_REQUIRE(pull_to(fx, 0));
   const uint64_t round = pull_to(fx, 0)->round;
-  c.push(0, round, 0, 4, 1.0f, 1.2);
-  c.push(0, round, 0, 4, 1.0f, 1.3);  // the 'duplicate' fault
+  c.push_from_base(0, round, 0, 4, 1.0f, 1.2);
+  c.push_from_base(0, round, 0, 4, 1.0f, 1.3);  // the 'duplicate' fault
   BOOST_CHECK_EQUAL(c.core->stats().late, 1u);
   BOOST_CHECK_EQUAL(c.core->version(0), 0u);  // K = 2: the duplicate did not make the quorum
-  c.push(1, round, 0, 4, 3.0f, 1.4);
+  c.push_from_base(1, round, 0, 4, 3.0f, 1.4);
   BOOST_CHECK_EQUAL(c.core->version(0), 1u);
   BOOST_CHECK_EQUAL(c.core->stats().merged_pushes, 2u);
 }
 
 BOOST_AUTO_TEST_CASE(the_run_ending_mid_round_merges_what_is_in_then_pulls_the_last_answers) {
-  Core c;
+  Core c = two_learners();
   c.progress(0, 4, 1.0);
   auto fx = c.progress(1, 4, 1.1);
   const uint64_t round = pull_to(fx, 0)->round;
-  c.push(0, round, 0, 4, 1.0f, 1.2);  // learner 0 is folded in; learner 1 has not answered yet
+  c.push_from_base(0, round, 0, 4, 1.0f, 1.2);  // learner 0 is folded in; learner 1 has not answered yet
   fx = {};
   c.core->begin_flush(at(1.3), fx);
   // Learner 0's answer is merged and broadcast at once, without the quorum ...
@@ -214,12 +192,12 @@ BOOST_AUTO_TEST_CASE(the_run_ending_mid_round_merges_what_is_in_then_pulls_the_l
   BOOST_REQUIRE(pull_to(fx, 0) && pull_to(fx, 1));
   BOOST_CHECK(pull_to(fx, 0)->last);
   const uint64_t last = pull_to(fx, 0)->round;
-  c.push(1, round, 0, 5, 3.0f, 1.4);  // learner 1's answer to the merged round: late
+  c.push_from_base(1, round, 0, 5, 3.0f, 1.4);  // learner 1's answer to the merged round: late
   BOOST_CHECK_EQUAL(c.core->stats().late, 1u);
   // The last answers: learner 0's progress since its merged push, learner 1's since its base.
-  c.push(0, last, 1, 1, 1.0f, 1.5);
+  c.push_from_base(0, last, 1, 1, 1.0f, 1.5);
   BOOST_CHECK(!c.core->flushed());
-  c.push(1, last, 1, 6, 3.0f, 1.6);
+  c.push_from_base(1, last, 1, 6, 3.0f, 1.6);
   BOOST_CHECK(c.core->flushed());
   BOOST_CHECK_EQUAL(c.core->version(0), 2u);
   BOOST_CHECK_EQUAL(c.core->stats().merged_pushes, 3u);

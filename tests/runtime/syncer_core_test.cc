@@ -16,39 +16,7 @@ using testing::kStart;
 
 // A core over testing::tiny_mlp_topology (two learners, one fragment) with
 // H = 4 and fp32 codecs, and what its learners would say.
-struct Core {
-  std::unique_ptr<SyncerCore> core;
-  uint64_t fingerprint = 0;
-  size_t n = 0;  // parameters
-  explicit Core(Topology t) {
-    t.outer.sync_every = 4;
-    t.outer.push_codec = Codec::kFp32;
-    t.outer.broadcast_codec = Codec::kFp32;
-    auto created = SyncerCore::create(t, kStart);
-    BOOST_REQUIRE(created.ok());
-    core = std::move(*created);
-    fingerprint = core->layout().fingerprint();
-    n = core->layout().size();
-  }
-  Register reg(uint32_t m, uint64_t incarnation) const { return Register{m, incarnation, fingerprint, "", {}}; }
-  SyncerEffects join(uint32_t m, double t = 0.0, uint64_t incarnation = 1) {
-    SyncerEffects fx;
-    BOOST_REQUIRE(core->on_register(reg(m, incarnation), Sender{1, 10 + m}, at(t), fx).accepted());
-    return fx;
-  }
-  SyncerEffects progress(uint32_t m, uint64_t steps, double t, double step_seconds = 0.1) {
-    SyncerEffects fx;
-    core->on_progress(Progress{m, 1, steps, steps * 8, step_seconds, {{core->version(0), steps}}, 1.0f}, at(t), fx);
-    return fx;
-  }
-  SyncerEffects push(uint32_t m, uint64_t round, uint64_t steps, float delta, double t) {
-    SyncerEffects fx;
-    core->on_push(Push{m, 1, 0, round, core->version(0), steps, steps * 8, 0.1 * double(steps),
-                       encode_payload(Codec::kFp32, 0, std::vector<float>(n, delta))},
-                  at(t), fx);
-    return fx;
-  }
-};
+using Core = testing::SyncerCoreDriver;
 
 template <class T>
 const T* sent_to(const SyncerEffects& fx, uint32_t learner) {
@@ -112,8 +80,8 @@ BOOST_AUTO_TEST_CASE(admission_is_a_decision_on_the_learner_records) {
 // Learner 0 fails and registers again at 1.2 s while learner 1 trains: its
 // welcome waits for learner 1's moments. Returns the effects of the register.
 static SyncerEffects restart_waiting_for_moments(Core& c) {
-  c.join(0);
-  c.join(1);
+  c.must_join(0);
+  c.must_join(1);
   c.progress(1, 3, 0.5);
   SyncerEffects fx;
   c.core->on_learner_down(0, at(1.0), fx);
@@ -167,8 +135,8 @@ BOOST_AUTO_TEST_CASE(decoupled_due_pull_quorum_grace_merge_in_virtual_time) {
   Topology t = testing::tiny_mlp_topology();
   t.outer.quorum = 1;
   Core c(t);
-  c.join(0);
-  c.join(1);
+  c.must_join(0);
+  c.must_join(1);
   c.progress(1, 1, 0.1, 0.2);  // learner 1 steps in 0.2 s: the grace window is sized from it
   // Learner 0 did H = 4 steps: due; both are pulled.
   SyncerEffects fx = c.progress(0, 4, 0.4);
@@ -208,8 +176,8 @@ BOOST_AUTO_TEST_CASE(decoupled_a_dead_learner_leaves_the_round_it_was_pulled_for
   Topology t = testing::tiny_mlp_topology();
   t.outer.quorum = 2;
   Core c(t);
-  c.join(0);
-  c.join(1);
+  c.must_join(0);
+  c.must_join(1);
   c.progress(1, 4, 0.3);
   SyncerEffects fx = c.progress(0, 4, 0.4);
   BOOST_REQUIRE(sent_to<Pull>(fx, 0));
@@ -224,8 +192,8 @@ BOOST_AUTO_TEST_CASE(decoupled_a_dead_learner_leaves_the_round_it_was_pulled_for
 
 BOOST_AUTO_TEST_CASE(dp_steps_when_every_learner_sent_its_gradient_also_a_dead_one) {
   Core c(testing::tiny_mlp_topology(Mode::kDp));
-  c.join(0);
-  c.join(1);
+  c.must_join(0);
+  c.must_join(1);
   SyncerEffects fx = c.push(0, 0, 1, 0.5f, 0.1);
   BOOST_CHECK(!broadcasts(fx));
   BOOST_CHECK_EQUAL(c.core->version(0), 0u);
@@ -245,8 +213,8 @@ BOOST_AUTO_TEST_CASE(elastic_dp_drops_a_dead_learner_after_the_reconfiguration_d
   Topology t = testing::tiny_mlp_topology(Mode::kElasticDp);
   t.outer.reconfigure_seconds = 2.0;
   Core c(t);
-  c.join(0);
-  c.join(1);
+  c.must_join(0);
+  c.must_join(1);
   SyncerEffects fx;
   c.core->on_learner_down(1, at(1.0), fx);
   BOOST_REQUIRE(timer(fx, SyncerEffects::TimerKind::kReconfigure));
@@ -260,7 +228,7 @@ BOOST_AUTO_TEST_CASE(elastic_dp_drops_a_dead_learner_after_the_reconfiguration_d
   BOOST_CHECK(broadcasts(fx));  // the group is learner 0 alone: its gradient makes the step
   BOOST_CHECK_EQUAL(c.core->version(0), 1u);
   // Back: in the group again, its record no longer dropped.
-  c.join(1, 4.0, 2);
+  c.must_join(1, 4.0, 2);
   BOOST_CHECK(!c.core->learners()[1].dropped);
   fx = c.push(0, 0, 1, 0.5f, 4.1);
   BOOST_CHECK(!broadcasts(fx));
@@ -268,8 +236,8 @@ BOOST_AUTO_TEST_CASE(elastic_dp_drops_a_dead_learner_after_the_reconfiguration_d
 
 BOOST_AUTO_TEST_CASE(a_learners_evaluation_is_kept_when_it_names_versions_the_syncer_made) {
   Core c(testing::tiny_mlp_topology());
-  c.join(0);
-  c.join(1);
+  c.must_join(0);
+  c.must_join(1);
   SyncerEffects fx;
   c.core->on_evaluation(Evaluation{0, 1, {0}, 1.5, 2.16, std::nan(""), 512}, at(1.0), fx);
   BOOST_REQUIRE_EQUAL(c.core->stats().evaluations.size(), 1u);
@@ -304,8 +272,8 @@ BOOST_AUTO_TEST_CASE(the_end_waits_for_the_evaluators_figures_of_the_final_model
   Topology t = testing::tiny_mlp_topology();
   t.outer.final_flush = false;  // the model is final as soon as the end begins
   Core c(t);
-  c.join(0);
-  c.join(1);
+  c.must_join(0);
+  c.must_join(1);
   SyncerEffects fx;
   // Learner 0 evaluates during the run; learner 1 never does.
   c.core->on_evaluation(Evaluation{0, 1, {0}, 2.0, 2.9, std::nan(""), 64}, at(1.0), fx);
@@ -321,7 +289,7 @@ BOOST_AUTO_TEST_CASE(the_end_waits_for_the_evaluators_figures_of_the_final_model
 
   // A learner that goes is not waited for, and its leaving at the end is not a failure.
   Core d(t);
-  d.join(0);
+  d.must_join(0);
   d.core->on_evaluation(Evaluation{0, 1, {0}, 2.0, 2.9, std::nan(""), 64}, at(1.0), fx);
   d.core->begin_flush(at(2.0), fx);
   BOOST_CHECK(d.core->final_evaluations_awaited() == std::vector<uint32_t>{0});
@@ -339,7 +307,7 @@ BOOST_AUTO_TEST_CASE(a_learner_process_started_again_is_a_restart_with_its_reint
   const Sender remote{7, 70, true};
   SyncerEffects fx;
   BOOST_REQUIRE(c.core->on_register(c.reg(0, 111), remote, at(0), fx).accepted());
-  c.join(1);
+  c.must_join(1);
   const auto restarts = [](const SyncerEffects& e) {
     return std::count_if(e.events.begin(), e.events.end(),
                          [](const RunEvent& ev) { return std::holds_alternative<event::Restarted>(ev); });
