@@ -53,16 +53,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(atoll, caf::first_custom_type_id)
   CAF_ADD_ATOM(atoll, atl, step_failed_atom, "stepfailed")
   // exchange -> learner trained outside atoll: the user's loop handed steps over
   CAF_ADD_ATOM(atoll, atl, replica_step_atom, "replstep")
-  // learner -> itself: start the next step (after a slow learner's delay)
-  CAF_ADD_ATOM(atoll, atl, next_step_atom, "nextstep")
-  // learner -> itself: the wait for the user's evaluation of the final model is over
-  CAF_ADD_ATOM(atoll, atl, final_evaluation_atom, "finaleval")
-  // learner -> itself: look for the syncer again; (resync, steps): still
-  // blocked since that many steps, register again
-  CAF_ADD_ATOM(atoll, atl, lookup_atom, "lookup")
-  CAF_ADD_ATOM(atoll, atl, resync_atom, "resync")
   // syncer -> itself: (timer, kind, id, round), one of the core's timers
-  // (SyncerEffects::Timer: kind as a number) fell due
+  // (SyncerEffects::Timer: kind as a number) fell due; learner -> itself:
+  // (timer, kind, tag), one of its session's (LearnerEffects::Timer)
   CAF_ADD_ATOM(atoll, atl, timer_atom, "timer")
   // periodic housekeeping (metrics, checkpoints)
   CAF_ADD_ATOM(atoll, atl, tick_atom, "tick")
@@ -105,10 +98,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(atoll, caf::first_custom_type_id)
   // start a learner in it; (retire, learner): do not restart it again
   CAF_ADD_ATOM(atoll, atl, join_atom, "join")
   CAF_ADD_ATOM(atoll, atl, retire_atom, "retire")
-  // -> learner: (leave, reason, drain seconds) depart in order; learner ->
-  // itself: (drain) its departure was not confirmed in time
+  // -> learner: (leave, reason, drain seconds) depart in order
   CAF_ADD_ATOM(atoll, atl, leave_atom, "leave")
-  CAF_ADD_ATOM(atoll, atl, drain_atom, "drain")
   // chaos -> itself: (evict, learner) a preempted learner's grace is over;
   // (spot, slot) the next random preemption of an open slot's learner;
   // (rejoin, speed, batch) spot capacity is back: a newcomer joins
