@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "atoll/run_series.h"
-#include "atoll/syncer_core.h"
+#include "atoll/syncer_stats.h"
 
 namespace atl {
 

@@ -22,7 +22,7 @@
 #include "atoll/report.h"
 #include "atoll/run_records.h"
 #include "atoll/run_series.h"
-#include "atoll/syncer_core.h"
+#include "atoll/syncer_stats.h"
 #include "atoll/topology.h"
 
 namespace atl {

@@ -27,7 +27,7 @@
 
 #include "atoll/run_event.h"
 #include "atoll/status.h"
-#include "atoll/syncer_core.h"
+#include "atoll/syncer_stats.h"
 
 namespace atl {
 
