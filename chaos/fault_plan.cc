@@ -11,7 +11,7 @@
 #include "atoll/file.h"
 #include "atoll/run_event.h"
 #include "atoll/topology_file.h"
-#include "toml_fields.h"
+#include "atoll/toml_fields.h"
 
 namespace atl {
 namespace {

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "atoll/report.h"
-#include "json_writer.h"
+#include "atoll/json_writer.h"
 
 namespace atl {
 

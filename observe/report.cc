@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "atoll/printf_string.h"
-#include "json_writer.h"
+#include "atoll/json_writer.h"
 #include "learner_json.h"
 
 namespace atl {

@@ -5,7 +5,7 @@
 #include <variant>
 
 #include "atoll/overload.h"
-#include "json_writer.h"
+#include "atoll/json_writer.h"
 #include "learner_json.h"
 
 namespace atl {

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "atoll/file.h"
-#include "json_writer.h"
+#include "atoll/json_writer.h"
 
 namespace atl {
 namespace {

@@ -8,7 +8,7 @@
 #include "atoll/file.h"
 #include "atoll/simulation.h"
 #include "atoll/topology_file.h"
-#include "toml_fields.h"
+#include "atoll/toml_fields.h"
 
 namespace atl {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "atoll/printf_string.h"
 #include "atoll/simulation.h"
-#include "json_writer.h"
+#include "atoll/json_writer.h"
 
 namespace atl {
 namespace {

@@ -1,9 +1,10 @@
-// TOML fields for atoll's configuration files (internal; topology files and
-// fault plans): typed getters whose errors name the file, the line and the key,
+// TOML fields for atoll's configuration files (topology files, fault plans,
+// simulation plans): typed getters whose errors name the file, the line and the key,
 // "topo.toml:12: outer.quorum: expected an integer, got a string".
 //
 // The getters throw KeyError; a parser catches it once at the top and turns
-// it into a Status.
+// it into a Status. Needs toml++ (a target that includes this links
+// tomlplusplus::tomlplusplus itself).
 #pragma once
 
 #include <toml++/toml.h>

@@ -8,7 +8,7 @@
 #include <functional>
 
 #include "atoll/rng.h"
-#include "layers.h"
+#include "model/layers.h"
 
 namespace atl::testing {
 

@@ -1,5 +1,6 @@
-// JsonWriter: a minimal JSON writer (internal): objects, arrays, strings,
-// finite numbers (a non-finite number is written as null).
+// JsonWriter: a minimal JSON writer for the report, the run view, sweeps and
+// the simulation report: objects, arrays, strings, finite numbers (a
+// non-finite number is written as null).
 #pragma once
 
 #include <cmath>

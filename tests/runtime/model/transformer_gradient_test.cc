@@ -10,8 +10,8 @@
 #include "atoll/adamw.h"
 #include "atoll/data_source.h"
 #include "atoll/transformer.h"
-#include "layers.h"
-#include "runtime/gradient_check.h"
+#include "model/layers.h"
+#include "runtime/model/gradient_check.h"
 #include "test_support.h"
 
 namespace atl {

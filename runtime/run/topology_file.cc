@@ -4,7 +4,7 @@
 
 #include "atoll/file.h"
 #include "atoll/job.h"
-#include "toml_fields.h"
+#include "atoll/toml_fields.h"
 
 #include <charconv>
 #include <cstdlib>

@@ -6,8 +6,8 @@
 #include <functional>
 
 #include "atoll/mlp.h"
-#include "layers.h"
-#include "runtime/gradient_check.h"
+#include "model/layers.h"
+#include "runtime/model/gradient_check.h"
 #include "test_support.h"
 
 namespace atl {
