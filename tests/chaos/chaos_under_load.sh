@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The example chaos suite while two busy loops keep both cores busy (issue 13):
+# The example chaos suite while two busy loops keep both cores busy:
 # the learners get a fraction of the CPU and every invariant must still hold.
 # It also checks that the load was real: each loop got a share of a core.
 #   chaos_under_load.sh ATOLL PLANS_DIR OUT_DIR

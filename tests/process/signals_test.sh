@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Signals and bad arguments on the command line (issue 11): Ctrl-C or SIGTERM
+# Signals and bad arguments on the command line: Ctrl-C or SIGTERM
 # on `atoll run --processes` ends the run in order, with its report and no
 # child left behind, as does SIGKILL of the parent; Ctrl-C on `atoll run
 # --faults` still writes the summary, the tape and the report; arguments that

@@ -7,6 +7,7 @@
 #include <deque>
 #include <memory>
 
+#include "atoll/fragments.h"
 #include "atoll/job.h"
 #include "atoll/learner_core.h"
 #include "atoll/syncer_core.h"
@@ -56,7 +57,7 @@ struct Cluster {
     BOOST_REQUIRE(c.ok());
     return std::move(*c);
   }
-  uint32_t owner(uint32_t fragment) const { return fragment % kShards; }
+  uint32_t owner(uint32_t fragment) const { return shard_of(fragment, kShards); }
 
   void register_with(uint32_t s, uint32_t m) {
     if (!shards[s]) return;
