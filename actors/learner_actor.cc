@@ -14,9 +14,10 @@
 
 #include "actors.h"
 #include "atoll/atoms.h"
-#include "atoll/learner_core.h"
+#include "atoll/exchange_replica.h"
 #include "atoll/learner_session.h"
 #include "atoll/log.h"
+#include "atoll/model_replica.h"
 #include "atoll/syncer_core.h"
 #include "timespan.h"
 
@@ -26,7 +27,7 @@ namespace {
 struct LearnerState {
   static inline const char* name = "learner";
   LearnerArgs args;
-  std::shared_ptr<LearnerCore> core;  // shared with the step under way
+  std::shared_ptr<ModelReplica> model;  // atoll's own replica, shared with the step under way (null: external)
   std::unique_ptr<LearnerSession> session;
   // The largest message the syncer may send: a welcome carries the whole
   // global model and a peer's moments, so the limit grows with the model.
@@ -60,7 +61,7 @@ void send_to_shard(LearnerActor* self, uint32_t shard, const Message& m) {
 }
 
 void run_step(LearnerActor* self) {
-  self->state.args.pool->submit([core = self->state.core, me = caf::actor_cast<caf::actor>(self)] {
+  self->state.args.pool->submit([core = self->state.model, me = caf::actor_cast<caf::actor>(self)] {
     try {
       const auto r = core->step();
       caf::anon_send(me, step_done_atom_v, static_cast<double>(r.loss), r.tokens, r.compute_seconds);
@@ -135,6 +136,13 @@ std::optional<uint32_t> from_syncer(LearnerActor* self) {
   return std::nullopt;
 }
 
+// A replica that cannot be made ends this learner, saying why.
+caf::behavior fail(LearnerActor* self, const Status& why) {
+  log_error(who(self) + ": " + why.to_string());
+  self->quit(caf::make_error(caf::sec::invalid_argument, why.to_string()));
+  return {};
+}
+
 caf::behavior learner(LearnerActor* self, LearnerArgs args) {
   auto& st = self->state;
   st.args = std::move(args);
@@ -144,21 +152,23 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
                                   .cluster_token = st.args.cluster_token,
                                   .restarted = st.args.restarted,
                                   .pacer = st.args.pacer};
-  auto core = external ? LearnerCore::create_external(st.args.id, st.args.incarnation, st.args.job->topology(),
-                                                      external->layout(), external->speed_label(),
-                                                      external->batch_label())
-                       : LearnerCore::create(st.args.id, st.args.incarnation, st.args.job, st.args.spec);
-  if (!core.ok()) {
-    log_error(who(self) + ": " + core.status().to_string());
-    self->quit(caf::make_error(caf::sec::invalid_argument, core.status().to_string()));
-    return {};
+  size_t parameters = 0;
+  if (external) {
+    auto mirror = ExchangeReplica::create(st.args.id, st.args.incarnation, st.args.job->topology(), external->layout(),
+                                          external->speed_label(), external->batch_label());
+    if (!mirror.ok()) return fail(self, mirror.status());
+    parameters = (*mirror)->parameter_count();
+    st.session = std::make_unique<LearnerSession>(std::move(*mirror), external, std::move(options), 0.0);
+  } else {
+    auto model = ModelReplica::create(st.args.id, st.args.incarnation, st.args.job, st.args.spec);
+    if (!model.ok()) return fail(self, model.status());
+    st.model = std::move(*model);
+    options.speed = st.model->spec().speed;
+    options.batch_size = st.model->spec().batch_size;
+    parameters = st.model->parameter_count();
+    st.session = std::make_unique<LearnerSession>(st.model, std::move(options), 0.0);
   }
-  st.core = std::move(*core);
-  options.speed = st.core->spec().speed;
-  options.batch_size = st.core->spec().batch_size;
-  st.session = external ? std::make_unique<LearnerSession>(st.core, external, std::move(options), 0.0)
-                        : std::make_unique<LearnerSession>(st.core, std::move(options), 0.0);
-  st.max_message_bytes = SyncerCore::max_message_bytes(st.core->parameter_count());
+  st.max_message_bytes = SyncerCore::max_message_bytes(parameters);
   st.syncers.assign(static_cast<size_t>(st.args.job->topology().syncer.shards), caf::actor{});
   if (external) {
     external->begin_incarnation(st.args.incarnation);

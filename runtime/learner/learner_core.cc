@@ -1,16 +1,12 @@
 #include "atoll/learner_core.h"
 
-#include <time.h>
-
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <deque>
 #include <set>
 #include <string>
 
 #include "atoll/cluster_token.h"
-#include "atoll/cpu_clock.h"
 
 namespace atl {
 namespace {
@@ -18,99 +14,25 @@ namespace {
 // Exponential moving average that starts at its first sample.
 double ema(double avg, double x, uint64_t n, double alpha = 0.2) { return n <= 1 ? x : avg + alpha * (x - avg); }
 
-AdamWConfig inner_config(const Topology& t, uint32_t id, const LearnerSpec& spec) {
-  AdamWConfig c = t.inner;
-  if (c.total_steps == 0 && t.tokens > 0) {
-    // Spread the cosine over this learner's expected share of the token
-    // budget: with the fixed learners, and itself if it holds an open slot.
-    const auto rate = [&](const LearnerSpec& l) { return l.speed * static_cast<double>(tokens_per_step(t, l)); };
-    double total = id < t.learners.size() ? 0.0 : rate(spec);
-    for (const LearnerSpec& l : t.learners) total += rate(l);
-    const double steps = static_cast<double>(t.tokens) * rate(spec) / total / static_cast<double>(tokens_per_step(t, spec));
-    c.total_steps = std::max<int64_t>(c.warmup_steps + 1, static_cast<int64_t>(steps));
-  }
-  return c;
-}
-
 }  // namespace
 
-Result<std::unique_ptr<LearnerCore>> LearnerCore::create(uint32_t id, uint64_t incarnation,
-                                                         std::shared_ptr<const Job> job,
-                                                         std::optional<LearnerSpec> spec) {
-  const Topology& t = job->topology();
-  if (t.model.kind == ModelKind::kExternal)
-    return Status::invalid_argument("model.kind = \"external\": atoll does not run this model; its learners are "
-                                    "Python processes (atoll.Learner) that join the syncer");
-  if (id >= learner_slots(t))
-    return Status::invalid_argument("learner " + std::to_string(id) + " does not exist: the topology has " +
-                                    std::to_string(learner_slots(t)) + " learner slots");
-  auto model = make_model(t);
-  if (!model.ok()) return model.status();
-  auto fragments = plan_fragments((*model)->layout(), t);
-  if (!fragments.ok()) return fragments.status();
-  return std::unique_ptr<LearnerCore>(new LearnerCore(id, incarnation, std::move(job), spec.value_or(default_spec(t, id)),
-                                                      std::move(*model), std::move(*fragments)));
-}
-
-Result<std::unique_ptr<LearnerCore>> LearnerCore::create_external(uint32_t id, uint64_t incarnation,
-                                                                  const Topology& t, const ParamLayout& layout,
-                                                                  double speed_label, uint32_t batch_label) {
-  if (id >= learner_slots(t))
-    return Status::invalid_argument("learner " + std::to_string(id) + " does not exist: the topology has " +
-                                    std::to_string(learner_slots(t)) + " learner slots");
-  if (t.mode != Mode::kDecoupled || t.outer.barrier)
-    return Status::invalid_argument(std::string("a learner trained outside atoll needs mode = \"decoupled\" without "
-                                                "outer.barrier (this run: ") + mode_name(t.mode) +
-                                    (t.outer.barrier ? ", barrier" : "") + "): its steps never wait");
-  auto fragments = plan_fragments(layout, t);
-  if (!fragments.ok()) return fragments.status();
-  std::unique_ptr<LearnerCore> core(new LearnerCore(id, incarnation, t, layout, std::move(*fragments)));
-  core->speed_label_ = speed_label;
-  core->batch_label_ = batch_label;
-  return core;
-}
-
-LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, const Topology& topology, const ParamLayout& layout,
-                         std::vector<Fragment> fragments)
-    : id_(id),
+LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, const Topology& topology, LearnerSpec spec,
+                         std::vector<Fragment> fragments, size_t parameters, uint32_t initial_crc,
+                         double speed_label, uint32_t batch_label)
+    : params_(parameters),
+      id_(id),
       incarnation_(incarnation),
       topology_(topology),
-      spec_(default_spec(topology, id)),
-      fragments_(std::move(fragments)),
-      params_(layout.size()),
-      tracks_(fragments_.size()),
-      fragment_welcomed_(fragments_.size(), false),
-      initial_crc_(0),
-      external_(true),
-      external_layout_(layout),
-      readable_(fragments_.size(), false),
-      held_(fragments_.size()),
-      held_since_(fragments_.size()),
-      stale_(fragments_.size()) {}
-
-LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<const Job> job, LearnerSpec spec,
-                         std::unique_ptr<Model> model, std::vector<Fragment> fragments)
-    : id_(id),
-      incarnation_(incarnation),
-      topology_(job->topology()),
       spec_(spec),
-      job_(std::move(job)),
-      model_(std::move(model)),
       fragments_(std::move(fragments)),
-      stream_(job_->make_stream(id, incarnation)),
-      adamw_(std::make_unique<AdamW>(model_->layout(), inner_config(job_->topology(), id, spec_))),
-      params_(model_->layout().size()),
-      grads_(params_.size()),
       tracks_(fragments_.size()),
       fragment_welcomed_(fragments_.size(), false),
-      initial_crc_(parameters_crc(initial_parameters(*model_, job_->topology()))),
-      speed_label_(spec_.speed),
-      batch_label_(static_cast<uint32_t>(spec_.batch_size)),
+      initial_crc_(initial_crc),
+      speed_label_(speed_label),
+      batch_label_(batch_label),
       held_(fragments_.size()),
       held_since_(fragments_.size()),
       stale_(fragments_.size()) {}
-
-const ParamLayout& LearnerCore::layout() const { return external_ ? external_layout_ : model_->layout(); }
 
 Register LearnerCore::make_register(std::string_view cluster_token, uint32_t shard) const {
   const int shards = topology().syncer.shards;
@@ -128,13 +50,9 @@ Register LearnerCore::make_register(std::string_view cluster_token, uint32_t sha
 
 Result<Moments> LearnerCore::moments_for(const MomentsPull& pull) const {
   if (!welcomed_) return Status::unavailable("no optimizer state to give before the first welcome");
-  if (external_) {
-    if (!moments_read_) return Status::unavailable("the optimizer's moments were not read at this step boundary");
-    return Moments{pull.request, OptimizerState{moments_read_->step, encode_payload(Codec::kBf16, 0, moments_read_->m),
-                                                encode_payload(Codec::kBf16, 0, moments_read_->v)}};
-  }
-  return Moments{pull.request, OptimizerState{adamw_->step(), encode_payload(Codec::kBf16, 0, adamw_->first_moment()),
-                                              encode_payload(Codec::kBf16, 0, adamw_->second_moment())}};
+  auto state = optimizer_state();
+  if (!state.ok()) return state.status();
+  return Moments{pull.request, std::move(*state)};
 }
 
 Status LearnerCore::welcome(const Welcome& w) {
@@ -160,10 +78,12 @@ Status LearnerCore::welcome(const Welcome& w) {
     values[fv.fragment].resize(fragments_[fv.fragment].size);
     versions[fv.fragment] = fv.version;
     if (fv.values.count == 0 && fv.version == 0) {  // the seed's initialization, which we have too
-      if (external_)  // never offered: an external learner's Register gives no initial CRC
-        return Status::invalid_argument("welcome leaves out the values of fragment " + std::to_string(fv.fragment) +
-                                        ", which a learner trained outside atoll cannot make");
-      if (initial.empty()) initial = initial_parameters(*model_, topology());
+      if (initial.empty()) {
+        auto made = initial_values();
+        if (!made.ok())
+          return made.status().with_context("welcome leaves out the values of fragment " + std::to_string(fv.fragment));
+        initial = std::move(*made);
+      }
       gather(fragments_[fv.fragment], initial, values[fv.fragment]);
       continue;
     }
@@ -174,8 +94,7 @@ Status LearnerCore::welcome(const Welcome& w) {
     std::vector<float> m(params_.size()), v(params_.size());
     ATOLL_RETURN_IF_ERROR(decode_payload(w.moments->m, m).with_context("welcome moments"));
     ATOLL_RETURN_IF_ERROR(decode_payload(w.moments->v, v).with_context("welcome moments"));
-    if (external_) moments_in_ = OptimizerMoments{w.moments->step, std::move(m), std::move(v)};
-    else ATOLL_RETURN_IF_ERROR(adamw_->load_state(w.moments->step, m, v));
+    ATOLL_RETURN_IF_ERROR(take_optimizer_state(w.moments->step, std::move(m), std::move(v)));
   }
   for (size_t p = 0; p < fragments_.size(); ++p) {
     if (!named[p]) continue;  // another shard's
@@ -186,7 +105,7 @@ Status LearnerCore::welcome(const Welcome& w) {
       continue;
     }
     scatter(fragments_[p], values[p], params_);
-    if (external_) hand_out(static_cast<uint32_t>(p), 0.0f, values[p]);
+    adopted(static_cast<uint32_t>(p), 0.0f, values[p]);
     t = Track{};
     t.version = versions[p];
     t.base = std::move(values[p]);
@@ -197,18 +116,6 @@ Status LearnerCore::welcome(const Welcome& w) {
   // Broadcasts held for a version the welcome brought (or passed) follow it now.
   for (uint32_t p = 0; p < fragments_.size(); ++p) ATOLL_RETURN_IF_ERROR(adopt_held(p));
   return {};
-}
-
-LearnerCore::StepResult LearnerCore::step() {
-  assert(welcomed_ && !external_);
-  const double start = thread_cpu_seconds();
-  const Batch batch = stream_->next(spec().batch_size);
-  StepResult r;
-  r.loss = model_->forward_backward(params_, batch, grads_);
-  if (!data_parallel()) adamw_->update(params_, grads_);
-  r.tokens = batch.tokens;
-  r.compute_seconds = thread_cpu_seconds() - start;
-  return r;
 }
 
 void LearnerCore::finish_step(const StepResult& r, double step_seconds) {
@@ -262,7 +169,7 @@ std::vector<Push> LearnerCore::due_pushes() {
     if (t.pushed || t.steps == 0) return out;
     t.pushed = true;
     out.push_back(Push{id_, incarnation_, 0, 0, t.version, 1, static_cast<uint64_t>(last_tokens_), last_seconds_,
-                       encode_payload(Codec::kFp32, 0, grads_)});
+                       encode_payload(Codec::kFp32, 0, gradient())});
     return out;
   }
   for (uint32_t p = 0; p < fragments_.size(); ++p) {
@@ -339,7 +246,7 @@ Status LearnerCore::adopt(const Broadcast& b) {
   gather(f, params_, local);
   const auto& o = topology().outer;
   Track next;
-  // The same step as an update for an external replica: s * values + b.
+  // The same step as an update, for a replica elsewhere: s * values + b.
   float scale = 0.0f;
   std::vector<float> offset;
   // Progress carried over many versions (a learner that is never merged in
@@ -355,11 +262,9 @@ Status LearnerCore::adopt(const Broadcast& b) {
                         std::find(b.merged.begin(), b.merged.end(), id_) != b.merged.end();
     const std::vector<float>& reference = merged ? t.at_push : t.base;
     for (size_t i = 0; i < local.size(); ++i) local[i] = global[i] + (local[i] - reference[i]);
-    if (external_) {
-      scale = 1.0f;
-      offset.resize(global.size());
-      for (size_t i = 0; i < global.size(); ++i) offset[i] = global[i] - reference[i];
-    }
+    scale = 1.0f;
+    offset.resize(global.size());
+    for (size_t i = 0; i < global.size(); ++i) offset[i] = global[i] - reference[i];
     next.steps = t.steps - (merged ? t.steps_at_push : 0);
     next.tokens = t.tokens - (merged ? t.tokens_at_push : 0);
     next.seconds = t.seconds - (merged ? t.seconds_at_push : 0.0);
@@ -369,15 +274,13 @@ Status LearnerCore::adopt(const Broadcast& b) {
       for (size_t i = 0; i < local.size(); ++i) local[i] = alpha * local[i] + (1.0f - alpha) * global[i];
     else
       local = global;  // overwrite: also a replica that went non-finite is healed
-    if (external_) {
-      scale = alpha;
-      offset = global;
-      if (alpha > 0.0f)
-        for (float& x : offset) x *= 1.0f - alpha;
-    }
+    scale = alpha;
+    offset = global;
+    if (alpha > 0.0f)
+      for (float& x : offset) x *= 1.0f - alpha;
   }
   scatter(f, local, params_);
-  if (external_) hand_out(b.fragment, scale, std::move(offset));
+  adopted(b.fragment, scale, std::move(offset));
   next.version = b.version;
   next.base = std::move(global);
   t = std::move(next);
@@ -421,42 +324,6 @@ LearnerCore::RejectAction LearnerCore::on_reject(const Reject& r, bool registere
   return RejectAction::kGoOn;
 }
 
-bool LearnerCore::readable(uint32_t fragment) const {
-  return !external_ || (fragment < readable_.size() && readable_[fragment]);
-}
-
-Status LearnerCore::read(const std::vector<uint32_t>& fragments, const std::vector<std::vector<float>>& values,
-                         const std::optional<OptimizerMoments>& moments) {
-  if (!external_) return Status::invalid_argument("only a learner trained outside atoll is read");
-  if (fragments.size() != values.size())
-    return Status::invalid_argument(std::to_string(fragments.size()) + " fragments read, " +
-                                    std::to_string(values.size()) + " vectors handed");
-  for (size_t i = 0; i < fragments.size(); ++i) {
-    if (fragments[i] >= fragments_.size())
-      return Status::invalid_argument("fragment " + std::to_string(fragments[i]) + " read, of " +
-                                      std::to_string(fragments_.size()));
-    if (values[i].size() != fragments_[fragments[i]].size)
-      return Status::invalid_argument("fragment " + std::to_string(fragments[i]) + " read with " +
-                                      std::to_string(values[i].size()) + " values, it has " +
-                                      std::to_string(fragments_[fragments[i]].size));
-  }
-  if (moments && (moments->m.size() != params_.size() || moments->v.size() != params_.size() || moments->step < 0))
-    return Status::invalid_argument("optimizer moments read with " + std::to_string(moments->m.size()) + " and " +
-                                    std::to_string(moments->v.size()) + " values at step " +
-                                    std::to_string(moments->step) + ", the model has " + std::to_string(params_.size()));
-  for (size_t i = 0; i < fragments.size(); ++i) {
-    scatter(fragments_[fragments[i]], values[i], params_);
-    readable_[fragments[i]] = true;
-  }
-  if (moments) moments_read_ = moments;
-  return {};
-}
-
-void LearnerCore::end_boundary() {
-  std::fill(readable_.begin(), readable_.end(), false);
-  moments_read_.reset();
-}
-
 std::set<uint32_t> LearnerCore::due_soon() const {
   std::set<uint32_t> out;
   if (!welcomed_ || data_parallel()) return out;
@@ -468,13 +335,6 @@ std::set<uint32_t> LearnerCore::due_soon() const {
       out.insert(p);
   }
   return out;
-}
-
-std::vector<FragmentUpdate> LearnerCore::take_updates() { return std::exchange(updates_, {}); }
-std::optional<OptimizerMoments> LearnerCore::take_moments() { return std::exchange(moments_in_, std::nullopt); }
-
-void LearnerCore::hand_out(uint32_t fragment, float scale, std::vector<float> offset) {
-  updates_.push_back({fragment, scale, std::move(offset)});
 }
 
 bool LearnerCore::blocked() const {

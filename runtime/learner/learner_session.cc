@@ -21,7 +21,7 @@ LearnerSession::LearnerSession(std::shared_ptr<LearnerReplica> replica, Options 
       shards_(static_cast<size_t>(options_.shards)),
       reachable_(static_cast<size_t>(options_.shards), false) {}
 
-LearnerSession::LearnerSession(std::shared_ptr<LearnerCore> mirror, std::shared_ptr<ReplicaExchange> exchange,
+LearnerSession::LearnerSession(std::shared_ptr<ExchangeReplica> mirror, std::shared_ptr<ReplicaExchange> exchange,
                                Options options, double now)
     : LearnerSession(std::shared_ptr<LearnerReplica>(mirror), std::move(options), now) {
   mirror_ = std::move(mirror);
@@ -439,7 +439,7 @@ void LearnerSession::final_evaluation_done(LearnerEffects& fx) {
 // Hands the exchange what the mirror adopted, and asks for what the next
 // boundary must read: fragments falling due, and those deferred pulls need.
 void LearnerSession::sync_exchange() {
-  LearnerCore& core = *mirror_;
+  ExchangeReplica& core = *mirror_;
   auto updates = core.take_updates();
   for (const auto& u : updates) exchange_->set_adopted(u.fragment, core.version(u.fragment), core.base(u.fragment));
   exchange_->post(std::move(updates), core.take_moments());
@@ -499,7 +499,7 @@ void LearnerSession::handle_external(uint32_t shard, Message m, double now, Lear
 
 void LearnerSession::on_replica_steps(std::deque<ReplicaStep> steps, double now, LearnerEffects& fx) {
   if (!mirror_ || over_) return;
-  LearnerCore& core = *mirror_;
+  ExchangeReplica& core = *mirror_;
   for (auto& step : steps) {
     if (awaiting_final_evaluation_) {  // the run is over: only the final model's evaluation counts
       if (!step.evaluation) continue;

@@ -1,21 +1,21 @@
-// LearnerCore: one learner's replica and bookkeeping, without CAF (docs/design.md section 5).
+// LearnerCore: what every learner replica with parameters keeps, without CAF
+// (docs/design.md section 5): the replica's values and, for every fragment p,
+// base_p, the global copy it last adopted (the anchor of its pushes, and what a
+// restarted syncer recovers from), and its progress since: steps, tokens and
+// step time. It adopts welcomes and broadcasts, answers pulls and finds pushes
+// due. Two kinds derive from it and differ only in where the replica lives:
 //
-// A learner trains its own replica with AdamW and never waits for another
-// learner. For every fragment p it keeps base_p, the global copy it last
-// adopted (the anchor of its pushes, and what a restarted syncer recovers
-// from), and its progress since: steps, tokens and step time.
+//   ModelReplica     atoll's own Model on the Job's data, stepped by step() with
+//                    atoll's AdamW (atoll/model_replica.h)
+//   ExchangeReplica  trained in a Python loop: the values here are a host mirror
+//                    of the user's tensors, current for the fragments read at
+//                    this step boundary; what it adopts is handed out as
+//                    updates (atoll/exchange_replica.h, atoll/replica_exchange.h)
 //
-// The replica is atoll's own (a Model on the Job's data, stepped by step()
-// with atoll's AdamW), or one trained outside atoll (create_external(): a
-// Python loop, atoll/replica_exchange.h). An external learner's parameters
-// here are a host mirror of the user's tensors, current for the fragments
-// read at this step boundary (read()); what it adopts is handed out as
-// updates (take_updates()) for the training thread to apply, and pushes and
-// moments come only from values read at this boundary.
-//
-// Threading: step() runs on the learner's compute thread; every other method
-// runs on the learner actor between steps, never at the same time as step().
-// The actor guarantees that by queueing messages while a step is running.
+// Threading: a ModelReplica's step() runs on the learner's compute thread;
+// every other method runs on the learner's protocol thread between steps,
+// never at the same time as step(). LearnerSession guarantees that by
+// queueing messages while a step is running.
 #pragma once
 
 #include <cstdint>
@@ -27,38 +27,22 @@
 #include <string_view>
 #include <vector>
 
-#include "atoll/adamw.h"
-#include "atoll/data_source.h"
 #include "atoll/fragments.h"
-#include "atoll/job.h"
 #include "atoll/learner_replica.h"
 #include "atoll/messages.h"
-#include "atoll/model.h"
-#include "atoll/replica_exchange.h"
+#include "atoll/param_layout.h"
+#include "atoll/topology.h"
 
 namespace atl {
 
-class LearnerCore final : public LearnerReplica {
+class LearnerCore : public LearnerReplica {
  public:
-  // `spec`: its speed and batch size; default: default_spec(topology, id)
-  // (a fixed learner's [[learners]] entry). A learner in an open slot brings
-  // its own (atoll/topology.h).
-  static Result<std::unique_ptr<LearnerCore>> create(uint32_t id, uint64_t incarnation,
-                                                     std::shared_ptr<const Job> job,
-                                                     std::optional<LearnerSpec> spec = std::nullopt);
-  // A learner whose replica is trained outside atoll, with `layout` (the
-  // run's, checked by the caller) and its own labels for the report.
-  static Result<std::unique_ptr<LearnerCore>> create_external(uint32_t id, uint64_t incarnation,
-                                                              const Topology& topology, const ParamLayout& layout,
-                                                              double speed_label, uint32_t batch_label);
-
   uint32_t id() const override { return id_; }
   uint64_t incarnation() const override { return incarnation_; }
   size_t fragment_count() const override { return fragments_.size(); }
   size_t parameter_count() const override { return params_.size(); }
   const Topology& topology() const { return topology_; }
   const LearnerSpec& spec() const { return spec_; }
-  bool external() const { return external_; }
 
   // Carries the learner's bases once it has some: a restarted syncer recovers
   // the newest global version from them. With a cluster token (joins from
@@ -84,10 +68,6 @@ class LearnerCore final : public LearnerReplica {
   // broadcasts of it are answered and adopted from then on.
   bool welcomed(uint32_t fragment) const override { return fragment < fragment_welcomed_.size() && fragment_welcomed_[fragment]; }
 
-  // One inner step: a batch, forward, backward, and (decoupled) AdamW.
-  // REQUIRES: welcomed(); called on the compute thread only.
-  StepResult step();
-
   // Books a finished step that took `step_seconds` of (emulated) device time.
   void finish_step(const StepResult& result, double step_seconds) override;
 
@@ -102,22 +82,10 @@ class LearnerCore final : public LearnerReplica {
   // dp and elastic_dp: the gradient of the last step, every step.
   std::vector<Push> due_pushes() override;
 
-  // ---- external replicas (create_external)
-  // The values of a fragment as of this step boundary are here: always for
-  // atoll's own replica, after read() for an external one.
-  bool readable(uint32_t fragment) const override;
-  // Takes the fragments and optimizer moments the training thread read at
-  // this boundary (a ReplicaStep's). Fails, taking nothing, on a wrong size or
-  // an unknown fragment.
-  Status read(const std::vector<uint32_t>& fragments, const std::vector<std::vector<float>>& values,
-              const std::optional<OptimizerMoments>& moments);
-  // The boundary is over: nothing is readable until the next read().
-  void end_boundary();
-  // Fragments to read at the next boundary: those falling due by then.
+  // The values of a fragment as of this step boundary are here.
+  bool readable(uint32_t fragment) const override = 0;
+  // Fragments that fall due at the next boundary.
   std::set<uint32_t> due_soon() const;
-  // What was adopted since the last call, for the training thread to apply.
-  std::vector<FragmentUpdate> take_updates();
-  std::optional<OptimizerMoments> take_moments();
   // The global values of a fragment as adopted (its base).
   std::span<const float> base(uint32_t fragment) const { return tracks_[fragment].base; }
 
@@ -160,9 +128,33 @@ class LearnerCore final : public LearnerReplica {
   const std::vector<Fragment>& fragments() const { return fragments_; }
   std::span<const float> parameters() const { return params_; }
 
+ protected:
+  // `parameters`: floats in the model; `initial_crc`: of the seed's
+  // initialization, which a welcome may then leave out (0: not given);
+  // `speed_label`, `batch_label`: as its Register tells the syncer (0: the topology's).
+  LearnerCore(uint32_t id, uint64_t incarnation, const Topology& topology, LearnerSpec spec,
+              std::vector<Fragment> fragments, size_t parameters, uint32_t initial_crc, double speed_label,
+              uint32_t batch_label);
+
+  // ---- what the kinds of replica provide
+  virtual const ParamLayout& layout() const = 0;
+  // The seed's initialization of every parameter, for fragments a welcome
+  // leaves out (only offered to a learner whose Register gave initial_crc).
+  virtual Result<std::vector<float>> initial_values() const = 0;
+  // Its optimizer's state for a restarted peer; Unavailable when it has none to give now.
+  virtual Result<OptimizerState> optimizer_state() const = 0;
+  // A peer's optimizer state, from the first welcome.
+  virtual Status take_optimizer_state(int64_t step, std::vector<float> m, std::vector<float> v) = 0;
+  // The fragment's values here just became scale * values + offset (the
+  // replica elsewhere, if any, takes the same step).
+  virtual void adopted(uint32_t fragment, float scale, std::vector<float> offset) = 0;
+  // dp modes: the gradient of the last step, pushed whole.
+  virtual std::span<const float> gradient() const = 0;
+
+  std::vector<float> params_;  // the replica's values (a mirror for an ExchangeReplica)
+
  private:
-  struct Track {
-    uint64_t version = 0;
+  struct Track {    uint64_t version = 0;
     std::vector<float> base;
     uint64_t steps = 0, tokens = 0;
     double seconds = 0.0;
@@ -178,26 +170,14 @@ class LearnerCore final : public LearnerReplica {
   // Adopts the held broadcasts that now follow the version held, in order.
   Status adopt_held(uint32_t fragment);
 
-  LearnerCore(uint32_t id, uint64_t incarnation, std::shared_ptr<const Job> job, LearnerSpec spec,
-              std::unique_ptr<Model> model, std::vector<Fragment> fragments);
-  LearnerCore(uint32_t id, uint64_t incarnation, const Topology& topology, const ParamLayout& layout,
-              std::vector<Fragment> fragments);
   bool data_parallel() const { return topology().mode != Mode::kDecoupled; }
-  const ParamLayout& layout() const;
   Push make_push(uint32_t fragment, uint64_t round);
-  // External: the training thread's replica takes the same step as the mirror.
-  void hand_out(uint32_t fragment, float scale, std::vector<float> offset);
 
   uint32_t id_;
   uint64_t incarnation_;
   Topology topology_;
   LearnerSpec spec_;
-  std::shared_ptr<const Job> job_;   // null for an external replica
-  std::unique_ptr<Model> model_;     // null for an external replica
   std::vector<Fragment> fragments_;
-  std::unique_ptr<DataSource> stream_;  // null for an external replica
-  std::unique_ptr<AdamW> adamw_;        // null for an external replica
-  std::vector<float> params_, grads_;
   std::vector<Track> tracks_;
   bool welcomed_ = false;                // every fragment has a base (every syncer shard welcomed it)
   std::vector<bool> fragment_welcomed_;  // by fragment
@@ -206,19 +186,9 @@ class LearnerCore final : public LearnerReplica {
   int64_t last_tokens_ = 0;
   double last_seconds_ = 0.0;
   double loss_ema_ = 0.0, step_ema_ = 0.0;
-  uint32_t initial_crc_;  // of the seed's initialization: a welcome may leave it out (0: not given)
-  // Its speed and batch size as its Register tells the syncer (the report's
-  // labels): its spec, or an external learner's own (0: the topology's).
-  double speed_label_ = 0.0;
-  uint32_t batch_label_ = 0;
-
-  // External replicas.
-  bool external_ = false;
-  ParamLayout external_layout_;
-  std::vector<bool> readable_;                 // by fragment, at this boundary
-  std::optional<OptimizerMoments> moments_read_;  // at this boundary
-  std::vector<FragmentUpdate> updates_;        // adopted, not yet taken
-  std::optional<OptimizerMoments> moments_in_;   // a peer's, for the optimizer
+  uint32_t initial_crc_;
+  double speed_label_;
+  uint32_t batch_label_;
 
   // A reordered or delayed link.
   // By fragment: broadcasts that arrived ahead of the next version, by version.

@@ -2,12 +2,12 @@
 // replica, whatever holds the parameters.
 //
 // Three kinds implement it:
-//   LearnerCore::create           atoll's own model, trained on the Job's data
-//   LearnerCore::create_external  a replica trained in a Python loop, read and
-//                                 updated through a ReplicaExchange at the
-//                                 boundaries that loop reaches
-//   CountingReplica               no parameters: versions and progress only,
-//                                 for the cluster simulator (atoll/simulation.h)
+//   ModelReplica     atoll's own model, trained on the Job's data
+//   ExchangeReplica  a replica trained in a Python loop, read and updated
+//                    through a ReplicaExchange at the boundaries that loop reaches
+//   CountingReplica  no parameters: versions and progress only, for the
+//                    cluster simulator (atoll/simulation.h)
+// The first two share LearnerCore (atoll/learner_core.h), which keeps the values.
 //
 // Every method runs on the learner's protocol thread, between steps.
 #pragma once

@@ -39,7 +39,7 @@
 #include <string>
 #include <vector>
 
-#include "atoll/learner_core.h"
+#include "atoll/exchange_replica.h"
 #include "atoll/learner_replica.h"
 #include "atoll/messages.h"
 #include "atoll/replica_exchange.h"
@@ -115,9 +115,8 @@ class LearnerSession {
 
   // Over atoll's own replica or one without parameters: its steps are the driver's to run.
   LearnerSession(std::shared_ptr<LearnerReplica> replica, Options options, double now);
-  // Over a replica trained in the user's loop: `mirror` (LearnerCore::create_external)
-  // and the exchange with that loop.
-  LearnerSession(std::shared_ptr<LearnerCore> mirror, std::shared_ptr<ReplicaExchange> exchange, Options options,
+  // Over a replica trained in the user's loop: its mirror here, and the exchange with that loop.
+  LearnerSession(std::shared_ptr<ExchangeReplica> mirror, std::shared_ptr<ReplicaExchange> exchange, Options options,
                  double now);
 
   // Registers with every shard `reachable` (by shard: the driver has a way
@@ -184,7 +183,7 @@ class LearnerSession {
   void answer_deferred(LearnerEffects& fx);
 
   std::shared_ptr<LearnerReplica> replica_;
-  std::shared_ptr<LearnerCore> mirror_;         // external replicas: the same object as replica_
+  std::shared_ptr<ExchangeReplica> mirror_;     // external replicas: the same object as replica_
   std::shared_ptr<ReplicaExchange> exchange_;   // external replicas
   Options options_;
   double started_;

@@ -8,7 +8,8 @@
 #include <deque>
 
 #include "atoll/job.h"
-#include "atoll/learner_core.h"
+#include "atoll/exchange_replica.h"
+#include "atoll/model_replica.h"
 #include "atoll/learner_session.h"
 #include "test_support.h"
 
@@ -26,13 +27,13 @@ Topology small_topology(bool carry) {
 }
 
 struct Learner {
-  std::unique_ptr<LearnerCore> core;
+  std::unique_ptr<ModelReplica> core;
   std::vector<float> theta0;
 
   explicit Learner(const Topology& t) {
     auto job = Job::load(t, "");
     BOOST_REQUIRE(job.ok());
-    auto c = LearnerCore::create(0, 1, *job);
+    auto c = ModelReplica::create(0, 1, *job);
     BOOST_REQUIRE(c.ok());
     core = std::move(*c);
     theta0 = initial_parameters(**make_model(t), t);
@@ -67,7 +68,7 @@ BOOST_AUTO_TEST_CASE(a_welcome_without_values_is_the_seeds_initialization) {
   const Topology t = small_topology(/*carry=*/false);
   auto job = Job::load(t, "");
   BOOST_REQUIRE(job.ok());
-  auto core = LearnerCore::create(1, 1, *job);
+  auto core = ModelReplica::create(1, 1, *job);
   BOOST_REQUIRE(core.ok());
   const auto theta0 = initial_parameters(**make_model(t), t);
   BOOST_CHECK_EQUAL((*core)->make_register("").initial_crc, parameters_crc(theta0));
@@ -88,7 +89,7 @@ BOOST_AUTO_TEST_CASE(messages_before_the_first_welcome_are_refused_not_answered)
     const Topology t = small_topology(carry);
     auto job = Job::load(t, "");
     BOOST_REQUIRE(job.ok());
-    auto core = LearnerCore::create(0, 2, *job);
+    auto core = ModelReplica::create(0, 2, *job);
     BOOST_REQUIRE(core.ok());
     const auto theta0 = initial_parameters(**make_model(t), t);
     const auto pushed = (*core)->answer(Pull{0, 3, false});
@@ -185,7 +186,7 @@ BOOST_AUTO_TEST_CASE(a_refusal_stops_resyncs_restarts_or_lets_the_learner_go_on)
   // A refused push whose fragment has diverged here (a Python learner's replica
   // read back as NaN): only a fresh start helps.
   const Topology t = small_topology(false);
-  auto diverged = LearnerCore::create_external(0, 1, t, (*make_model(t))->layout(), 1.0, 8);
+  auto diverged = ExchangeReplica::create(0, 1, t, (*make_model(t))->layout(), 1.0, 8);
   BOOST_REQUIRE(diverged.ok());
   Welcome w;
   w.topology = t;

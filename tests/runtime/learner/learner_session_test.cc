@@ -12,7 +12,7 @@
 
 #include "atoll/fragments.h"
 #include "atoll/job.h"
-#include "atoll/learner_core.h"
+#include "atoll/model_replica.h"
 #include "atoll/learner_session.h"
 #include "atoll/rng.h"
 #include "atoll/syncer_core.h"
@@ -61,7 +61,7 @@ struct World {
   std::vector<Shard> shards;
   struct Learner {
     uint64_t incarnation = 0;
-    std::shared_ptr<LearnerCore> core;
+    std::shared_ptr<ModelReplica> core;
     std::unique_ptr<LearnerSession> session;  // null: its process ended
     LearnerEffects::End end = LearnerEffects::End::kNone;
     std::vector<uint64_t> versions;  // the versions adopted as last seen
@@ -116,7 +116,7 @@ struct World {
   void start(uint32_t m) {
     Learner& l = learners[m];
     ++l.incarnation;
-    auto core = LearnerCore::create(m, l.incarnation, job);
+    auto core = ModelReplica::create(m, l.incarnation, job);
     BOOST_REQUIRE(core.ok());
     l.core = std::move(*core);
     LearnerSession::Options options;

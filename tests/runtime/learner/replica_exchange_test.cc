@@ -8,7 +8,8 @@
 #include <cmath>
 
 #include "atoll/job.h"
-#include "atoll/learner_core.h"
+#include "atoll/exchange_replica.h"
+#include "atoll/model_replica.h"
 #include "atoll/replica_exchange.h"
 #include "test_support.h"
 
@@ -42,17 +43,18 @@ Topology small_topology() {
 // push and every adoption must match.
 struct Twins {
   Topology t = small_topology();
-  std::unique_ptr<LearnerCore> inside, outside;
+  std::unique_ptr<ModelReplica> inside;
+  std::unique_ptr<ExchangeReplica> outside;
   std::vector<float> user;  // the outside learner's "tensors"
 
   Twins() {
     auto job = Job::load(t, "");
     BOOST_REQUIRE(job.ok());
-    auto in = LearnerCore::create(0, 1, *job);
+    auto in = ModelReplica::create(0, 1, *job);
     BOOST_REQUIRE(in.ok());
     inside = std::move(*in);
     auto model = make_model(t);
-    auto out = LearnerCore::create_external(0, 1, t, (*model)->layout(), 0.5, 12);
+    auto out = ExchangeReplica::create(0, 1, t, (*model)->layout(), 0.5, 12);
     BOOST_REQUIRE_MESSAGE(out.ok(), out.status().to_string());
     outside = std::move(*out);
     Welcome w;
@@ -330,7 +332,7 @@ BOOST_AUTO_TEST_CASE(moments_go_to_and_come_from_the_users_optimizer) {
 
   // A restarted learner's welcome brings a peer's moments: handed to the training thread.
   auto model = make_model(twins.t);
-  auto fresh = LearnerCore::create_external(0, 2, twins.t, (*model)->layout(), 0, 0);
+  auto fresh = ExchangeReplica::create(0, 2, twins.t, (*model)->layout(), 0, 0);
   Welcome w;
   w.topology = twins.t;
   for (uint32_t p = 0; p < 2; ++p)
@@ -351,7 +353,7 @@ BOOST_AUTO_TEST_CASE(a_learner_outside_atoll_needs_decoupled_mode) {
   Topology dp = small_topology();
   dp.mode = Mode::kDp;
   auto model = make_model(dp);
-  auto refused = LearnerCore::create_external(0, 1, dp, (*model)->layout(), 0, 0);
+  auto refused = ExchangeReplica::create(0, 1, dp, (*model)->layout(), 0, 0);
   BOOST_CHECK(!refused.ok());
   BOOST_CHECK(refused.status().message().find("decoupled") != std::string_view::npos);
 }

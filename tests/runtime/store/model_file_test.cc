@@ -8,7 +8,7 @@
 
 #include "atoll/file.h"
 #include "atoll/job.h"
-#include "atoll/learner_core.h"
+#include "atoll/model_replica.h"
 #include "atoll/model_file.h"
 #include "atoll/module_layout.h"
 #include "atoll/topology_file.h"
@@ -186,7 +186,7 @@ BOOST_AUTO_TEST_CASE(an_external_model_is_the_files_layout_and_weights_and_needs
   BOOST_REQUIRE_MESSAGE(job.ok(), job.status().to_string());
   BOOST_CHECK((*job)->eval_batches().empty());
   // atoll runs no learner of it.
-  auto learner = LearnerCore::create(0, 1, *job);
+  auto learner = ModelReplica::create(0, 1, *job);
   BOOST_CHECK(!learner.ok() && mentions(learner.status(), "atoll.Learner"));
 }
 

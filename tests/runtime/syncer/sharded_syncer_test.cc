@@ -1,5 +1,5 @@
 // A sharded syncer (syncer.shards = 2) without CAF: two SyncerCores, each
-// owning half the fragments, and two LearnerCores that register with both,
+// owning half the fragments, and two learner replicas (ModelReplica) that register with both,
 // push each fragment to its owner and tell both their progress. Messages go
 // by hand in virtual time, so a shard can die and come back between any two.
 #include <boost/test/unit_test.hpp>
@@ -9,7 +9,7 @@
 
 #include "atoll/fragments.h"
 #include "atoll/job.h"
-#include "atoll/learner_core.h"
+#include "atoll/model_replica.h"
 #include "atoll/syncer_core.h"
 #include "test_support.h"
 
@@ -37,7 +37,7 @@ struct Cluster {
   Topology topology = sharded_topology();
   std::shared_ptr<const Job> job;
   std::vector<std::unique_ptr<SyncerCore>> shards;
-  std::vector<std::unique_ptr<LearnerCore>> learners;
+  std::vector<std::unique_ptr<ModelReplica>> learners;
   std::vector<Reject> rejects;
   double now = 0.0;
 
@@ -47,7 +47,7 @@ struct Cluster {
     job = std::move(*j);
     for (uint32_t s = 0; s < kShards; ++s) shards.push_back(make_shard(s));
     for (uint32_t m = 0; m < 2; ++m) {
-      auto c = LearnerCore::create(m, 1, job);
+      auto c = ModelReplica::create(m, 1, job);
       BOOST_REQUIRE(c.ok());
       learners.push_back(std::move(*c));
     }
@@ -74,7 +74,7 @@ struct Cluster {
   }
   void push(const Push& p) { to_shard(owner(p.fragment), p); }
   void to_learner(uint32_t m, const Message& msg) {
-    LearnerCore& l = *learners[m];
+    ModelReplica& l = *learners[m];
     if (const auto* w = std::get_if<Welcome>(&msg)) BOOST_REQUIRE_MESSAGE(l.welcome(*w).ok(), "welcome");
     else if (const auto* b = std::get_if<Broadcast>(&msg)) BOOST_REQUIRE(l.apply(*b).ok());
     else if (const auto* pull = std::get_if<Pull>(&msg)) {
@@ -95,7 +95,7 @@ struct Cluster {
     for (int i = 0; i < n; ++i) {
       now += 0.1;
       for (uint32_t m = 0; m < learners.size(); ++m) {
-        LearnerCore& l = *learners[m];
+        ModelReplica& l = *learners[m];
         l.finish_step(l.step(), 0.1);
         for (const auto& p : l.due_pushes()) push(p);
         const Progress progress = l.progress();
