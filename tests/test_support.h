@@ -47,6 +47,16 @@ inline Topology tiny_mlp_topology(Mode mode = Mode::kDecoupled) {
   return t;
 }
 
+// tiny_mlp_topology() with 64 examples and fp32 on the wire: pushes and
+// broadcasts carry exact values, for protocol tests that compare them.
+inline Topology exact_wire_topology() {
+  Topology t = tiny_mlp_topology();
+  t.data.examples = 64;
+  t.outer.push_codec = Codec::kFp32;
+  t.outer.broadcast_codec = Codec::kFp32;
+  return t;
+}
+
 // Virtual time for protocol tests (SyncerCore takes the time as an
 // argument): a fixed start, and `seconds` after it.
 inline constexpr std::chrono::steady_clock::time_point kStart{};

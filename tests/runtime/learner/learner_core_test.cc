@@ -18,10 +18,7 @@ namespace {
 
 // The smallest topology, fp32 on the wire.
 Topology small_topology(bool carry) {
-  Topology t = testing::tiny_mlp_topology();
-  t.data.examples = 64;
-  t.outer.push_codec = Codec::kFp32;
-  t.outer.broadcast_codec = Codec::kFp32;
+  Topology t = testing::exact_wire_topology();
   t.outer.carry_progress = carry;
   return t;
 }

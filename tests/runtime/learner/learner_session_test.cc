@@ -27,14 +27,11 @@ constexpr uint32_t kShards = 2;
 constexpr uint32_t kLearners = 3;
 
 Topology world_topology() {
-  Topology t = testing::tiny_mlp_topology();  // 4 tensors: 4 fragments
-  t.data.examples = 64;
+  Topology t = testing::exact_wire_topology();  // 4 tensors: 4 fragments
   t.learners = {{1.0, 8}, {1.0, 8}, {1.0, 8}};
   t.outer.fragments = 4;
   t.outer.sync_every = 4;
   t.outer.quorum = 1;
-  t.outer.push_codec = Codec::kFp32;
-  t.outer.broadcast_codec = Codec::kFp32;
   t.syncer.shards = kShards;
   return t;
 }

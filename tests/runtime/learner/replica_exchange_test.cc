@@ -29,12 +29,9 @@ ReplicaExchange one_fragment_exchange(size_t n) {
 }
 
 Topology small_topology() {
-  Topology t = testing::tiny_mlp_topology();
-  t.data.examples = 64;
+  Topology t = testing::exact_wire_topology();
   t.outer.fragments = 2;
   t.outer.sync_every = 4;
-  t.outer.push_codec = Codec::kFp32;
-  t.outer.broadcast_codec = Codec::kFp32;
   return t;
 }
 

@@ -21,13 +21,10 @@ using testing::at;
 constexpr uint32_t kShards = 2;
 
 Topology sharded_topology() {
-  Topology t = testing::tiny_mlp_topology();  // 4 tensors: 4 fragments at most
-  t.data.examples = 64;
+  Topology t = testing::exact_wire_topology();  // 4 tensors: 4 fragments at most
   t.outer.fragments = 4;
   t.syncer.shards = kShards;
   t.outer.sync_every = 4;
-  t.outer.push_codec = Codec::kFp32;
-  t.outer.broadcast_codec = Codec::kFp32;
   return t;
 }
 
