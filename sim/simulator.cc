@@ -806,7 +806,7 @@ Result<CellResult> Simulator::run() {
           Mail m = mail_.take(e.tag);
           SimLearner& l = learners_[e.who];
           if (!l.session) break;  // its process is gone
-          in_session(l, [&](LearnerSession& s, LearnerEffects& fx) { s.on_message(m.shard, *m.message, now_, fx); });
+          in_session(l, [&](LearnerSession& s, LearnerEffects& fx) { s.on_message(m.shard, m.message, now_, fx); });
           break;
         }
         case Event::Kind::kLearnerTimer: {

@@ -69,7 +69,7 @@ void LearnerSession::end(LearnerEffects& fx, LearnerEffects::End how, std::strin
 
 // ---- registering
 
-void LearnerSession::lookup(const std::vector<bool>& reachable, double now, LearnerEffects& fx) {
+void LearnerSession::lookup(const std::vector<bool>& reachable, double /*now*/, LearnerEffects& fx) {
   if (over_) return;
   for (size_t s = 0; s < reachable_.size() && s < reachable.size(); ++s) reachable_[s] = reachable[s];
   bool missing = false, sent = false;
@@ -82,7 +82,6 @@ void LearnerSession::lookup(const std::vector<bool>& reachable, double now, Lear
     send(fx, replica_->make_register(options_.cluster_token, s), s);
     sent = true;
   }
-  (void)now;
   if (missing) {
     fx.timers.push_back({LearnerTimer::kLookup, kLookupRetrySeconds});
   } else if (sent) {  // again, unless welcomed by then
@@ -104,9 +103,8 @@ void LearnerSession::resync(std::optional<uint32_t> shard, double now, LearnerEf
   lookup(reachable_, now, fx);
 }
 
-void LearnerSession::on_shard_lost(uint32_t shard, const std::string& why, double now, LearnerEffects& fx) {
+void LearnerSession::on_shard_lost(uint32_t shard, const std::string& why, double /*now*/, LearnerEffects& fx) {
   if (over_ || shard >= shards_.size()) return;
-  (void)now;
   const std::string name = shards_.size() > 1 ? "syncer shard " + std::to_string(shard) : "the syncer";
   if (leaving_) {  // nobody to hand the last progress to: go now rather than wait out the drain
     log(fx, Level::kWarn, "lost " + name + " while leaving; its last progress may not be merged");
@@ -121,23 +119,27 @@ void LearnerSession::on_shard_lost(uint32_t shard, const std::string& why, doubl
 // ---- messages
 
 void LearnerSession::on_message(uint32_t shard, Message m, double now, LearnerEffects& fx) {
+  on_message(shard, std::make_shared<const Message>(std::move(m)), now, fx);
+}
+
+void LearnerSession::on_message(uint32_t shard, std::shared_ptr<const Message> m, double now, LearnerEffects& fx) {
   if (over_ || shard >= shards_.size()) return;
   if (!training_) {
     // Pulls, broadcasts and moment requests meant for an earlier incarnation
     // (delayed, reordered) can arrive before its welcome: nothing to answer
     // with. A shard that welcomed it while another has not yet is answered.
-    const auto* pull = std::get_if<Pull>(&m);
-    const auto* broadcast = std::get_if<Broadcast>(&m);
+    const auto* pull = std::get_if<Pull>(m.get());
+    const auto* broadcast = std::get_if<Broadcast>(m.get());
     if ((pull || broadcast) && !mirror_ && replica_->welcomed(pull ? pull->fragment : broadcast->fragment))
-      return handle(shard, std::move(m), now, fx);
-    if (pull || broadcast || std::holds_alternative<MomentsPull>(m)) return;
-    if (!(std::holds_alternative<Welcome>(m) || std::holds_alternative<Reject>(m) ||
-          std::holds_alternative<Done>(m))) {
-      log(fx, Level::kWarn, "unexpected " + std::string(message_name(m)) + " from the syncer before its welcome");
+      return handle(shard, *m, now, fx);
+    if (pull || broadcast || std::holds_alternative<MomentsPull>(*m)) return;
+    if (!(std::holds_alternative<Welcome>(*m) || std::holds_alternative<Reject>(*m) ||
+          std::holds_alternative<Done>(*m))) {
+      log(fx, Level::kWarn, "unexpected " + std::string(message_name(*m)) + " from the syncer before its welcome");
       return;
     }
     if (mirror_) handle_external(shard, std::move(m), now, fx);
-    else handle(shard, std::move(m), now, fx);
+    else handle(shard, *m, now, fx);
     if (!replica_->welcomed()) return;
     training_ = true;
     return try_step(now, fx);
@@ -148,11 +150,11 @@ void LearnerSession::on_message(uint32_t shard, Message m, double now, LearnerEf
     inbox_shards_.push_back(shard);
     return;
   }
-  handle(shard, std::move(m), now, fx);
+  handle(shard, *m, now, fx);
   try_step(now, fx);
 }
 
-void LearnerSession::handle(uint32_t shard, Message m, double now, LearnerEffects& fx) {
+void LearnerSession::handle(uint32_t shard, const Message& m, double now, LearnerEffects& fx) {
   if (over_) return;
   LearnerReplica& replica = *replica_;
   if (auto* w = std::get_if<Welcome>(&m)) {
@@ -256,11 +258,11 @@ void LearnerSession::try_step(double now, LearnerEffects& fx) {
 void LearnerSession::handle_inbox(double now, LearnerEffects& fx) {
   drop_closed_pulls(inbox_, nullptr, &inbox_shards_);
   while (!inbox_.empty() && !stopping_ && !over_) {
-    Message m = std::move(inbox_.front());
+    const std::shared_ptr<const Message> m = std::move(inbox_.front());
     inbox_.pop_front();
     const uint32_t shard = inbox_shards_.front();  // what it answers goes back there
     inbox_shards_.pop_front();
-    handle(shard, std::move(m), now, fx);
+    handle(shard, *m, now, fx);
   }
 }
 
@@ -383,11 +385,10 @@ void LearnerSession::send_last_progress(LearnerEffects& fx) {
   say_leave(fx);
 }
 
-void LearnerSession::leave(std::string reason, double drain_seconds, double now, LearnerEffects& fx) {
+void LearnerSession::leave(std::string reason, double drain_seconds, double /*now*/, LearnerEffects& fx) {
   if (leaving_ || stopping_ || over_) return;
   leaving_ = true;
   leave_reason_ = std::move(reason);
-  (void)now;
   if (!replica_->welcomed()) {  // nothing trained: nothing to hand over
     log(fx, Level::kInfo, "leaves before its welcome (" + leave_reason_ + ")");
     return gone(fx);
@@ -395,7 +396,7 @@ void LearnerSession::leave(std::string reason, double drain_seconds, double now,
   log(fx, Level::kInfo, "leaving (" + leave_reason_ + "); its last progress goes to the syncer");
   fx.timers.push_back({LearnerTimer::kDrain, drain_seconds});
   if (mirror_) {  // the user's loop reads every fragment at its next boundary; then they go
-    for (uint32_t p = 0; p < replica_->fragment_count(); ++p) deferred_.push_back(Pull{p, 0, true});
+    for (uint32_t p = 0; p < replica_->fragment_count(); ++p) deferred_.push_back(std::make_shared<const Message>(Pull{p, 0, true}));
     last_pulled_ = true;
     answer_deferred(fx);
     sync_exchange();
@@ -446,7 +447,7 @@ void LearnerSession::sync_exchange() {
   std::set<uint32_t> reads = core.due_soon();
   bool moments = false;
   for (const auto& m : deferred_) {
-    if (const auto* p = std::get_if<Pull>(&m)) reads.insert(p->fragment);
+    if (const auto* p = std::get_if<Pull>(m.get())) reads.insert(p->fragment);
     else moments = true;
   }
   exchange_->want(std::move(reads), moments);
@@ -455,16 +456,16 @@ void LearnerSession::sync_exchange() {
 
 // Answers what the values read now allow; the rest waits for a later boundary.
 void LearnerSession::answer_deferred(LearnerEffects& fx) {
-  std::deque<Message> waiting;
+  std::deque<std::shared_ptr<const Message>> waiting;
   for (auto& m : deferred_) {
-    if (const auto* p = std::get_if<Pull>(&m)) {
+    if (const auto* p = std::get_if<Pull>(m.get())) {
       if (!replica_->readable(p->fragment)) {
         waiting.push_back(std::move(m));
         continue;
       }
       if (auto push = replica_->answer(*p); push.ok()) send(fx, std::move(*push));
       else log(fx, Level::kWarn, push.status().to_string());
-    } else if (auto moments = replica_->moments_for(std::get<MomentsPull>(m)); moments.ok()) {
+    } else if (auto moments = replica_->moments_for(std::get<MomentsPull>(*m)); moments.ok()) {
       send(fx, std::move(*moments), moments_shard_);
     } else {
       waiting.push_back(std::move(m));
@@ -473,21 +474,22 @@ void LearnerSession::answer_deferred(LearnerEffects& fx) {
   deferred_ = std::move(waiting);
   // Leaving, and every last push is out: now it may say so.
   if (leaving_ && !leave_sent_ && any_reachable() &&
-      std::none_of(deferred_.begin(), deferred_.end(), [](const Message& m) { return std::holds_alternative<Pull>(m); }))
+      std::none_of(deferred_.begin(), deferred_.end(), [](const auto& m) { return std::holds_alternative<Pull>(*m); }))
     say_leave(fx);
 }
 
-void LearnerSession::handle_external(uint32_t shard, Message m, double now, LearnerEffects& fx) {
-  if (replica_->welcomed() && (std::holds_alternative<Pull>(m) || std::holds_alternative<MomentsPull>(m))) {
-    if (const auto* p = std::get_if<Pull>(&m); p && p->last) last_pulled_ = true;
-    if (std::holds_alternative<MomentsPull>(m)) moments_shard_ = shard;  // answered at a later boundary
+void LearnerSession::handle_external(uint32_t shard, std::shared_ptr<const Message> m, double now,
+                                     LearnerEffects& fx) {
+  if (replica_->welcomed() && (std::holds_alternative<Pull>(*m) || std::holds_alternative<MomentsPull>(*m))) {
+    if (const auto* p = std::get_if<Pull>(m.get()); p && p->last) last_pulled_ = true;
+    if (std::holds_alternative<MomentsPull>(*m)) moments_shard_ = shard;  // answered at a later boundary
     deferred_.push_back(std::move(m));
     answer_deferred(fx);  // a frozen replica answers at once
   } else {
     // A pull of a fragment whose next version arrived belongs to a round that has closed.
-    drop_closed_pulls(deferred_, &m);
+    drop_closed_pulls(deferred_, m.get());
     const bool welcomed = replica_->welcomed();
-    handle(shard, std::move(m), now, fx);
+    handle(shard, *m, now, fx);
     if (over_) return;
     if (!welcomed && replica_->welcomed()) {
       sync_exchange();  // the global model first: a welcomed learner has one
@@ -497,7 +499,7 @@ void LearnerSession::handle_external(uint32_t shard, Message m, double now, Lear
   sync_exchange();
 }
 
-void LearnerSession::on_replica_steps(std::deque<ReplicaStep> steps, double now, LearnerEffects& fx) {
+void LearnerSession::on_replica_steps(std::deque<ReplicaStep> steps, double /*now*/, LearnerEffects& fx) {
   if (!mirror_ || over_) return;
   ExchangeReplica& core = *mirror_;
   for (auto& step : steps) {
@@ -516,7 +518,7 @@ void LearnerSession::on_replica_steps(std::deque<ReplicaStep> steps, double now,
       continue;
     }
     if (step.moments_asked && !step.moments)  // its optimizer has none to give: the syncer goes without
-      std::erase_if(deferred_, [](const Message& m) { return std::holds_alternative<MomentsPull>(m); });
+      std::erase_if(deferred_, [](const auto& m) { return std::holds_alternative<MomentsPull>(*m); });
     // Booked once: a step trained on the global model (not one the welcome
     // overwrote), and not after the replica froze with its last progress.
     const bool book = step.counts && !frozen_ && (!step.frozen || step.tokens > 0);
@@ -539,21 +541,20 @@ void LearnerSession::on_replica_steps(std::deque<ReplicaStep> steps, double now,
     if (step.frozen) frozen_ = true;
     else core.end_boundary();
   }
-  (void)now;
   exchange_->set_booked(core.steps(), core.tokens());
   sync_exchange();
 }
 
-size_t LearnerSession::drop_closed_pulls(std::deque<Message>& queue, const Message* next, std::deque<uint32_t>* tags) {
-  std::deque<Message> kept;
+size_t LearnerSession::drop_closed_pulls(std::deque<std::shared_ptr<const Message>>& queue, const Message* next, std::deque<uint32_t>* tags) {
+  std::deque<std::shared_ptr<const Message>> kept;
   std::deque<uint32_t> kept_tags;
   size_t dropped = 0;
   // From the back: a pull is closed if a broadcast of its fragment came after it.
   std::set<uint32_t> broadcast_after;
   if (const auto* b = next ? std::get_if<Broadcast>(next) : nullptr) broadcast_after.insert(b->fragment);
   for (size_t i = queue.size(); i-- > 0;) {
-    if (const auto* b = std::get_if<Broadcast>(&queue[i])) broadcast_after.insert(b->fragment);
-    if (const auto* p = std::get_if<Pull>(&queue[i]); p && broadcast_after.count(p->fragment)) {
+    if (const auto* b = std::get_if<Broadcast>(queue[i].get())) broadcast_after.insert(b->fragment);
+    if (const auto* p = std::get_if<Pull>(queue[i].get()); p && broadcast_after.count(p->fragment)) {
       ++dropped;
       continue;
     }

@@ -122,7 +122,9 @@ class LearnerSession {
   // Registers with every shard `reachable` (by shard: the driver has a way
   // to it) that has not welcomed it; kLookup again until each has.
   void lookup(const std::vector<bool>& reachable, double now, LearnerEffects& fx);
-  // A message from syncer shard `shard`.
+  // A message from syncer shard `shard`. Shared, not copied: one broadcast
+  // reaches many sessions, and it may wait in the inbox until a step ends.
+  void on_message(uint32_t shard, std::shared_ptr<const Message> message, double now, LearnerEffects& fx);
   void on_message(uint32_t shard, Message message, double now, LearnerEffects& fx);
   // The step that start_step asked for is done. `booked_seconds`: the
   // device time to book (a simulated step's); unset: the wall time since
@@ -156,7 +158,7 @@ class LearnerSession {
   // follows (in the queue, or `next`, arriving after it): its round has
   // closed, and an answer would only count as late. Returns how many.
   // `tags`, if given, runs beside `queue` (one per message) and loses the same entries.
-  static size_t drop_closed_pulls(std::deque<Message>& queue, const Message* next = nullptr,
+  static size_t drop_closed_pulls(std::deque<std::shared_ptr<const Message>>& queue, const Message* next = nullptr,
                                   std::deque<uint32_t>* tags = nullptr);
 
  private:
@@ -169,8 +171,8 @@ class LearnerSession {
   void log(LearnerEffects& fx, LearnerEffects::Level level, std::string text) const;
   void send(LearnerEffects& fx, Message m, std::optional<uint32_t> shard = std::nullopt);
   void end(LearnerEffects& fx, LearnerEffects::End how, std::string reason);
-  void handle(uint32_t shard, Message m, double now, LearnerEffects& fx);
-  void handle_external(uint32_t shard, Message m, double now, LearnerEffects& fx);
+  void handle(uint32_t shard, const Message& m, double now, LearnerEffects& fx);
+  void handle_external(uint32_t shard, std::shared_ptr<const Message> m, double now, LearnerEffects& fx);
   void try_step(double now, LearnerEffects& fx);
   void handle_inbox(double now, LearnerEffects& fx);
   void resync(std::optional<uint32_t> shard, double now, LearnerEffects& fx);
@@ -196,9 +198,10 @@ class LearnerSession {
   double step_started_ = 0.0;
   double paced_until_ = -1.0;     // the end of the speed delay under way (< 0: none)
   double overslept_ = 0.0;        // seconds a late timer stretched a step, booked with the next
-  std::deque<Message> inbox_;           // arrived during a step
+  std::deque<std::shared_ptr<const Message>> inbox_;  // arrived during a step
   std::deque<uint32_t> inbox_shards_;   // beside inbox_: the shard each came from
-  std::deque<Message> deferred_;        // external: pulls and moment requests waiting for a boundary that reads them
+  // External: pulls and moment requests waiting for a boundary that reads them.
+  std::deque<std::shared_ptr<const Message>> deferred_;
   uint32_t moments_shard_ = 0;          // the shard whose MomentsPull is answered next
   bool reintegrated_ = false;
   bool training_ = false;         // welcomed once: from then on, what the syncer sends is handled

@@ -278,23 +278,28 @@ BOOST_AUTO_TEST_CASE(progress_is_not_carried_without_bound) {
 }
 
 // Pulls whose round a later broadcast of their fragment closed are dropped; others stay, in order.
+std::deque<std::shared_ptr<const Message>> queued(std::initializer_list<Message> messages) {
+  std::deque<std::shared_ptr<const Message>> q;
+  for (const auto& m : messages) q.push_back(std::make_shared<const Message>(m));
+  return q;
+}
+
 BOOST_AUTO_TEST_CASE(queued_pulls_of_closed_rounds_are_dropped) {
-  std::deque<Message> queue = {Pull{0, 1, false}, Pull{1, 1, false}, Broadcast{0, 2, {}, false, 0, {}},
-                               Pull{0, 2, false}};
+  auto queue = queued({Pull{0, 1, false}, Pull{1, 1, false}, Broadcast{0, 2, {}, false, 0, {}}, Pull{0, 2, false}});
   BOOST_CHECK_EQUAL(LearnerSession::drop_closed_pulls(queue), 1u);
   BOOST_REQUIRE_EQUAL(queue.size(), 3u);
-  BOOST_CHECK(std::get<Pull>(queue[0]).fragment == 1);
-  BOOST_CHECK(std::holds_alternative<Broadcast>(queue[1]));
-  BOOST_CHECK(std::get<Pull>(queue[2]).round == 2);  // after the broadcast: a round still open
+  BOOST_CHECK(std::get<Pull>(*queue[0]).fragment == 1);
+  BOOST_CHECK(std::holds_alternative<Broadcast>(*queue[1]));
+  BOOST_CHECK(std::get<Pull>(*queue[2]).round == 2);  // after the broadcast: a round still open
   const Message next = Broadcast{1, 2, {}, false, 0, {}};
   BOOST_CHECK_EQUAL(LearnerSession::drop_closed_pulls(queue, &next), 1u);  // a broadcast arriving next closes fragment 1's
   BOOST_CHECK_EQUAL(queue.size(), 2u);
   // Tags beside the queue (the syncer shard each came from) lose the same entries.
-  std::deque<Message> tagged = {Pull{0, 1, false}, MomentsPull{7}, Broadcast{0, 2, {}, false, 0, {}}};
+  auto tagged = queued({Pull{0, 1, false}, MomentsPull{7}, Broadcast{0, 2, {}, false, 0, {}}});
   std::deque<uint32_t> shards = {0, 1, 0};
   BOOST_CHECK_EQUAL(LearnerSession::drop_closed_pulls(tagged, nullptr, &shards), 1u);
   BOOST_CHECK(shards == (std::deque<uint32_t>{1, 0}));
-  BOOST_CHECK(std::holds_alternative<MomentsPull>(tagged[0]));
+  BOOST_CHECK(std::holds_alternative<MomentsPull>(*tagged[0]));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
