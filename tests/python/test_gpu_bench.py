@@ -1,5 +1,5 @@
 """scripts/gpu_bench, dry-run on the CPU with tiny sizes, so that the GPU bench cannot rot between GPU runs:
-every phase runs (one learner, overlap off, four learners with one killed and relaunched, the plain loop
+every phase runs (one learner, profiled, overlap off, four learners with one killed and relaunched, the plain loop
 to the four learners' tokens), the figures land in the JSON and the table, and a bad command line is
 refused with status 2."""
 from __future__ import annotations
@@ -26,8 +26,8 @@ def test_help_says_what_it_measures_and_bad_flags_exit_2() -> None:
 @needs_speeches
 def test_every_phase_runs_on_the_cpu_and_its_figures_are_recorded(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    r = subprocess.run([sys.executable, str(BENCH), "--device", "cpu", "--tiny", "--workdir", str(tmp_path / "work"),
-                        "--out", str(out)], capture_output=True, text=True, timeout=500)
+    r = subprocess.run([sys.executable, str(BENCH), "--device", "cpu", "--tiny", "--profile", "2", "--workdir",
+                        str(tmp_path / "work"), "--out", str(out)], capture_output=True, text=True, timeout=500)
     assert r.returncode == 0, r.stdout + r.stderr
     figures = json.loads(out.read_text())
     assert figures["machine"]["python"] and figures["machine"]["torch"] and figures["model"]["parameters"] > 0
@@ -38,10 +38,14 @@ def test_every_phase_runs_on_the_cpu_and_its_figures_are_recorded(tmp_path: Path
     for name in ("learner", "sync"):
         assert 0 < s[name]["ratio_to_plain"] and 0 < s[name]["step_call_share"] < 1, s[name]
         assert set(s[name]["parts_ms"]) == {"request", "adopt", "read", "wait", "hand", "evaluate"}, s[name]
+        assert 0 < s[name]["step_call_ms_median"] <= s[name]["step_call_ms_p90"] <= s[name]["step_call_ms_max"], s[name]
+        profile = figures["phases"][name]["learners"][0]["profile"]
+        assert "Self CPU" in Path(profile["table"]).read_text() and Path(profile["trace"]).stat().st_size > 0, profile
+    assert 0 < s["plain"]["queue_ms"] <= s["plain"]["alone_ms"], s["plain"]
     four = s["four"]
     assert four["restarts"] >= 1 and four["reintegration_seconds"], four
     assert {"registration", "reintegrated", "first_merge"} <= set(four["victim"]), four["victim"]
     assert four["killed_learner_last_incarnation_tokens"] > 0 and four["held_out_final"] is True, four
     quality = s["plain"]["quality"]
     assert quality["tokens"] >= four["tokens"] and quality["bits_per_byte"] > 0, quality
-    assert "four learners on one GPU" in r.stdout and "quality at" in r.stdout, r.stdout
+    assert "four learners on one CPU" in r.stdout and "quality at" in r.stdout, r.stdout
