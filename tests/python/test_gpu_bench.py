@@ -1,7 +1,7 @@
 """scripts/gpu_bench, dry-run on the CPU with tiny sizes, so that the GPU bench cannot rot between GPU runs:
-every phase runs (one learner, profiled, overlap off, four learners with one killed and relaunched, the plain loop
-to the four learners' tokens), the figures land in the JSON and the table, and a bad command line is
-refused with status 2."""
+every phase runs (one learner, profiled, overlap off, no moments, four learners with one killed and
+relaunched, the plain loop to the four learners' tokens), the figures land in the JSON and the table,
+and a bad command line is refused with status 2."""
 from __future__ import annotations
 
 import json
@@ -35,13 +35,15 @@ def test_every_phase_runs_on_the_cpu_and_its_figures_are_recorded(tmp_path: Path
     s = figures["summary"]
     for name in ("plain", "learner", "sync"):
         assert s[name]["tokens_per_second"] > 0, (name, s[name])
-    for name in ("learner", "sync"):
+    for name in ("learner", "sync", "no-moments"):
         assert 0 < s[name]["ratio_to_plain"] and 0 < s[name]["step_call_share"] < 1, s[name]
         assert set(s[name]["parts_ms"]) == {"request", "adopt", "read", "wait", "hand", "evaluate"}, s[name]
         assert 0 < s[name]["step_call_ms_median"] <= s[name]["step_call_ms_p90"] <= s[name]["step_call_ms_max"], s[name]
         profile = figures["phases"][name]["learners"][0]["profile"]
         assert "Self CPU" in Path(profile["table"]).read_text() and Path(profile["trace"]).stat().st_size > 0, profile
     assert 0 < s["plain"]["queue_ms"] <= s["plain"]["alone_ms"], s["plain"]
+    # Without the moments, the syncer's checkpoints hold the model alone.
+    assert 0 < s["no-moments"]["checkpoint_bytes"] < s["learner"]["checkpoint_bytes"], s
     four = s["four"]
     assert four["restarts"] >= 1 and four["reintegration_seconds"], four
     assert {"registration", "reintegrated", "first_merge"} <= set(four["victim"]), four["victim"]
