@@ -18,7 +18,8 @@ def test_help_says_what_it_measures_and_bad_flags_exit_2() -> None:
     r = subprocess.run([sys.executable, str(BENCH), "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "the plain loop" in r.stdout and "SIGKILL" in r.stdout, r.stdout
     for bad, says in ((["--phases", "warp"], "unknown warp"), (["--device", "tpu"], "expected cuda"),
-                      (["--batch", "6"], "multiple of 4"), (["--wheel", "/nowhere.whl"], "no wheel at")):
+                      (["--batch", "6"], "multiple of 4"), (["--wheel", "/nowhere.whl"], "no wheel at"),
+                      (["--profile", "-1"], "--profile -1")):
         r = subprocess.run([sys.executable, str(BENCH)] + bad, capture_output=True, text=True)
         assert r.returncode == 2 and says in r.stderr, (bad, r.stderr)
 
