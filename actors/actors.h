@@ -48,6 +48,9 @@ struct SyncerArgs {
   std::shared_ptr<MessageFaults> faults;  // the send path's interposition point (null: none)
   std::string cluster_token;              // required of every Register (empty: none)
   uint32_t shard = 0;                     // of topology.syncer.shards (SyncerCore::owns)
+  // The shards this process runs (1, or syncer.shards): the run's records are
+  // sealed once each of them sealed its own.
+  size_t shards_here = 1;
 };
 caf::actor spawn_syncer(caf::actor_system& sys, SyncerArgs args);
 
@@ -71,9 +74,12 @@ struct LearnerArgs {
 };
 caf::actor spawn_learner(caf::actor_system& sys, LearnerArgs args);
 
-// Runs on its own thread: fsync must not stall the scheduler.
+// Runs on its own thread: fsync must not stall the scheduler. Entered in
+// the directory as Directory::checkpointer_name(shard): each syncer shard
+// writes its own folder.
 caf::actor spawn_checkpointer(caf::actor_system& sys, std::shared_ptr<CheckpointStore> store,
-                              std::shared_ptr<Directory> directory, std::shared_ptr<RunRecords> records);
+                              std::shared_ptr<Directory> directory, std::shared_ptr<RunRecords> records,
+                              uint32_t shard = 0);
 
 struct ChildSpec {
   Child child;  // its name() is its key in the directory and in logs
@@ -123,6 +129,7 @@ struct DoorService {
 
 struct GatewayArgs {
   Topology topology;
+  uint32_t shard = 0;                    // the syncer shard its learners reach (Directory::syncer_name)
   std::vector<NamedShape> layout;        // the model's, for learners that ask for the topology
   std::shared_ptr<Directory> directory;  // where the current syncer is found
   std::shared_ptr<RunRecords> records;   // refusals are counted here

@@ -12,22 +12,23 @@ namespace atl {
 namespace {
 
 caf::behavior checkpointer(caf::event_based_actor* self, std::shared_ptr<CheckpointStore> store,
-                           std::shared_ptr<Directory> directory, std::shared_ptr<RunRecords> records) {
-  self->attach_functor([directory, addr = self->address()] { directory->erase(Directory::kCheckpointer, addr); });
+                           std::shared_ptr<Directory> directory, std::shared_ptr<RunRecords> records,
+                           std::string name) {
+  self->attach_functor([directory, name, addr = self->address()] { directory->erase(name, addr); });
   return {
-      [store, records](save_atom, Packet& file) {
+      [store, records, name](save_atom, Packet& file) {
         auto written = store->write_encoded(file.bytes);
         if (!written.ok()) {
-          log_error("checkpointer: " + written.status().to_string());
+          log_error(name + ": " + written.status().to_string());
           return;
         }
         ++records->counters.checkpoints;
-        log_info("checkpointer: wrote " + *written);
+        log_info(name + ": wrote " + *written);
       },
-      [store](load_atom, uint64_t fingerprint) -> Packet {
-        auto latest = store->load_latest(fingerprint, [](const std::string& w) { log_warn("checkpointer: " + w); });
+      [store, name](load_atom, uint64_t fingerprint) -> Packet {
+        auto latest = store->load_latest(fingerprint, [&name](const std::string& w) { log_warn(name + ": " + w); });
         if (!latest.ok()) {
-          log_warn("checkpointer: " + latest.status().to_string());
+          log_warn(name + ": " + latest.status().to_string());
           return {};
         }
         return *latest ? Packet{encode_checkpoint(**latest)} : Packet{};
@@ -38,11 +39,13 @@ caf::behavior checkpointer(caf::event_based_actor* self, std::shared_ptr<Checkpo
 }  // namespace
 
 caf::actor spawn_checkpointer(caf::actor_system& sys, std::shared_ptr<CheckpointStore> store,
-                              std::shared_ptr<Directory> directory, std::shared_ptr<RunRecords> records) {
+                              std::shared_ptr<Directory> directory, std::shared_ptr<RunRecords> records,
+                              uint32_t shard) {
   // Entered here, not when its thread first runs: the syncer started right
   // after it must find it, or a fresh process would not restore.
-  auto handle = sys.spawn<caf::detached>(checkpointer, std::move(store), directory, std::move(records));
-  directory->put(Directory::kCheckpointer, handle);
+  const std::string name = Directory::checkpointer_name(shard);
+  auto handle = sys.spawn<caf::detached>(checkpointer, std::move(store), directory, std::move(records), name);
+  directory->put(name, handle);
   return handle;
 }
 

@@ -54,10 +54,10 @@ DoorEvents events_to(std::shared_ptr<caf::actor> target) {
 // syncer (with this actor as the sender, and the peer's process, proven in
 // its Hello); packets from the syncer go out through the door.
 caf::behavior remote_learner(caf::event_based_actor* self, std::shared_ptr<Door> door, uint64_t conn,
-                             uint64_t process, std::shared_ptr<Directory> directory) {
+                             uint64_t process, std::shared_ptr<Directory> directory, std::string syncer_name) {
   return {
       [=](door_frame_atom, Packet& p) {
-        if (caf::actor syncer = directory->get(Directory::kSyncer)) self->send(syncer, std::move(p), process);
+        if (caf::actor syncer = directory->get(syncer_name)) self->send(syncer, std::move(p), process);
         // No syncer right now (it restarts): the learner's register retry and resync cover the loss.
       },
       [=](Packet& p) { door->send(conn, std::move(p.bytes)); },
@@ -89,7 +89,7 @@ caf::behavior gateway(GatewayActor* self, GatewayArgs args) {
              const std::string& peer) {
         auto& st = self->state;
         if (static_cast<Purpose>(purpose) == Purpose::kClaim) {  // a learner without an id asks for a slot
-          caf::actor syncer = st.args.directory->get(Directory::kSyncer);
+          caf::actor syncer = st.args.directory->get(Directory::syncer_name(st.args.shard));
           if (!syncer) {  // it restarts: the claimant asks again
             st.args.door->close(conn, "the syncer is restarting; ask again");
             return;
@@ -114,7 +114,8 @@ caf::behavior gateway(GatewayActor* self, GatewayArgs args) {
           return;
         }
         // Linked: it ends with the gateway (user_shutdown), and its own normal end is no news.
-        caf::actor stand_in = self->spawn<caf::linked>(remote_learner, st.args.door, conn, process, st.args.directory);
+        caf::actor stand_in = self->spawn<caf::linked>(remote_learner, st.args.door, conn, process, st.args.directory,
+                                                       Directory::syncer_name(st.args.shard));
         st.peers[conn] = {stand_in, learner, peer};
         log_info("learner " + std::to_string(learner) + " connected from " + peer);
       },

@@ -37,10 +37,10 @@ class Directory {
 
   // Syncer shard `shard` as learner `id` reaches it: in a learner process,
   // the stand-in of its own connection to that shard (atoll/cluster.h); else
-  // the syncer itself (a process holds one syncer, or one shard of it).
+  // the shard itself (a process holds the syncer, every shard of it, or one).
   caf::actor syncer_for(uint32_t id, uint32_t shard = 0) const {
     if (caf::actor own = get(syncer_of(id, shard))) return own;
-    return get(kSyncer);
+    return get(syncer_name(shard));
   }
 
   static std::string learner(uint32_t id) { return Child::of_learner(id).name(); }
@@ -48,8 +48,10 @@ class Directory {
     return syncer_name(shard) + " of learner " + std::to_string(id);
   }
   // "syncer", or "syncer shard 1" for a shard but the first: in names and log lines.
-  static std::string syncer_name(uint32_t shard) {
-    return shard == 0 ? "syncer" : "syncer shard " + std::to_string(shard);
+  static std::string syncer_name(uint32_t shard) { return Child::of_shard(Child::Role::kSyncer, shard).name(); }
+  // "checkpointer", or "checkpointer shard 1": each shard writes its own checkpoints.
+  static std::string checkpointer_name(uint32_t shard) {
+    return Child::of_shard(Child::Role::kCheckpointer, shard).name();
   }
   static constexpr const char* kSyncer = "syncer";
   static constexpr const char* kCheckpointer = "checkpointer";

@@ -119,15 +119,41 @@ std::string describe_model(const Result<std::unique_ptr<Model>>& model) {
   return model.ok() ? (*model)->describe() : "(model not rebuilt: " + model.status().to_string() + ")";
 }
 
+// The whole model from the parameters of the syncer's shards: shard s holds
+// the fragments p with shard_of(p) == s (zeros elsewhere). Empty when a
+// shard's are missing.
+std::vector<float> assemble_model(const std::vector<Fragment>& fragments, int shards,
+                                  const std::vector<std::vector<float>>& by_shard) {
+  if (by_shard.empty()) return {};
+  const size_t size = by_shard.front().size();
+  for (const auto& theta : by_shard)
+    if (theta.size() != size) return {};
+  if (by_shard.size() == 1) return by_shard.front();
+  std::vector<float> theta(size);
+  std::vector<float> values;
+  for (const Fragment& f : fragments) {
+    values.resize(f.size);
+    gather(f, by_shard[shard_of(static_cast<uint32_t>(f.id), shards)], values);
+    scatter(f, values, theta);
+  }
+  return theta;
+}
+
 // What this process of the run is: where it listens or joins, which
-// learners it holds, and what the model says about messages.
+// learners and syncer shards it holds, and what the model says about messages.
 struct ProcessPlan {
-  std::optional<Endpoint> listen_at;
+  std::optional<Endpoint> listen_at;  // shard k of `shards` at its port + k (every one at a free port: 0)
   std::vector<Endpoint> join_at;  // one per syncer shard, shard 0 first
   std::vector<uint32_t> local_ids;
+  // The syncer's shards held here: none (a learner process), one (`atoll
+  // syncer --shard i/S`), or all of syncer.shards (the whole syncer).
+  std::vector<uint32_t> shards;
   size_t max_message_bytes = 0;
   std::vector<NamedShape> layout;  // told to learners that ask for the topology
   size_t fragments = 0;
+  std::vector<Fragment> fragment_plan;  // atoll's own models: how the shards' parts make the model
+  int syncer_shards = 1;  // the topology's
+  bool whole_syncer() const { return shards.size() == static_cast<size_t>(syncer_shards); }
 };
 
 Result<ProcessPlan> plan_process(const Topology& topology, const RunOptions& options) {
@@ -146,6 +172,7 @@ Result<ProcessPlan> plan_process(const Topology& topology, const RunOptions& opt
     plan.max_message_bytes = (*probe)->max_message_bytes();
     plan.layout = shapes_of((*probe)->layout());
     plan.fragments = (*probe)->fragments().size();
+    plan.fragment_plan = (*probe)->fragments();
   }
   const auto& cluster = options.cluster;
   if (!cluster.listen.empty() && !cluster.join.empty())
@@ -168,21 +195,24 @@ Result<ProcessPlan> plan_process(const Topology& topology, const RunOptions& opt
     }
   }
   const auto shards = static_cast<uint32_t>(topology.syncer.shards);
-  if (cluster.shard >= shards)
-    return Status::invalid_argument("syncer shard " + std::to_string(cluster.shard) + " of " + std::to_string(shards) +
+  plan.syncer_shards = topology.syncer.shards;
+  if (cluster.shard && *cluster.shard >= shards)
+    return Status::invalid_argument("syncer shard " + std::to_string(*cluster.shard) + " of " + std::to_string(shards) +
                                     ": shards count from 0 to syncer.shards - 1");
   if (!plan.join_at.empty() && plan.join_at.size() != shards)
     return Status::invalid_argument("the syncer runs as " + std::to_string(shards) + " shard" +
                                     (shards == 1 ? "" : "s") + " (syncer.shards), and " +
                                     std::to_string(plan.join_at.size()) +
                                     " addresses were given to join: give one per shard, comma-separated, shard 0 first");
-  if (shards > 1 && !plan.listen_at && plan.join_at.empty())
-    return Status::invalid_argument("syncer.shards = " + std::to_string(shards) +
-                                    ": each shard is a process of its own (`atoll syncer --shard i/" +
-                                    std::to_string(shards) + "`, or `atoll run --processes`)");
-  if (shards > 1 && !options.save_model.empty())
-    return Status::invalid_argument("--save-model with syncer.shards = " + std::to_string(shards) +
-                                    ": each shard holds only its own fragments, not the model");
+  if (plan.join_at.empty()) {
+    if (cluster.shard) plan.shards = {*cluster.shard};
+    else
+      for (uint32_t s = 0; s < shards; ++s) plan.shards.push_back(s);
+  }
+  if (!plan.whole_syncer() && !plan.shards.empty() && !options.save_model.empty())
+    return Status::invalid_argument("--save-model with syncer shard " + std::to_string(plan.shards.front()) + " of " +
+                                    std::to_string(shards) + ": this process holds only that shard's fragments; " +
+                                    "a syncer that holds every shard (`atoll syncer` without --shard) saves the model");
   auto local_ids = local_learners(topology, cluster);
   if (!local_ids.ok()) return local_ids.status();
   plan.local_ids = std::move(*local_ids);
@@ -230,8 +260,8 @@ struct Run::Impl {
   bool joined() const { return !plan.join_at.empty(); }  // the syncer is in another process
   // Across processes: the gateway, or one link per syncer shard, and their doors.
   std::vector<DoorService> doors;
-  uint16_t port = 0;         // the port learners are served on
-  std::vector<float> theta;  // the global model at the end
+  std::vector<uint16_t> ports;  // where learners are served, by shard held here
+  std::vector<float> theta;  // the global model at the end (every shard's part)
   RunWatch watch;
   // Samples the run into `watch` until the run is waited for.
   std::thread sampler;
@@ -292,9 +322,9 @@ struct Run::Impl {
     stop_sampler();
   }
 
-  Status open_checkpoints(std::shared_ptr<CheckpointStore>& store);
+  Status open_checkpoints(std::vector<std::shared_ptr<CheckpointStore>>& stores);
   SupervisorSpec supervisor_spec(Child::Role role, SupervisorSpec::Strategy strategy, const RunHooks& h) const;
-  caf::actor spawn_tree(const RunHooks& h, std::shared_ptr<CheckpointStore> store);
+  caf::actor spawn_tree(const RunHooks& h, const std::vector<std::shared_ptr<CheckpointStore>>& stores);
   Status open_door();
   void wait_until_over();
   void seal_syncer();
@@ -321,13 +351,19 @@ Run::~Run() {
   if (impl_ && !impl_->waited) impl_->shut_down();
 }
 
-Status Run::Impl::open_checkpoints(std::shared_ptr<CheckpointStore>& store) {
+// One store per shard held here, each in its own folder with its own lock.
+Status Run::Impl::open_checkpoints(std::vector<std::shared_ptr<CheckpointStore>>& stores) {
+  stores.assign(plan.shards.size(), nullptr);
   if (topology.checkpoint.dir.empty() || joined()) return Status();
-  checkpoint_dir = checkpoint_folder(topology, options.run_name.empty() ? default_run_name() : options.run_name,
-                                     options.cluster.shard);
-  auto opened = CheckpointStore::open(checkpoint_dir, topology.checkpoint.keep);
-  if (!opened.ok()) return opened.status();
-  store = std::move(*opened);
+  const std::string run_name = options.run_name.empty() ? default_run_name() : options.run_name;
+  for (size_t k = 0; k < plan.shards.size(); ++k) {
+    const std::string folder = checkpoint_folder(topology, run_name, plan.shards[k]);
+    auto opened = CheckpointStore::open(folder, topology.checkpoint.keep);
+    if (!opened.ok()) return opened.status();
+    stores[k] = std::move(*opened);
+    checkpoint_dir = folder;
+  }
+  if (plan.shards.size() > 1) checkpoint_dir = topology.checkpoint.dir + "/" + run_name;  // theirs are in it
   return Status();
 }
 
@@ -344,29 +380,35 @@ SupervisorSpec Run::Impl::supervisor_spec(Child::Role role, SupervisorSpec::Stra
   return spec;
 }
 
-// root (one_for_one): the syncer's supervisor (rest_for_one: checkpointer,
-// syncer) where the syncer runs, the learners' where learners run, and the
-// hooks' extra children.
-caf::actor Run::Impl::spawn_tree(const RunHooks& h, std::shared_ptr<CheckpointStore> store) {
+// root (one_for_one): a syncer supervisor (rest_for_one: checkpointer,
+// syncer) per syncer shard held here, the learners' where learners run, and
+// the hooks' extra children. Shards share nothing: one that fails restarts alone.
+caf::actor Run::Impl::spawn_tree(const RunHooks& h, const std::vector<std::shared_ptr<CheckpointStore>>& stores) {
   using Strategy = SupervisorSpec::Strategy;
-  SupervisorSpec syncers = supervisor_spec(Child::Role::kSyncerSupervisor, Strategy::kRestForOne, h);
-  if (store)
-    syncers.children.push_back({{Child::Role::kCheckpointer, 0, {}}, [store, dir = directory, records = records](
-                                                                          caf::actor_system& s, uint64_t) {
-                                  return spawn_checkpointer(s, store, dir, records);
-                                }});
-  const SyncerArgs syncer_args{.topology = topology,
-                               .directory = directory,
-                               .records = records,
-                               .use_checkpointer = true,
-                               .tick_seconds = 0.1,
-                               .run_started = started,
-                               .faults = h.message_faults,
-                               .cluster_token = options.cluster.token,
-                               .shard = options.cluster.shard};
-  syncers.children.push_back({{Child::Role::kSyncer, 0, {}}, [args = syncer_args](caf::actor_system& s, uint64_t) {
-                                return spawn_syncer(s, args);
-                              }});
+  std::vector<SupervisorSpec> shard_supervisors;
+  for (size_t k = 0; k < plan.shards.size(); ++k) {
+    const uint32_t shard = plan.shards[k];
+    SupervisorSpec syncers = supervisor_spec(Child::Role::kSyncerSupervisor, Strategy::kRestForOne, h);
+    syncers.name = Child::of_shard(Child::Role::kSyncerSupervisor, shard).name();
+    if (auto store = stores[k])
+      syncers.children.push_back({Child::of_shard(Child::Role::kCheckpointer, shard),
+                                  [store, shard, dir = directory, records = records](caf::actor_system& s, uint64_t) {
+                                    return spawn_checkpointer(s, store, dir, records, shard);
+                                  }});
+    const SyncerArgs syncer_args{.topology = topology,
+                                 .directory = directory,
+                                 .records = records,
+                                 .use_checkpointer = true,
+                                 .tick_seconds = 0.1,
+                                 .run_started = started,
+                                 .faults = h.message_faults,
+                                 .cluster_token = options.cluster.token,
+                                 .shard = shard,
+                                 .shards_here = plan.shards.size()};
+    syncers.children.push_back({Child::of_shard(Child::Role::kSyncer, shard),
+                                [args = syncer_args](caf::actor_system& s, uint64_t) { return spawn_syncer(s, args); }});
+    shard_supervisors.push_back(std::move(syncers));
+  }
   SupervisorSpec learners = supervisor_spec(Child::Role::kLearnerSupervisor, Strategy::kOneForOne, h);
   auto incarnations = std::make_shared<Incarnations>(joined() ? incarnation_base() : 0);
   const LearnerArgs base{.id = 0,
@@ -395,10 +437,11 @@ caf::actor Run::Impl::spawn_tree(const RunHooks& h, std::shared_ptr<CheckpointSt
   // Newcomers join where the syncer runs (Run::add_learner, a chaos plan's joins).
   if (!joined()) learners.make_learner = [learner_child](uint32_t id, const LearnerSpec& spec) { return learner_child(id, spec); };
   SupervisorSpec top = supervisor_spec(Child::Role::kRootSupervisor, Strategy::kOneForOne, h);
-  if (!joined())
-    top.children.push_back({{Child::Role::kSyncerSupervisor, 0, {}}, [syncers](caf::actor_system& s, uint64_t) {
-                               return spawn_supervisor(s, syncers);
-                             }});
+  for (size_t k = 0; k < shard_supervisors.size(); ++k)
+    top.children.push_back({Child::of_shard(Child::Role::kSyncerSupervisor, plan.shards[k]),
+                            [syncers = shard_supervisors[k]](caf::actor_system& s, uint64_t) {
+                              return spawn_supervisor(s, syncers);
+                            }});
   if (!plan.local_ids.empty())
     top.children.push_back({{Child::Role::kLearnerSupervisor, 0, {}}, [learners](caf::actor_system& s, uint64_t) {
                                return spawn_supervisor(s, learners);
@@ -419,15 +462,21 @@ Status Run::Impl::open_door() {
     if (!cluster.tls())
       log_warn("serving learners over plain TCP: anyone on the path can read and alter the traffic "
                "(the cluster token still decides who joins); give --tls-cert, --tls-key and --tls-ca, or run inside a VPN");
-    auto served = serve_learners(
-        *system, GatewayArgs{topology, plan.layout, directory, records, plan.max_message_bytes, nullptr},
-        *plan.listen_at, cluster);
-    if (!served.ok()) return served.status();
-    port = served->port;
-    doors.push_back(std::move(*served));
-    log_info("serving learners on " + plan.listen_at->host + ":" + std::to_string(port) +
-             (cluster.tls() ? " (TLS 1.3, learner certificates required)" : " (plain TCP)") +
-             (cluster.link.active() ? "; emulated link " + cluster.link.to_string() : ""));
+    for (size_t k = 0; k < plan.shards.size(); ++k) {
+      Endpoint at = *plan.listen_at;
+      if (at.port != 0) at.port = static_cast<uint16_t>(at.port + k);
+      auto served = serve_learners(*system,
+                                   GatewayArgs{topology, plan.shards[k], plan.layout, directory, records,
+                                               plan.max_message_bytes, nullptr},
+                                   at, cluster);
+      if (!served.ok()) return served.status().with_context(Directory::syncer_name(plan.shards[k]));
+      ports.push_back(served->port);
+      doors.push_back(std::move(*served));
+      const std::string who = topology.syncer.shards > 1 ? " for the " + Directory::syncer_name(plan.shards[k]) : "";
+      log_info("serving learners" + who + " on " + at.host + ":" + std::to_string(ports.back()) +
+               (cluster.tls() ? " (TLS 1.3, learner certificates required)" : " (plain TCP)") +
+               (cluster.link.active() ? "; emulated link " + cluster.link.to_string() : ""));
+    }
   }
   for (uint32_t shard = 0; shard < plan.join_at.size(); ++shard) {
     const Endpoint& at = plan.join_at[shard];
@@ -460,8 +509,8 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
     if (!job.ok()) return job.status();
     impl->job = std::move(*job);
   }
-  std::shared_ptr<CheckpointStore> store;
-  ATOLL_RETURN_IF_ERROR(impl->open_checkpoints(store));
+  std::vector<std::shared_ptr<CheckpointStore>> stores;
+  ATOLL_RETURN_IF_ERROR(impl->open_checkpoints(stores));
   impl->pool = std::make_unique<ComputePool>(o.compute_threads);
   if (topology.hardware == Hardware::kDedicated && !o.external && !impl->plan.local_ids.empty()) {
     auto pacer = impl->make_pacer();
@@ -472,9 +521,9 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
   impl->system = std::make_unique<caf::actor_system>(*impl->config);
   impl->started = Clock::now();  // the run's clock: its time limit, its wall time
   impl->records = std::make_shared<RunRecords>(h.log ? h.log : std::move(*RunLog::open("", impl->started)),
-                                               impl->plan.fragments);
+                                               impl->plan.fragments, topology.syncer.shards);
   impl->records->snapshots.plan(o.curve_points, topology.tokens, o.seconds > 0 ? o.seconds : topology.seconds);
-  impl->root = impl->spawn_tree(h, std::move(store));
+  impl->root = impl->spawn_tree(h, stores);
   if (Status s = impl->open_door(); !s.ok()) {
     impl->shut_down();
     return s;
@@ -488,7 +537,8 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
 
 const Topology& Run::topology() const { return impl_->topology; }
 std::string Run::failure() const { return std::string(impl_->records->latch.failure().message()); }
-uint16_t Run::port() const { return impl_->port; }
+uint16_t Run::port() const { return impl_->ports.empty() ? 0 : impl_->ports.front(); }
+const std::vector<uint16_t>& Run::ports() const { return impl_->ports; }
 const std::string& Run::checkpoint_dir() const { return impl_->checkpoint_dir; }
 RunView Run::view() const {
   if (impl_->over) return impl_->watch.view();  // the final view, with the held-out evaluation
@@ -499,8 +549,9 @@ RunView Run::view() const {
 bool Run::finished() const { return impl_->records->latch.finished(); }
 void Run::stop() {
   impl_->records->latch.finish();
-  if (caf::actor syncer = impl_->directory->get(Directory::kSyncer))
-    caf::anon_send(syncer, end_atom_v, std::string("the run was stopped"));
+  for (uint32_t shard : impl_->plan.shards)
+    if (caf::actor syncer = impl_->directory->get(Directory::syncer_name(shard)))
+      caf::anon_send(syncer, end_atom_v, std::string("the run was stopped"));
 }
 
 const std::vector<float>& Run::parameters() const { return impl_->theta; }
@@ -573,29 +624,35 @@ bool Run::leave_learner(uint32_t id, const std::string& reason, double drain_sec
 }
 
 Status Run::checkpoint_now(double seconds) {
-  caf::actor syncer = impl_->directory->get(Directory::kSyncer);
-  caf::actor checkpointer = impl_->directory->get(Directory::kCheckpointer);
-  if (!syncer) return Status::unavailable("no syncer runs in this process");
-  if (!checkpointer) return Status::unavailable("checkpoints are off (checkpoint.dir is empty)");
+  if (impl_->plan.shards.empty()) return Status::unavailable("no syncer runs in this process");
+  if (impl_->topology.checkpoint.dir.empty()) return Status::unavailable("checkpoints are off (checkpoint.dir is empty)");
   const auto timeout = timespan_of(seconds);
-  const uint64_t written = impl_->records->counters.checkpoints.load();
   caf::scoped_actor self{*impl_->system};
-  Status result;
-  self->request(syncer, timeout, save_atom_v)
-      .receive(
-          [&](Packet& file) {
-            if (file.bytes.empty()) {
-              result = Status::unavailable("checkpoints are off (checkpoint.dir is empty)");
-              return;
-            }
-            // The checkpointer answers once the file is written and synced, or its write failed.
-            self->request(checkpointer, timeout, save_atom_v, std::move(file))
-                .receive([] {}, [&](caf::error& e) { result = Status::io_error("the checkpointer: " + to_string(e)); });
-          },
-          [&](caf::error& e) { result = Status::unavailable("the syncer did not answer: " + to_string(e)); });
-  if (result.ok() && impl_->records->counters.checkpoints.load() == written)
-    result = Status::io_error("the checkpoint was not written (the checkpointer's log says why)");
-  return result;
+  for (uint32_t shard : impl_->plan.shards) {  // each shard writes its own
+    const std::string name = Directory::syncer_name(shard);
+    caf::actor syncer = impl_->directory->get(name);
+    caf::actor checkpointer = impl_->directory->get(Directory::checkpointer_name(shard));
+    if (!syncer) return Status::unavailable("the " + name + " is not running");
+    if (!checkpointer) return Status::unavailable("the " + Directory::checkpointer_name(shard) + " is not running");
+    const uint64_t written = impl_->records->counters.checkpoints.load();
+    Status result;
+    self->request(syncer, timeout, save_atom_v)
+        .receive(
+            [&](Packet& file) {
+              if (file.bytes.empty()) {
+                result = Status::unavailable("checkpoints are off (checkpoint.dir is empty)");
+                return;
+              }
+              // The checkpointer answers once the file is written and synced, or its write failed.
+              self->request(checkpointer, timeout, save_atom_v, std::move(file))
+                  .receive([] {}, [&](caf::error& e) { result = Status::io_error("the checkpointer: " + to_string(e)); });
+            },
+            [&](caf::error& e) { result = Status::unavailable("the " + name + " did not answer: " + to_string(e)); });
+    if (result.ok() && impl_->records->counters.checkpoints.load() == written)
+      result = Status::io_error("the checkpoint of the " + name + " was not written (the checkpointer's log says why)");
+    if (!result.ok()) return result;
+  }
+  return Status();
 }
 
 void Run::leave(const std::string& reason, double drain_seconds) {
@@ -652,21 +709,25 @@ void Run::Impl::wait_until_over() {
 }
 
 // The syncer's last rounds merge what the learners did since their last
-// push; then the model is final (sealed). Told by message; a syncer
-// restarted since is told again.
+// push; then the model is final (sealed: every shard here sealed its part).
+// Told by message; a shard restarted since is told again.
 void Run::Impl::seal_syncer() {
   const auto give_up = Clock::now() + kSealTimeout;
-  auto syncer_seen = Clock::now();
-  caf::actor told;
+  std::vector<Clock::time_point> seen(plan.shards.size(), Clock::now());
+  std::vector<caf::actor> told(plan.shards.size());
+  bool any = true;
   do {
-    if (caf::actor syncer = directory->get(Directory::kSyncer)) {
-      syncer_seen = Clock::now();
-      if (syncer != told) caf::anon_send(syncer, end_atom_v, std::string("the run was stopped"));
-      told = syncer;
-    } else if (Clock::now() - syncer_seen > kNoSyncerTimeout) {
-      break;
+    any = false;
+    for (size_t k = 0; k < plan.shards.size(); ++k) {
+      if (caf::actor syncer = directory->get(Directory::syncer_name(plan.shards[k]))) {
+        seen[k] = Clock::now();
+        if (syncer != told[k]) caf::anon_send(syncer, end_atom_v, std::string("the run was stopped"));
+        told[k] = syncer;
+      }
+      any = any || Clock::now() - seen[k] <= kNoSyncerTimeout;
     }
-  } while (!records->latch.wait_sealed_until(std::min(give_up, Clock::now() + std::chrono::milliseconds(50))) &&
+  } while (any &&
+           !records->latch.wait_sealed_until(std::min(give_up, Clock::now() + std::chrono::milliseconds(50))) &&
            Clock::now() < give_up);
 }
 
@@ -681,18 +742,30 @@ void Run::Impl::stop_learners() {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
 }
 
-// The global model, straight from the syncer.
+// The global model, straight from the syncer: every shard's part of it.
 void Run::Impl::read_final_model() {
-  caf::actor syncer = directory->get(Directory::kSyncer);
-  if (!syncer) {
-    log_error("the syncer is not running at the end of the run");
-    return;
-  }
+  std::vector<std::vector<float>> parts;
   caf::scoped_actor self{*system};
-  self->send(syncer, seal_atom_v);  // before the snapshot: one sender, in order
-  self->request(syncer, kSnapshotTimeout, snapshot_atom_v)
-      .receive([&](FinalModel& model) { theta = std::move(model.theta); },
-               [&](caf::error& e) { log_error("no final model from the syncer: " + to_string(e)); });
+  for (uint32_t shard : plan.shards) {
+    const std::string name = Directory::syncer_name(shard);
+    caf::actor syncer = directory->get(name);
+    if (!syncer) {
+      log_error("the " + name + " is not running at the end of the run");
+      return;
+    }
+    self->send(syncer, seal_atom_v);  // before the snapshot: one sender, in order
+    bool got = false;
+    self->request(syncer, kSnapshotTimeout, snapshot_atom_v)
+        .receive(
+            [&](FinalModel& model) {
+              parts.push_back(std::move(model.theta));
+              got = true;
+            },
+            [&](caf::error& e) { log_error("no final model from the " + name + ": " + to_string(e)); });
+    if (!got) return;
+  }
+  // This process's part, when it holds one shard of several: not the model.
+  if (plan.whole_syncer()) theta = assemble_model(plan.fragment_plan, plan.syncer_shards, parts);
 }
 
 Result<Report> Run::wait() {
@@ -807,22 +880,35 @@ void Run::Impl::save_final_model(const Report& r, const Result<std::unique_ptr<M
 void Run::Impl::evaluate(Report& r, const Result<std::unique_ptr<Model>>& model) {
   const bool external = topology.model.kind == ModelKind::kExternal;
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  // A shard holds only its fragments: the model is evaluated where they are put together.
-  if (theta.empty() || external || topology.syncer.shards > 1) {
+  // One shard of several holds only its fragments: the model is evaluated
+  // where they are put together (a process that holds every shard).
+  if (theta.empty() || external || !plan.whole_syncer()) {
     if (!external || watch.view().stats.evaluations.empty()) {
       r.eval.loss = r.eval.accuracy = r.eval.bits_per_byte = nan;
       r.eval.final = false;
       if (external) r.eval.by = "none: no learner evaluated the model (give one an atoll.Evaluator)";
-      else if (topology.syncer.shards > 1) r.eval.by = "none: each shard holds part of the model";
+      else if (!plan.whole_syncer())
+        r.eval.by = "none: this process holds shard " + std::to_string(plan.shards.front()) + " of " +
+                    std::to_string(plan.syncer_shards) + ", part of the model";
     }
     return;
   }
   r.curve.clear();
   r.eval.by.clear();
   const bool text = topology.data.kind == DataKind::kText;
-  for (const auto& snap : records->snapshots.taken()) {
-    const EvalSums e = evaluate_global(topology, *job, snap.theta);
-    r.curve.push_back({snap.seconds, snap.tokens, e.loss(), text ? e.bits_per_byte() : 0.0, e.accuracy()});
+  // The k-th snapshot of every shard, put together, is the model at point k.
+  std::vector<std::vector<ModelSnapshots::Snapshot>> taken;
+  size_t points = SIZE_MAX;
+  for (uint32_t shard : plan.shards) {
+    taken.push_back(records->snapshots.taken(shard));
+    points = std::min(points, taken.back().size());
+  }
+  for (size_t k = 0; k < points; ++k) {
+    std::vector<std::vector<float>> parts;
+    for (auto& t : taken) parts.push_back(std::move(t[k].theta));
+    const EvalSums e = evaluate_global(topology, *job, assemble_model(plan.fragment_plan, plan.syncer_shards, parts));
+    const auto& at = taken.front()[k];
+    r.curve.push_back({at.seconds, at.tokens, e.loss(), text ? e.bits_per_byte() : 0.0, e.accuracy()});
   }
   const EvalSums e = evaluate_global(topology, *job, theta);
   r.eval.loss = e.loss();

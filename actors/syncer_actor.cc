@@ -23,7 +23,17 @@ namespace atl {
 namespace {
 
 using namespace std::chrono_literals;
-constexpr auto kLoadTimeout = 30s;
+
+// How long a starting syncer waits for its checkpoint to be read: 30 s, and
+// 4 µs more per parameter it holds (a 17M-parameter shard read in 20.5 s,
+// 1.2 µs each, so three times that), so that a large model is never cut off
+// and sent back to the learners' bases.
+caf::timespan load_timeout(const SyncerCore& core) {
+  size_t values = core.topology().checkpoint.moments ? core.layout().size() : 0;  // the moments are the whole model's
+  for (uint32_t p = 0; p < core.fragments().size(); ++p)
+    if (core.owns(p)) values += core.fragments()[p].size;
+  return timespan_of(30.0 + 4e-6 * static_cast<double>(values));
+}
 
 struct SyncerActorState {
   static inline const char* name = "syncer";
@@ -82,6 +92,9 @@ void send_packet(SyncerActor* self, uint32_t learner, const caf::actor& to, cons
 void finish(SyncerActor* self, const std::string& why);
 void seal(SyncerActor* self);
 
+// "syncer: ", or "syncer shard 1: ": what begins its log lines.
+std::string tag(SyncerActor* self) { return Directory::syncer_name(self->state.args.shard) + ": "; }
+
 // `sender` receives what the core addresses to `sender_id` (a registering
 // actor that is not, or not yet, the learner's registered handle).
 void carry_out(SyncerActor* self, SyncerEffects& fx, const caf::actor* sender = nullptr,
@@ -100,10 +113,10 @@ void carry_out(SyncerActor* self, SyncerEffects& fx, const caf::actor* sender = 
   }
   for (const auto& t : fx.timers)
     self->delayed_send(self, timespan_of(t.seconds), timer_atom_v, static_cast<uint32_t>(t.kind), t.id, t.round);
-  for (const auto& n : fx.notes) log_info("syncer: " + n);
+  for (const auto& n : fx.notes) log_info(tag(self) + n);
   for (auto& e : fx.events) {
     if (const auto* merged = std::get_if<event::FirstMerge>(&e))
-      log_info("syncer: learner " + std::to_string(merged->learner) + " is merged again, " +
+      log_info(tag(self) + "learner " + std::to_string(merged->learner) + " is merged again, " +
                std::to_string(merged->seconds) + " s after it came back");
     st.args.records->log->append(std::move(e));
   }
@@ -119,6 +132,12 @@ void publish(SyncerActor* self) {
   const auto& core = *st.core;
   const auto now = self->clock().now();
   SyncerSample sample;
+  sample.shard = st.args.shard;
+  for (uint32_t p = 0; p < core.fragments().size(); ++p)
+    if (core.owns(p)) {
+      sample.parameters += core.fragments()[p].size;
+      ++sample.fragments;
+    }
   sample.seconds = core.elapsed(now);
   sample.cpu_seconds = st.cpu_seconds;
   sample.recovering = core.recovering(now);
@@ -127,7 +146,7 @@ void publish(SyncerActor* self) {
   sample.stats = core.stats();
   sample.learners = core.learners();
   for (uint32_t p = 0; p < core.fragments().size(); ++p) sample.versions.push_back(core.version(p));
-  st.args.records->publish(std::move(sample));
+  st.args.records->publish(std::move(sample), st.args.shard);
 }
 
 void maybe_checkpoint(SyncerActor* self) {
@@ -140,7 +159,7 @@ void maybe_checkpoint(SyncerActor* self) {
   const bool by_rounds = c.every_rounds > 0 && rounds - st.rounds_at_checkpoint >= static_cast<uint64_t>(c.every_rounds);
   const bool by_time = c.every_seconds > 0 && now - st.checkpoint_at >= timespan_of(c.every_seconds);
   if (!by_rounds && !by_time) return;
-  caf::actor cp = st.args.directory->get(Directory::kCheckpointer);
+  caf::actor cp = st.args.directory->get(Directory::checkpointer_name(st.args.shard));
   if (!cp) return;
   self->send(cp, save_atom_v, Packet{encode_checkpoint(st.core->checkpoint(unix_ms()))});
   st.rounds_at_checkpoint = rounds;
@@ -158,7 +177,7 @@ void finish(SyncerActor* self, const std::string& why) {
   auto& st = self->state;
   st.finished = true;
   st.core->on_finished(self->clock().now());
-  log_info("syncer: " + why);
+  log_info(tag(self) + why);
   const Packet done{encode_message(Done{why})};
   for (uint32_t id = 0; id < st.learners.size(); ++id)
     if (st.learners[id]) send_packet(self, id, st.learners[id], done);
@@ -166,7 +185,7 @@ void finish(SyncerActor* self, const std::string& why) {
   if (awaited.empty()) return seal(self);
   std::string ids;
   for (uint32_t l : awaited) ids += (ids.empty() ? "" : ", ") + std::to_string(l);
-  log_info("syncer: waiting up to " + std::to_string(static_cast<int>(kFinalEvaluationSeconds)) +
+  log_info(tag(self) + "waiting up to " + std::to_string(static_cast<int>(kFinalEvaluationSeconds)) +
            " s for the evaluation of the final model by learner(s) " + ids);
   publish(self);
   self->delayed_send(self, timespan_of(kFinalEvaluationSeconds), seal_atom_v);
@@ -178,10 +197,10 @@ void seal(SyncerActor* self) {
   if (st.sealed) return;
   st.sealed = true;
   if (const auto awaited = st.core->final_evaluations_awaited(); !awaited.empty())
-    log_warn("syncer: no evaluation of the final model from " + std::to_string(awaited.size()) +
+    log_warn(tag(self) + "no evaluation of the final model from " + std::to_string(awaited.size()) +
              " learner(s) in time: the report keeps the newest one made during the run");
   publish(self);
-  st.args.records->latch.seal();
+  st.args.records->seal_shard(st.args.shard, st.args.shards_here);
 }
 
 // The run ends: first every fragment's last round (outer.final_flush), then
@@ -201,7 +220,8 @@ void check_budget(SyncerActor* self) {
   auto& snapshots = st.args.records->snapshots;
   const uint64_t tokens = st.core->total_tokens();
   const double elapsed = st.core->elapsed(self->clock().now());
-  if (!st.core->flushing() && snapshots.due(tokens, elapsed)) snapshots.add({elapsed, tokens, st.core->parameters()});
+  if (!st.core->flushing() && snapshots.due(tokens, elapsed, st.args.shard))
+    snapshots.add({elapsed, tokens, st.core->parameters()}, st.args.shard);
   const uint64_t budget = st.args.topology.tokens;
   if (st.finished || budget == 0 || tokens < budget) return;
   end_run(self, "token budget of " + std::to_string(budget) + " reached");
@@ -299,8 +319,9 @@ Packet claim_slot(SyncerActor* self, uint64_t process) {
 
 caf::behavior running(SyncerActor* self) {
   auto& state = self->state;
-  state.args.directory->put(Directory::kSyncer, caf::actor_cast<caf::actor>(self));
-  self->attach_functor([dir = state.args.directory, addr = self->address()] { dir->erase(Directory::kSyncer, addr); });
+  const std::string name = Directory::syncer_name(state.args.shard);
+  state.args.directory->put(name, caf::actor_cast<caf::actor>(self));
+  self->attach_functor([dir = state.args.directory, name, addr = self->address()] { dir->erase(name, addr); });
   state.checkpoint_at = self->clock().now();
   if (state.args.tick_seconds > 0) self->send(self, tick_atom_v);
   return {
@@ -354,16 +375,16 @@ caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
   state.args = std::move(args);
   auto core = SyncerCore::create(state.args.topology, self->clock().now(), state.args.run_started, state.args.shard);
   if (!core.ok()) {
-    log_error("syncer: " + core.status().to_string());
+    log_error(tag(self) + core.status().to_string());
     self->quit(caf::make_error(caf::sec::invalid_argument, core.status().to_string()));
     return {};
   }
   state.core = std::move(*core);
   if (!state.args.cluster_token.empty()) state.core->require_token(state.args.cluster_token);
   state.learners.resize(learner_slots(state.args.topology));
-  if (const auto previous = state.args.records->syncer()) {
+  if (const auto previous = state.args.records->shard(state.args.shard)) {
     state.core->continue_from(previous->stats, previous->learners);
-    log_info("syncer: continuing the statistics of the syncer before it (" + std::to_string(previous->stats.rounds) +
+    log_info(tag(self) + "continuing the statistics of the syncer before it (" + std::to_string(previous->stats.rounds) +
              " rounds)");
   }
   self->set_down_handler([self](const caf::down_msg& dm) {
@@ -377,7 +398,8 @@ caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
     st.core->on_learner_down(id, self->clock().now(), fx);
     carry_out(self, fx);
   });
-  caf::actor cp = state.args.use_checkpointer ? state.args.directory->get(Directory::kCheckpointer) : caf::actor{};
+  caf::actor cp = state.args.use_checkpointer ? state.args.directory->get(Directory::checkpointer_name(state.args.shard))
+                                              : caf::actor{};
   auto& readiness = state.args.records->readiness;
   if (!cp || state.args.topology.checkpoint.dir.empty()) {
     readiness.set_syncer_serving(true);
@@ -385,7 +407,7 @@ caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
   }
   // Restore before serving anyone: other messages wait until this answer.
   readiness.set_syncer_serving(false);
-  self->request(cp, kLoadTimeout, load_atom_v, state.core->layout().fingerprint())
+  self->request(cp, load_timeout(*state.core), load_atom_v, state.core->layout().fingerprint())
       .await(
           [self](Packet& file) {
             self->state.args.records->readiness.set_syncer_serving(true);
@@ -393,13 +415,13 @@ caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
             auto saved = decode_checkpoint(file.bytes);
             Status s = saved.ok() ? self->state.core->restore(*saved, self->clock().now()) : saved.status();
             if (s.ok())
-              log_info("syncer: restored checkpoint of round " + std::to_string(saved->rounds));
+              log_info(tag(self) + "restored checkpoint of round " + std::to_string(saved->rounds));
             else
-              log_warn("syncer: checkpoint not restored: " + s.to_string());
+              log_warn(tag(self) + "checkpoint not restored: " + s.to_string());
           },
           [self](caf::error& e) {
             self->state.args.records->readiness.set_syncer_serving(true);
-            log_warn("syncer: no checkpoint restored: " + to_string(e));
+            log_warn(tag(self) + "no checkpoint restored: " + to_string(e));
           });
   return running(self);
 }

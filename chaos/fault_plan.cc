@@ -50,7 +50,7 @@ int learner_of(const toml::node& n, const std::string& key, int learners) {
 // `learners`: the learner slots of the topology (open ones included).
 Fault read_fault(const toml::table& t, const std::string& prefix, int learners, bool open_slots) {
   no_unknown_keys(t, prefix, {"kind", "at", "at_step", "learner", "recover_after", "duration", "factor", "seconds",
-                              "probability", "speed", "batch_size", "count", "grace"});
+                              "probability", "speed", "batch_size", "count", "grace", "shard"});
   Fault f;
   f.where = where(t).substr(0, where(t).size() - 2);
   const toml::node* kind = t.get("kind");
@@ -96,6 +96,11 @@ Fault read_fault(const toml::table& t, const std::string& prefix, int learners, 
   only("batch_size", FaultKind::kJoin);
   only("count", FaultKind::kJoin);
   only("grace", FaultKind::kPreempt);
+  if (const toml::node* n = t.get("shard")) {
+    if (f.kind != FaultKind::kKillSyncer && f.kind != FaultKind::kKillCheckpointer)
+      fail(*n, prefix + "shard", "only a kill_syncer or a kill_checkpointer has shard");
+    f.shard = static_cast<uint32_t>(get_int(*n, prefix + "shard", 0, 1 << 16));  // checked against syncer.shards at the run
+  }
   number(kSpeed, f.speed);
   if (const toml::node* n = t.get("batch_size")) f.batch_size = static_cast<int>(get_int(*n, prefix + "batch_size", 1, 1 << 16));
   if (const toml::node* n = t.get("count")) f.count = static_cast<int>(get_int(*n, prefix + "count", 1, kMaxLearnerSlots));

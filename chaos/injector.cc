@@ -123,8 +123,9 @@ bool inject_one(InjectorActor* self, const Fault& f, int learner) {
       return false;  // join_one(), asynchronously
     case FaultKind::kKillSyncer:
     case FaultKind::kKillCheckpointer: {
-      const char* name = f.kind == FaultKind::kKillSyncer ? Directory::kSyncer : Directory::kCheckpointer;
-      caf::actor target = dir.get(name);
+      const std::string name = f.kind == FaultKind::kKillSyncer ? Directory::syncer_name(f.shard)
+                                                                : Directory::checkpointer_name(f.shard);
+      caf::actor target = dir.get(name);  // none: no such shard here, and the fault missed
       if (!target) return false;
       st.args.holds->hold(name, recover);
       caf::anon_send_exit(target, caf::exit_reason::kill);

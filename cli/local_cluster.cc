@@ -71,18 +71,9 @@ std::pair<int, bool> reap(pid_t pid, double seconds) {
   return {128 + SIGKILL, true};
 }
 
-// Where syncer shard `shard` writes its report: REPORT.json, then REPORT.shard-1.json, ...
-std::string shard_report_path(std::string report, size_t shard) {
-  if (shard == 0 || report.empty()) return report;
-  const std::string tag = ".shard-" + std::to_string(shard);
-  const auto dot = report.rfind('.');
-  const auto slash = report.rfind('/');
-  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return report + tag;
-  return report.insert(dot, tag);
-}
-
-// The port `pid` (`which`: "syncer", "syncer shard 1") writes to `port_file`
-// once it listens. Fails if it ends first, does not listen within `seconds`,
+// The port `pid` (`which`: "syncer") writes to `port_file` once it listens
+// (every shard's, comma-separated, for a syncer of several shards). Fails if
+// it ends first, does not listen within `seconds`,
 // or `interrupted` says so (then pid is left to the caller to kill).
 Result<std::string> wait_for_port(pid_t& pid, const std::string& port_file, const std::string& which, double seconds,
                                   const std::function<bool()>& interrupted) {
@@ -153,34 +144,37 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(const LocalClusterOpti
   if (!::mkdtemp(scratch.data())) return Status::io_error("cannot make a temporary folder");
   const size_t shards = std::max<size_t>(1, o.shards);
   std::unique_ptr<LocalCluster> c(new LocalCluster());
-  std::vector<std::string> ports;
-  Status failure;
-  for (size_t shard = 0; shard < shards && failure.ok(); ++shard) {
-    const std::string port_file = scratch + "/port-" + std::to_string(shard);
-    std::vector<std::string> syncer = {"atoll", "syncer", "--listen", "127.0.0.1:0", "--port-file", port_file,
-                                       "--report", shard_report_path(o.report_path, shard)};
-    if (!o.topology_file.empty()) syncer.insert(syncer.begin() + 2, o.topology_file);
-    for (const auto& s : o.sets) syncer.insert(syncer.end(), {"--set", s});
-    if (shards > 1) syncer.insert(syncer.end(), {"--shard", std::to_string(shard) + "/" + std::to_string(shards)});
-    if (o.seconds > 0) syncer.insert(syncer.end(), {"--seconds", std::to_string(o.seconds)});
-    if (!o.data.empty()) syncer.insert(syncer.end(), {"--data", o.data});
-    if (o.sample_prompt) syncer.insert(syncer.end(), {"--sample-prompt", *o.sample_prompt});
-    if (o.quiet || shard > 0) syncer.push_back("--quiet");  // one start and progress line: shard 0's
-    if (o.verbose) syncer.push_back("-v");
-    if (!o.metrics.empty() && shard == 0) {
-      syncer.insert(syncer.end(), {"--metrics", o.metrics});
-      if (o.metrics_public) syncer.push_back("--metrics-public");
-    }
-    syncer.insert(syncer.end(), syncer_net.begin(), syncer_net.end());
-    c->syncers_.push_back(spawn(o.atoll, syncer, env));
-    auto port = wait_for_port(c->syncers_.back(), port_file, shards > 1 ? "syncer shard " + std::to_string(shard) : "syncer",
-                              o.listen_timeout_seconds, interrupted);
-    if (!port.ok()) failure = port.status();
-    else ports.push_back(*port);
+  // One syncer process holds every shard (each on its own port), so that
+  // the run has one report, one held-out evaluation and one model.
+  const std::string port_file = scratch + "/ports";
+  std::vector<std::string> syncer = {"atoll", "syncer", "--listen", "127.0.0.1:0", "--port-file", port_file,
+                                     "--report", o.report_path};
+  if (!o.topology_file.empty()) syncer.insert(syncer.begin() + 2, o.topology_file);
+  for (const auto& s : o.sets) syncer.insert(syncer.end(), {"--set", s});
+  if (o.seconds > 0) syncer.insert(syncer.end(), {"--seconds", std::to_string(o.seconds)});
+  if (!o.data.empty()) syncer.insert(syncer.end(), {"--data", o.data});
+  if (o.sample_prompt) syncer.insert(syncer.end(), {"--sample-prompt", *o.sample_prompt});
+  if (o.quiet) syncer.push_back("--quiet");
+  if (o.verbose) syncer.push_back("-v");
+  if (!o.metrics.empty()) {
+    syncer.insert(syncer.end(), {"--metrics", o.metrics});
+    if (o.metrics_public) syncer.push_back("--metrics-public");
   }
+  syncer.insert(syncer.end(), syncer_net.begin(), syncer_net.end());
+  c->syncers_.push_back(spawn(o.atoll, syncer, env));
+  auto written = wait_for_port(c->syncers_.back(), port_file, "syncer", o.listen_timeout_seconds, interrupted);
   std::error_code ignored;
   std::filesystem::remove_all(scratch, ignored);
-  if (!failure.ok()) return failure;  // the destructor kills the syncers
+  if (!written.ok()) return written.status();  // the destructor kills the syncer
+  std::vector<std::string> ports;  // "P0,P1,...": shard 0 first
+  for (size_t begin = 0; begin <= written->size();) {
+    const size_t end = std::min(written->find(',', begin), written->size());
+    ports.push_back(written->substr(begin, end - begin));
+    begin = end + 1;
+  }
+  if (ports.size() != shards)
+    return Status::unavailable("the syncer wrote " + std::to_string(ports.size()) + " ports for " +
+                            std::to_string(shards) + " shards: " + *written);
   c->port_ = static_cast<uint16_t>(std::stoul(ports[0]));
   std::string join;
   for (const auto& port : ports) join += (join.empty() ? "" : ",") + std::string("127.0.0.1:") + port;

@@ -8,7 +8,7 @@
 //   int status = (*cluster)->wait();            // the syncer's exit status
 //
 // The syncer is `atoll syncer` on 127.0.0.1 (a free port; a sharded syncer:
-// one process per shard, each on its own port), each learner an
+// every shard in that process, each on a port of its own), each learner an
 // `atoll learner`, all with a fresh cluster token in their environment (never
 // on a command line). Each child has a process group of its own, so a
 // terminal's Ctrl-C reaches only the caller, and dies with the caller (even
@@ -31,8 +31,8 @@ namespace atl {
 struct LocalClusterOptions {
   std::string atoll;                 // path of the atoll executable
   size_t learners = 0;               // learner processes: one per learner of the topology
-  // Syncer processes: the topology's syncer.shards, each `atoll syncer --shard i/S`. Shard 0
-  // writes report_path; shard i > 0 beside it (REPORT.shard-i.json).
+  // The topology's syncer.shards: one `atoll syncer` holds them all, each on
+  // its own port, and writes the run's one report.
   size_t shards = 1;
   std::string topology_file;         // empty: the built-in default
   std::vector<std::string> sets;     // --set key=value, each
@@ -80,7 +80,7 @@ class LocalCluster {
 
  private:
   LocalCluster() = default;
-  std::vector<pid_t> syncers_;  // by shard; -1: reaped
+  std::vector<pid_t> syncers_;  // the syncer process; -1: reaped
   std::vector<pid_t> learners_;
   uint16_t port_ = 0;
   int learners_failed_ = 0;

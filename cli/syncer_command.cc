@@ -41,10 +41,16 @@ struct SyncerArgs {
   MetricsFlags metrics;
 };
 
-// Written whole under another name, then renamed: readers never see half a number.
-void write_port_file(const std::string& path, uint16_t port) {
+// Written whole under another name, then renamed: readers never see half a
+// number. A syncer that holds every shard of several writes each shard's port,
+// comma-separated, shard 0 first.
+void write_port_file(const std::string& path, const std::vector<uint16_t>& ports) {
   const std::string tmp = path + ".tmp";
-  std::ofstream(tmp) << port << "\n";
+  {
+    std::ofstream out(tmp);
+    for (size_t i = 0; i < ports.size(); ++i) out << (i ? "," : "") << ports[i];
+    out << "\n";
+  }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) log_error("cannot write the port file " + path + ": " + ec.message());
@@ -89,7 +95,7 @@ int idle(const SyncerArgs& a, const RunOptions& options, RunStatus* status, cons
   if (status) status->watch(nullptr);  // probes: alive, the run is over, not ready
   log_info("the run " + a.run_name + " is over (" + note + "): idle on " + at->host + ":" +
            std::to_string((*door)->port()) + ", telling learners so, until SIGTERM or Ctrl-C");
-  if (!a.port_file.empty()) write_port_file(a.port_file, (*door)->port());
+  if (!a.port_file.empty()) write_port_file(a.port_file, {(*door)->port()});
   while (!take_interrupt()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   log_info("idle syncer: stopped by a signal after telling " + std::to_string((*door)->told()) +
            " learner connection(s) that the run is over");
@@ -127,6 +133,7 @@ int syncer_command(const SyncerArgs& a) {
   uint32_t shard = 0;
   if (!a.shard.empty())
     if (Status s = apply_shard(a.shard, *topology, shard); !s.ok()) return fail(s);
+  const bool whole = a.shard.empty() && topology->syncer.shards > 1;  // every shard, in this process
   RunOptions options;
   options.data_root = a.data;
   options.seconds = a.seconds;
@@ -134,9 +141,13 @@ int syncer_command(const SyncerArgs& a) {
   options.save_model = a.save_model;
   options.evaluation.sample_prompt = a.sample_prompt;
   options.cluster.listen = a.listen;
-  options.cluster.shard = shard;
+  if (!a.shard.empty()) options.cluster.shard = shard;
   if (Status s = apply_cluster_flags(a.cluster, options.cluster); !s.ok()) return fail(s);
   const bool wait_after = a.after_run == "wait";
+  if (wait_after && whole)
+    return fail(Status::invalid_argument(
+        "--after-run wait with syncer.shards = " + std::to_string(topology->syncer.shards) +
+        ": an engine that restarts the syncer runs one shard per process (--shard i/S), each with its own port"));
   if (wait_after && (a.run_name.empty() || topology->checkpoint.dir.empty()))
     return fail(Status::invalid_argument(
         "--after-run wait needs --run-name and checkpoint.dir: the end of the run is noted beside its checkpoints, "
@@ -175,11 +186,14 @@ int syncer_command(const SyncerArgs& a) {
       const auto at = parse_endpoint(a.listen);
       const size_t open = learner_slots(*topology) - topology->learners.size();
       const std::string which =
-          topology->syncer.shards > 1
+          whole ? " (" + std::to_string(topology->syncer.shards) + " shards)"
+          : topology->syncer.shards > 1
               ? " shard " + std::to_string(shard) + " of " + std::to_string(topology->syncer.shards)
               : "";
-      std::printf("atoll syncer%s: serving learners on %s:%u (%zu learners expected%s)\n", which.c_str(),
-                  at->host.c_str(), run.port(), topology->learners.size(),
+      std::string where;  // every shard's address, as learners --join them
+      for (uint16_t port : run.ports()) where += (where.empty() ? "" : ",") + at->host + ":" + std::to_string(port);
+      std::printf("atoll syncer%s: serving learners on %s (%zu learners expected%s)\n", which.c_str(),
+                  where.c_str(), topology->learners.size(),
                   open ? (", " + std::to_string(open) + " open slots for learners without an id").c_str() : "");
       // The model as the syncer merges it: a model that has embeddings sees here whether model.avg found them.
       if (auto model = make_model(*topology); model.ok())
@@ -188,7 +202,7 @@ int syncer_command(const SyncerArgs& a) {
                       fragments->size(), describe_merge_rules((*model)->layout(), *fragments).c_str());
       std::fflush(stdout);
     }
-    if (!a.port_file.empty()) write_port_file(a.port_file, run.port());
+    if (!a.port_file.empty()) write_port_file(a.port_file, run.ports());
   }, std::move(on_signal));
   if (exit != kExitDone || !wait_after) return exit;
   write_over_note(note);
@@ -209,10 +223,13 @@ void add_syncer_command(CLI::App& app, int& status) {
   syncer->add_option("--run-name", a->run_name,
                      "Checkpoint folder name inside checkpoint.dir; the same name again resumes from its checkpoints "
                      "(default: a fresh run-<date>-<pid>)");
-  syncer->add_option("--port-file", a->port_file, "Write the port served on to this file once listening");
+  syncer->add_option("--port-file", a->port_file,
+                     "Write the port served on to this file once listening (every shard's, comma-separated, "
+                     "when this process holds a syncer of several shards)");
   syncer->add_option("--shard", a->shard,
-                     "Hold shard i of a syncer in S processes (i/S, e.g. 0/2): every S-th fragment from i (i, i+S, ...), "
-                     "its own checkpoint folder <run-name>/shard-i; learners join every shard");
+                     "Hold only shard i of a syncer in S processes (i/S, e.g. 0/2): every S-th fragment from i (i, i+S, "
+                     "...), its own checkpoint folder <run-name>/shard-i; learners join every shard. Without it, a "
+                     "topology with syncer.shards = S holds every shard here, shard i on --listen's port + i");
   syncer->add_option("--save-model", a->save_model,
                      "At the end, write the global model here as a model file (atoll.load_model() reads it)");
   syncer->add_option("--on-signal", a->on_signal,
@@ -247,9 +264,11 @@ void add_syncer_command(CLI::App& app, int& status) {
       "With membership.max_learners above the [[learners]] (--set membership.max_learners=8), learners\n"
       "may also join without --id: each gets a free open slot, or is refused as 'full'; SIGTERM on a\n"
       "learner makes it leave in order (its last progress merged; a departure, not a failure).\n"
-      "A syncer in S processes (--shard i/S): each shard merges, checkpoints and broadcasts its share of the\n"
-      "fragments; learners join all of them (--join HOST:PORT0,HOST:PORT1) and push each fragment to its\n"
-      "owner. A shard that dies pauses only its fragments; restarted with the same --run-name, it restores.\n"
+      "A syncer in S shards (syncer.shards = S): each shard merges, checkpoints and broadcasts its share of\n"
+      "the fragments; learners join all of them (--join HOST:PORT0,HOST:PORT1) and push each fragment to its\n"
+      "owner. Held in one process (no --shard), the shards listen on PORT, PORT+1, ... and the run has one\n"
+      "report, held-out evaluation and --save-model; in S processes (--shard i/S) each writes its own report.\n"
+      "A shard that dies pauses only its fragments; restarted with the same --run-name, it restores.\n"
       "Example:\n"
       "  head -c 32 /dev/urandom | base64 > token && chmod 600 token\n"
       "  atoll syncer examples/topologies/default.toml --listen 0.0.0.0:7070 --token-file token --run-name exp1\n"

@@ -156,6 +156,26 @@ std::string Report::to_json() const {
     j.close('}');
   }
   j.close(']');
+  j.open("shards", '[');
+  for (const auto& sh : shards) {
+    j.open(nullptr, '{');
+    j.field("shard", sh.shard);
+    j.field("parameters", sh.parameters);
+    j.field("fragments", sh.fragments);
+    j.field("rounds", sh.rounds);
+    j.field("merged_pushes", sh.merged_pushes);
+    j.field("late", sh.late);
+    j.field("stale_refused", sh.stale_refused);
+    j.field("rejected", sh.rejected);
+    j.field("cancelled_rounds", sh.cancelled_rounds);
+    j.field("round_mean_ms", sh.round_mean_ms);
+    j.field("cpu_seconds", sh.cpu_seconds);
+    j.field("versions_min", sh.versions_min);
+    j.field("versions_max", sh.versions_max);
+    j.field("recovered_fragments", sh.recovered_fragments);
+    j.close('}');
+  }
+  j.close(']');
   j.open("gave_up", '[');
   for (const auto& g : gave_up) j.item(g);
   j.close(']');
@@ -232,6 +252,17 @@ std::string Report::to_table() const {
     std::string shown;
     for (char c : sample) shown += (c == '\n' || c == '\r') ? ' ' : (static_cast<unsigned char>(c) < 0x20 ? '?' : c);
     row("sample", "\"" + shown + "\"");
+  }
+  if (!shards.empty()) {
+    o << "  shard  parameters  fragments  rounds  merged  round ms  CPU s  versions\n";
+    for (const auto& sh : shards) {
+      std::snprintf(buf, sizeof buf, "  %5u  %10llu  %9u  %6llu  %6llu  %8.1f  %5.1f  %llu .. %llu%s\n", sh.shard,
+                    static_cast<unsigned long long>(sh.parameters), sh.fragments,
+                    static_cast<unsigned long long>(sh.rounds), static_cast<unsigned long long>(sh.merged_pushes),
+                    sh.round_mean_ms, sh.cpu_seconds, static_cast<unsigned long long>(sh.versions_min),
+                    static_cast<unsigned long long>(sh.versions_max), sh.recovering ? "  (recovering)" : "");
+      o << buf;
+    }
   }
   o << "  learner  speed  batch    steps     tokens  merged  restarts  step ms\n";
   for (const auto& l : per_learner) {

@@ -34,6 +34,13 @@ Values per_learner(const RunView& v, F get) {
   return out;
 }
 
+template <class F>
+Values per_shard(const RunView& v, F get) {
+  Values out;
+  for (const auto& s : v.shards) out.emplace_back(std::to_string(s.shard), static_cast<double>(get(s)));
+  return out;
+}
+
 const std::vector<Spec>& specs() {
   static const std::vector<Spec> all = {
       // The run as a whole.
@@ -112,6 +119,19 @@ const std::vector<Spec>& specs() {
       {"atoll_faults_recovered_total", "Learners registered again after a failure", nullptr, true,
        [](auto& v) { return one(double(v.faults_recovered)); }},
       // Per learner.
+      // Each syncer shard (syncer.shards > 1; the run's figures above are theirs merged).
+      {"atoll_shard_parameters", "Model parameters in the fragments the shard owns", "shard", false,
+       [](auto& v) { return per_shard(v, [](const ShardReport& s) { return s.parameters; }); }},
+      {"atoll_shard_rounds_total", "Rounds the shard merged", "shard", true,
+       [](auto& v) { return per_shard(v, [](const ShardReport& s) { return s.rounds; }); }},
+      {"atoll_shard_merged_pushes_total", "Pushes the shard merged", "shard", true,
+       [](auto& v) { return per_shard(v, [](const ShardReport& s) { return s.merged_pushes; }); }},
+      {"atoll_shard_cpu_seconds_total", "CPU seconds of the shard's thread (its current incarnation)", "shard", true,
+       [](auto& v) { return per_shard(v, [](const ShardReport& s) { return s.cpu_seconds; }); }},
+      {"atoll_shard_version_min", "The oldest global version among the shard's fragments", "shard", false,
+       [](auto& v) { return per_shard(v, [](const ShardReport& s) { return s.versions_min; }); }},
+      {"atoll_shard_recovering", "1 while the shard, restarted, still takes newer versions from learners' bases",
+       "shard", false, [](auto& v) { return per_shard(v, [](const ShardReport& s) { return s.recovering; }); }},
       {"atoll_learner_up", "1 while the learner is registered and not known to be down", "learner", false,
        [](auto& v) { return per_learner(v, [](const LearnerView& l) { return l.state == LearnerState::kUp; }); }},
       {"atoll_learner_member", "1 while the learner is a member of the run (not departed)", "learner", false,

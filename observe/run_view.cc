@@ -4,6 +4,7 @@
 #include <cmath>
 #include <variant>
 
+#include "atoll/fragments.h"
 #include "atoll/overload.h"
 #include "atoll/json_writer.h"
 #include "learner_json.h"
@@ -68,7 +69,35 @@ RunView observe_run(const RunRecords& records, const Topology& topology, size_t 
   v.local_welcomed = static_cast<int>(records.readiness.learners_welcomed());
   v.syncer_links_down = static_cast<int>(records.readiness.syncer_links_down());
   v.failure = std::string(records.latch.failure().message());
+  if (records.syncer_shards() > 1)
+    for (uint32_t shard = 0; shard < static_cast<uint32_t>(records.syncer_shards()); ++shard)
+      if (const auto own = records.shard(shard)) v.shards.push_back(shard_report(*own, records.syncer_shards()));
   return v;
+}
+
+ShardReport shard_report(const SyncerSample& sample, int syncer_shards) {
+  ShardReport r;
+  r.shard = sample.shard;
+  r.parameters = sample.parameters;
+  r.fragments = sample.fragments;
+  r.rounds = sample.stats.rounds;
+  r.merged_pushes = sample.stats.merged_pushes;
+  r.late = sample.stats.late;
+  r.stale_refused = sample.stats.stale_refused;
+  r.rejected = sample.stats.rejected;
+  r.cancelled_rounds = sample.stats.cancelled_rounds;
+  r.round_mean_ms = 1e3 * sample.stats.round_seconds_mean();
+  r.cpu_seconds = sample.cpu_seconds;
+  r.recovered_fragments = sample.stats.recovered_fragments;
+  r.recovering = sample.recovering;
+  bool first = true;
+  for (uint32_t p = 0; p < sample.versions.size(); ++p) {
+    if (shard_of(p, syncer_shards) != sample.shard) continue;
+    r.versions_min = first ? sample.versions[p] : std::min(r.versions_min, sample.versions[p]);
+    r.versions_max = std::max(r.versions_max, sample.versions[p]);
+    first = false;
+  }
+  return r;
 }
 
 RunView fold_view(const Topology& topology, const SyncerSample& syncer, const RunCounters& counters,
@@ -239,6 +268,7 @@ Report report_from_view(const RunView& v, double wall) {
   for (const auto& lv : v.per_learner) {
     r.per_learner.push_back(lv);  // the report's part of the view
   }
+  r.shards = v.shards;
   return r;
 }
 
@@ -275,6 +305,22 @@ std::string view_json(const RunView& v, size_t max_points) {
   j.field("eval_bits_per_byte", v.eval_bits_per_byte);
   j.open("versions", '[');
   for (uint64_t x : v.versions) j.item(x);
+  j.close(']');
+  j.open("shards", '[');
+  for (const auto& sh : v.shards) {
+    j.open(nullptr, '{');
+    j.field("shard", sh.shard);
+    j.field("parameters", sh.parameters);
+    j.field("fragments", sh.fragments);
+    j.field("rounds", sh.rounds);
+    j.field("merged_pushes", sh.merged_pushes);
+    j.field("round_mean_ms", sh.round_mean_ms);
+    j.field("cpu_seconds", sh.cpu_seconds);
+    j.field("versions_min", sh.versions_min);
+    j.field("versions_max", sh.versions_max);
+    j.field("recovering", sh.recovering);
+    j.close('}');
+  }
   j.close(']');
   j.open("per_learner", '[');
   for (const auto& l : v.per_learner) {

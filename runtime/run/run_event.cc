@@ -161,6 +161,16 @@ uint64_t whole(const Flat& f, std::string_view key, uint64_t fallback = 0) {
 }  // namespace
 
 Child Child::named(std::string_view name) {
+  // "syncer shard 1": shard 0 is named without its number, as with one syncer.
+  if (const size_t at = name.rfind(" shard "); at != std::string_view::npos) {
+    const std::string n(name.substr(at + 7));
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(n.c_str(), &end, 10);
+    const Child base = named(name.substr(0, at));
+    if (!n.empty() && *end == '\0' && v > 0 && v <= UINT32_MAX &&
+        (base.role == Role::kSyncer || base.role == Role::kCheckpointer || base.role == Role::kSyncerSupervisor))
+      return of_shard(base.role, static_cast<uint32_t>(v));
+  }
   if (name == "syncer") return {Role::kSyncer, 0, {}};
   if (name == "checkpointer") return {Role::kCheckpointer, 0, {}};
   if (name == "root supervisor") return {Role::kRootSupervisor, 0, {}};
@@ -176,12 +186,13 @@ Child Child::named(std::string_view name) {
 }
 
 std::string Child::name() const {
+  const std::string of_shard = shard == 0 ? "" : " shard " + std::to_string(shard);
   switch (role) {
     case Role::kLearner: return "learner " + std::to_string(learner);
-    case Role::kSyncer: return "syncer";
-    case Role::kCheckpointer: return "checkpointer";
+    case Role::kSyncer: return "syncer" + of_shard;
+    case Role::kCheckpointer: return "checkpointer" + of_shard;
     case Role::kRootSupervisor: return "root supervisor";
-    case Role::kSyncerSupervisor: return "syncer supervisor";
+    case Role::kSyncerSupervisor: return "syncer supervisor" + of_shard;
     case Role::kLearnerSupervisor: return "learner supervisor";
     case Role::kOther: return other;
   }

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "atoll/fragments.h"
+
 namespace atl {
 
 void AdoptedVersions::note(uint32_t fragment, uint64_t version) {
@@ -140,25 +142,124 @@ void ModelSnapshots::plan(int points, uint64_t tokens, double seconds) {
   seconds_ = seconds;
 }
 
-bool ModelSnapshots::due(uint64_t tokens, double seconds) const {
+bool ModelSnapshots::due(uint64_t tokens, double seconds, uint32_t shard) const {
   std::lock_guard lock(mu_);
-  if (points_ <= 1 || static_cast<int>(taken_.size()) >= points_ - 1) return false;
-  const double next = static_cast<double>(taken_.size() + 1) / points_;
+  const size_t taken = shard < taken_.size() ? taken_[shard].size() : 0;
+  if (points_ <= 1 || static_cast<int>(taken) >= points_ - 1) return false;
+  const double next = static_cast<double>(taken + 1) / points_;
   if (tokens_ > 0) return static_cast<double>(tokens) >= next * static_cast<double>(tokens_);
   return seconds_ > 0 && seconds >= next * seconds_;
 }
 
-void ModelSnapshots::add(Snapshot s) {
+void ModelSnapshots::add(Snapshot s, uint32_t shard) {
   std::lock_guard lock(mu_);
-  taken_.push_back(std::move(s));
+  if (taken_.size() <= shard) taken_.resize(shard + 1);
+  taken_[shard].push_back(std::move(s));
 }
 
-std::vector<ModelSnapshots::Snapshot> ModelSnapshots::taken() const {
+std::vector<ModelSnapshots::Snapshot> ModelSnapshots::taken(uint32_t shard) const {
   std::lock_guard lock(mu_);
-  return taken_;
+  return shard < taken_.size() ? taken_[shard] : std::vector<Snapshot>{};
 }
 
-void RunRecords::publish(SyncerSample sample) {
+SyncerSample merge_shard_samples(const std::vector<std::shared_ptr<const SyncerSample>>& by_shard,
+                                 int syncer_shards) {
+  const SyncerSample* base = nullptr;  // the lowest shard that published: whole-run figures alike at every shard
+  for (const auto& s : by_shard)
+    if (s && !base) base = s.get();
+  if (!base) return {};
+  SyncerSample out = *base;
+  out.shard = 0;
+  out.parameters = 0;
+  out.fragments = 0;
+  out.cpu_seconds = 0.0;
+  out.recovering = false;
+  out.stats = {};
+  out.stats.evaluations = base->stats.evaluations;  // learners send evaluations to shard 0 alone
+  out.stats.recovery_seconds = base->stats.recovery_seconds;
+  out.stats.first_welcome = base->stats.first_welcome;
+  out.stats.final_seconds = base->stats.final_seconds;
+  const auto owner = [&](size_t p) -> const SyncerSample* {
+    const auto& s = by_shard[shard_of(static_cast<uint32_t>(p), syncer_shards)];
+    return s ? s.get() : nullptr;
+  };
+  for (const auto& sp : by_shard) {
+    if (!sp) continue;
+    const SyncerSample& s = *sp;
+    out.seconds = std::max(out.seconds, s.seconds);
+    out.cpu_seconds += s.cpu_seconds;
+    out.parameters += s.parameters;
+    out.fragments += s.fragments;
+    out.recovering = out.recovering || s.recovering;
+    out.tokens = std::max(out.tokens, s.tokens);
+    out.allocated_seconds = std::max(out.allocated_seconds, s.allocated_seconds);
+    SyncerStats& o = out.stats;
+    const SyncerStats& t = s.stats;
+    o.rounds += t.rounds;
+    o.merged_pushes += t.merged_pushes;
+    o.late += t.late;
+    o.stale_refused += t.stale_refused;
+    o.rejected += t.rejected;
+    o.cancelled_rounds += t.cancelled_rounds;
+    o.discarded_rounds += t.discarded_rounds;
+    o.quorum_sum += t.quorum_sum;
+    o.grace_wait_sum += t.grace_wait_sum;
+    o.round_seconds_sum += t.round_seconds_sum;
+    o.adopted_broadcasts += t.adopted_broadcasts;
+    o.adopted_seconds_sum += t.adopted_seconds_sum;
+    o.adopted_seconds_max = std::max(o.adopted_seconds_max, t.adopted_seconds_max);
+    o.good_seconds += t.good_seconds;  // each shard counts its fragments' share of a step
+    o.round_ends.insert(o.round_ends.end(), t.round_ends.begin(), t.round_ends.end());
+    if (t.first_welcome >= 0 && (o.first_welcome < 0 || t.first_welcome < o.first_welcome))
+      o.first_welcome = t.first_welcome;
+    // Final once every shard's model is.
+    o.final_seconds = o.final_seconds < 0 || t.final_seconds < 0 ? -1.0 : std::max(o.final_seconds, t.final_seconds);
+    // A learner's recovery ends when the last shard welcomed it back.
+    for (size_t i = 0; i < t.recovery_seconds.size() && i < o.recovery_seconds.size(); ++i)
+      o.recovery_seconds[i] = std::max(o.recovery_seconds[i], t.recovery_seconds[i]);
+    o.recovered_fragments += t.recovered_fragments;
+    o.moments_handed += t.moments_handed;
+    if (&s != base)
+      o.evaluations.insert(o.evaluations.end(), t.evaluations.begin(), t.evaluations.end());
+    if (s.learners.size() > out.learners.size()) out.learners.resize(s.learners.size());
+  }
+  std::sort(out.stats.round_ends.begin(), out.stats.round_ends.end());
+  for (size_t p = 0; p < out.versions.size(); ++p) {
+    const SyncerSample* o = owner(p);
+    out.versions[p] = o && p < o->versions.size() ? o->versions[p] : 0;
+  }
+  for (size_t id = 0; id < out.learners.size(); ++id) {
+    LearnerRecord& l = out.learners[id];
+    bool seen = false;
+    for (const auto& sp : by_shard) {
+      if (!sp || id >= sp->learners.size()) continue;
+      const LearnerRecord& r = sp->learners[id];
+      if (!seen) {
+        l = r;
+        l.merged = 0;
+      }
+      l.connected = seen ? l.connected && r.connected : r.connected;  // up where every shard has it
+      l.steps = std::max(l.steps, r.steps);
+      l.tokens = std::max(l.tokens, r.tokens);
+      l.past_steps = std::max(l.past_steps, r.past_steps);
+      l.past_tokens = std::max(l.past_tokens, r.past_tokens);
+      l.registrations = std::max(l.registrations, r.registrations);
+      l.failures = std::max(l.failures, r.failures);
+      l.merged += r.merged;
+      seen = true;
+    }
+    for (size_t p = 0; p < l.progress.size() || p < l.merged_base.size(); ++p) {
+      const SyncerSample* o = owner(p);
+      if (!o || id >= o->learners.size()) continue;
+      const LearnerRecord& r = o->learners[id];
+      if (p < l.progress.size() && p < r.progress.size()) l.progress[p] = r.progress[p];
+      if (p < l.merged_base.size() && p < r.merged_base.size()) l.merged_base[p] = r.merged_base[p];
+    }
+  }
+  return out;
+}
+
+void RunRecords::publish(SyncerSample sample, uint32_t shard) {
   std::vector<RunEvent> decreases;
   auto next = std::make_shared<const SyncerSample>(std::move(sample));
   {
@@ -167,19 +268,36 @@ void RunRecords::publish(SyncerSample sample) {
       // Logged once per drop below the version published before, not on every tick after it.
       if (last_published_.size() < next->versions.size()) last_published_.resize(next->versions.size(), 0);
       for (uint32_t p = 0; p < next->versions.size(); ++p) {
+        if (shard_of(p, shards_) != shard) continue;  // another shard's: not held here
         if (next->versions[p] < last_published_[p])
           decreases.push_back(event::VersionDecreased{p, last_published_[p], next->versions[p]});
         last_published_[p] = next->versions[p];
       }
     }
-    sample_ = std::move(next);
+    if (shard < by_shard_.size()) by_shard_[shard] = next;
+    merged_ = shards_ == 1 ? std::move(next) : std::make_shared<const SyncerSample>(merge_shard_samples(by_shard_, shards_));
   }
   for (auto& d : decreases) log->append(std::move(d));
 }
 
 std::shared_ptr<const SyncerSample> RunRecords::syncer() const {
   std::lock_guard lock(sample_mu_);
-  return sample_;
+  return merged_;
+}
+
+std::shared_ptr<const SyncerSample> RunRecords::shard(uint32_t shard) const {
+  std::lock_guard lock(sample_mu_);
+  return shard < by_shard_.size() ? by_shard_[shard] : nullptr;
+}
+
+void RunRecords::seal_shard(uint32_t shard, size_t held) {
+  bool all = false;
+  {
+    std::lock_guard lock(sample_mu_);
+    sealed_shards_.insert(shard);
+    all = sealed_shards_.size() >= held;
+  }
+  if (all) latch.seal();
 }
 
 void RunRecords::fail(Status why) {
@@ -187,9 +305,9 @@ void RunRecords::fail(Status why) {
   if (latch.fail(std::move(why))) log->append(event::Failed{text});
 }
 
-std::shared_ptr<RunRecords> make_records(size_t fragments, RunLog::Clock::time_point start) {
+std::shared_ptr<RunRecords> make_records(size_t fragments, RunLog::Clock::time_point start, int syncer_shards) {
   auto log = RunLog::open("", start);
-  return std::make_shared<RunRecords>(std::move(*log), fragments);
+  return std::make_shared<RunRecords>(std::move(*log), fragments, syncer_shards);
 }
 
 }  // namespace atl

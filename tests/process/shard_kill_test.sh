@@ -26,11 +26,11 @@ for id in 0 1; do
 done
 wait_for s0 "learner 1 registered" 60
 wait_for s1 "learner 1 registered" 60
-wait_for s1 "checkpointer: wrote" 60  # a checkpoint of shard 1 to restore
+wait_for s1 "checkpointer shard 1: wrote" 60  # a checkpoint of shard 1 to restore
 # Two more, 4 rounds apart: rounds merged past the first one, so the learners hold versions it
 # lacks (past the newest one too, unless the kill falls right after it is written).
-written=$(grep -c "checkpointer: wrote" "$work/s1.log")
-wait_for s1 "checkpointer: wrote" 60 $((written + 2))
+written=$(grep -c "checkpointer shard 1: wrote" "$work/s1.log")
+wait_for s1 "checkpointer shard 1: wrote" 60 $((written + 2))
 kill -9 "$s1_pid"
 wait_for l0 "lost syncer shard 1" 30
 wait_for l1 "lost syncer shard 1" 30
@@ -42,7 +42,7 @@ start_syncer s1b "$work/topo.toml" --listen "127.0.0.1:$port1" --shard 1/2 --run
 wait_for s1b "restored checkpoint" 30
 wait_for l0 "connected to the syncer shard 1" 60 2
 wait_for l1 "connected to the syncer shard 1" 60 2
-wait_for s1b "checkpointer: wrote" 60 3  # a few rounds with the restarted shard
+wait_for s1b "checkpointer shard 1: wrote" 60 3  # a few rounds with the restarted shard
 stop_run "$s0_pid"
 stop_run "$s1b_pid"
 

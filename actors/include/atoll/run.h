@@ -62,13 +62,17 @@ struct RunOptions {
   // whole run in this process.
   struct Cluster {
     // "HOST:PORT": this process holds the syncer and checkpointer and
-    // serves learners there (port 0: any free port; see Run::port()).
+    // serves learners there (port 0: any free port; see Run::port()). A
+    // sharded syncer held whole: shard i at PORT + i (port 0: each a free
+    // port; Run::ports()).
     std::string listen;
     // "HOST:PORT": this process holds learners `learner_ids`; the syncer is there.
     // A sharded syncer (syncer.shards = S): S addresses, comma-separated, shard 0 first.
     std::string join;
-    // Listening with syncer.shards = S: the shard this process holds (0 to S - 1).
-    uint32_t shard = 0;
+    // Listening with syncer.shards = S: the one shard this process holds (0
+    // to S - 1). Unset: every shard (and so the whole model: its report,
+    // evaluation and --save-model are the run's).
+    std::optional<uint32_t> shard;
     std::vector<uint32_t> learner_ids;
     // Required with listen or join; never printed (atoll/cluster_token.h).
     std::string token;
@@ -121,8 +125,11 @@ class Run {
   const Topology& topology() const;
   // Why the run could not go on (a refusal, a lost syncer); empty: no failure.
   std::string failure() const;
-  // The port the syncer serves learners on (cluster.listen); 0 otherwise.
+  // The port the syncer serves learners on (cluster.listen; shard 0's, or
+  // the one shard's held here); 0 otherwise.
   uint16_t port() const;
+  // Every shard's held here, in shard order (empty: not listening).
+  const std::vector<uint16_t>& ports() const;
   // Where this run writes checkpoints (empty when disabled).
   const std::string& checkpoint_dir() const;
   // What the run shows now (atoll/run_view.h): figures, learners, the time

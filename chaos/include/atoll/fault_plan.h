@@ -26,6 +26,7 @@
 //   batch_size = 8         # ... and batch size (default: an open slot's, atoll/topology.h)
 //   count = 2              # join: how many learners join
 //   grace = 2.0            # preempt: the notice before the kill (a leave, then a kill if still there)
+//   shard = 1              # kill_syncer, kill_checkpointer: which shard of a syncer in shards (default 0)
 //
 //   [random]               # Poisson failures, per learner, seeded
 //   kind = "kill"          # kill or crash (each fixed learner), or preempt (each open slot's
@@ -77,6 +78,7 @@ struct Fault {
   double speed = 0.0;        // join: 0: the open slot's default
   int batch_size = 0;        // join: 0: the open slot's default
   int count = 1;             // join: learners that join
+  uint32_t shard = 0;        // kill_syncer, kill_checkpointer: of syncer.shards
   std::string where;         // "plan.toml:12", for messages
 };
 

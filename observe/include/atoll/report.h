@@ -29,6 +29,21 @@ struct LearnerReport {
   LearnerRecord record;             // as the syncer last published it (default: no syncer here)
 };
 
+// One syncer shard's figures (syncer.shards > 1), beside the run's: what it
+// holds and what it did. The run's figures are every shard's merged.
+struct ShardReport {
+  uint32_t shard = 0;
+  uint64_t parameters = 0;          // of the model, in the fragments it owns (shard_of())
+  uint32_t fragments = 0;
+  uint64_t rounds = 0, merged_pushes = 0;
+  uint64_t late = 0, stale_refused = 0, rejected = 0, cancelled_rounds = 0;
+  double round_mean_ms = 0.0;       // from a round's pulls to its broadcast
+  double cpu_seconds = 0.0;         // its actor's thread CPU (its last incarnation)
+  uint64_t versions_min = 0, versions_max = 0;  // over its fragments
+  uint64_t recovered_fragments = 0;
+  bool recovering = false;          // restarted and still catching up, as last seen
+};
+
 struct Report {
   std::string mode, model, data;
   int learners = 0;
@@ -95,6 +110,7 @@ struct Report {
   };
   std::vector<CurvePoint> curve;
   std::vector<LearnerReport> per_learner;
+  std::vector<ShardReport> shards;            // a syncer in shards: each shard held here (empty: one syncer)
   std::vector<std::string> gave_up;           // children a supervisor stopped restarting
   // The run over time (not in to_json(): run_plots writes them beside it).
   std::vector<SeriesPoint> series;

@@ -75,6 +75,7 @@ struct RunView {
   uint64_t regressions_refused = 0, version_decreases = 0;
   std::vector<std::string> gave_up;
   std::vector<LearnerView> per_learner;
+  std::vector<ShardReport> shards;  // a syncer in shards: each shard held here, as it last published
 
   // This process, for an engine's probes (atoll/probes.h).
   bool holds_syncer = false;    // the syncer, or a shard of it, runs here
@@ -107,7 +108,9 @@ const EvaluationPoint* newest_evaluation(const SyncerStats& stats);
 RunView fold_view(const Topology& topology, const SyncerSample& syncer, const RunCounters& counters,
                   std::vector<uint64_t> max_adopted, const std::vector<TimedEvent>& events, bool finished,
                   bool sealed, size_t max_events = 50);
-// fold_view() over a run's records now.
+// A shard's figures from its own sample (syncer.shards = `syncer_shards`).
+ShardReport shard_report(const SyncerSample& sample, int syncer_shards);
+// fold_view() over a run's records now (and each shard's figures, with shards).
 RunView observe_run(const RunRecords& records, const Topology& topology, size_t max_events = 50);
 
 // The report's figures that a view holds: everything but the model and the

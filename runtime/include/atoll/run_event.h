@@ -29,15 +29,18 @@
 namespace atl {
 
 // A supervised child of a run, by role: the key of its restart count and of
-// its place in the actor directory ("learner 3", "syncer").
+// its place in the actor directory ("learner 3", "syncer", and for a
+// sharded syncer in one process "syncer shard 1", "checkpointer shard 1").
 struct Child {
   enum class Role : uint8_t {
     kLearner, kSyncer, kCheckpointer, kRootSupervisor, kSyncerSupervisor, kLearnerSupervisor, kOther };
   Role role = Role::kOther;
   uint32_t learner = 0;  // kLearner
   std::string other;     // kOther: its name ("chaos injector")
+  uint32_t shard = 0;    // kSyncer, kCheckpointer, kSyncerSupervisor: of syncer.shards
 
   static Child of_learner(uint32_t id) { return {Role::kLearner, id, {}}; }
+  static Child of_shard(Role role, uint32_t shard) { return {role, 0, {}, shard}; }
   static Child named(std::string_view name);  // the inverse of name()
   std::string name() const;
   // The syncer's side of a run: if it is given up, the run cannot go on.

@@ -4,9 +4,9 @@
 //   counters  monotone atomics for high-frequency facts (bytes, checkpoints);
 //   log       the append-only event log (atoll/run_event.h), also written as
 //             the JSON-lines event tape when given a path;
-//   syncer    the syncer's latest sample: one writer (the syncer actor), many
-//             readers; the only in-process source of a restarted syncer's
-//             continuity;
+//   syncer    the syncer's latest sample: one writer (the syncer actor, or
+//             each shard's actor), many readers; the only in-process source
+//             of a restarted syncer's continuity;
 //   latch     finish, fail and seal, each set once;
 //   snapshots the global model at planned points, for the quality curve;
 //   readiness what an engine's readiness probe asks (atoll/probes.h).
@@ -14,6 +14,7 @@
 // over these records, never a mutator of them. No CAF here.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -80,6 +81,9 @@ class RunLog {
 
 // What the syncer knows, as of its latest tick (and its last word).
 struct SyncerSample {
+  uint32_t shard = 0;        // of syncer.shards: whose sample
+  uint64_t parameters = 0;   // of the model, in the fragments this syncer (shard) owns
+  uint32_t fragments = 0;    // it owns
   double seconds = 0.0;      // since the syncer started (the run's start for a restarted one)
   double cpu_seconds = 0.0;  // its thread CPU on messages and timers (this incarnation)
   bool recovering = false;   // a restarted syncer still catching up: versions may lag
@@ -116,7 +120,9 @@ class RunLatch {
 };
 
 // The global model at planned points of the run, for a curve of quality
-// against tokens and time evaluated after it.
+// against tokens and time evaluated after it. Each syncer shard of this
+// process takes its own at each point (its fragments; zeros elsewhere):
+// the k-th snapshots of the shards together are the model at point k.
 class ModelSnapshots {
  public:
   struct Snapshot {
@@ -127,16 +133,17 @@ class ModelSnapshots {
   // `points` - 1 snapshots at equal steps of the token budget (of the time
   // limit when there is no budget); the run's end is the last point.
   void plan(int points, uint64_t tokens, double seconds);
-  bool due(uint64_t tokens, double seconds) const;  // the run passed the next planned point
-  void add(Snapshot s);
-  std::vector<Snapshot> taken() const;
+  // Shard `shard` passed its next planned point.
+  bool due(uint64_t tokens, double seconds, uint32_t shard = 0) const;
+  void add(Snapshot s, uint32_t shard = 0);
+  std::vector<Snapshot> taken(uint32_t shard = 0) const;
 
  private:
   mutable std::mutex mu_;
   int points_ = 0;
   uint64_t tokens_ = 0;
   double seconds_ = 0.0;
-  std::vector<Snapshot> taken_;
+  std::vector<std::vector<Snapshot>> taken_;  // by shard
 };
 
 // Set by the actors, read by an engine's probe (GET /readyz, atoll/probes.h).
@@ -163,8 +170,21 @@ class Readiness {
   std::set<std::pair<uint32_t, uint32_t>> links_down_;  // (learner, shard)
 };
 
+// The run's syncer sample from the samples of its shards (syncer.shards =
+// `syncer_shards` >= 1; `by_shard[i]` is shard i's, null where none was
+// published yet): counters and round histories summed and merged, each
+// fragment's version and each learner's per-fragment record from the
+// fragment's owner (shard_of()), a learner's steps and tokens (every shard
+// hears every Progress) and the run's clock as the most any shard has seen.
+SyncerSample merge_shard_samples(const std::vector<std::shared_ptr<const SyncerSample>>& by_shard,
+                                 int syncer_shards);
+
 struct RunRecords {
-  RunRecords(std::shared_ptr<RunLog> event_log, size_t fragments) : log(std::move(event_log)), adopted(fragments) {}
+  // `syncer_shards`: the topology's syncer.shards (a process may hold one
+  // shard of them, or all).
+  RunRecords(std::shared_ptr<RunLog> event_log, size_t fragments, int syncer_shards = 1)
+      : log(std::move(event_log)), adopted(fragments), shards_(std::max(1, syncer_shards)),
+        by_shard_(static_cast<size_t>(shards_)) {}
 
   RunCounters counters;
   std::shared_ptr<RunLog> log;
@@ -173,19 +193,29 @@ struct RunRecords {
   ModelSnapshots snapshots;
   Readiness readiness;
 
-  // The syncer's sample; a decreasing version is logged (unless recovering).
-  void publish(SyncerSample sample);
-  std::shared_ptr<const SyncerSample> syncer() const;  // null: nothing published yet
+  // Shard `shard`'s sample (0: the syncer's); a decreasing version of a
+  // fragment it owns is logged (unless recovering).
+  void publish(SyncerSample sample, uint32_t shard = 0);
+  // The run's: the only shard's, or every shard's merged (merge_shard_samples). Null: nothing published yet.
+  std::shared_ptr<const SyncerSample> syncer() const;
+  std::shared_ptr<const SyncerSample> shard(uint32_t shard) const;  // as it published it (null: not yet)
+  int syncer_shards() const { return shards_; }
+  // Shard `shard` merged all it will; once every shard held here did
+  // (`held`: the shards this process runs), the latch is sealed.
+  void seal_shard(uint32_t shard, size_t held);
   void fail(Status why);                               // latch.fail, and logged if it was the first
 
  private:
-  mutable std::mutex sample_mu_;  // guards the pointer, never the sample
-  std::shared_ptr<const SyncerSample> sample_;
+  const int shards_;
+  mutable std::mutex sample_mu_;  // guards the pointers, never the samples
+  std::vector<std::shared_ptr<const SyncerSample>> by_shard_;
+  std::shared_ptr<const SyncerSample> merged_;
   std::vector<uint64_t> last_published_;  // per fragment, not while recovering
+  std::set<uint32_t> sealed_shards_;
 };
 
 // An in-memory run's records (tests, a process without a tape).
 std::shared_ptr<RunRecords> make_records(size_t fragments,
-                                         RunLog::Clock::time_point start = RunLog::Clock::now());
+                                         RunLog::Clock::time_point start = RunLog::Clock::now(), int syncer_shards = 1);
 
 }  // namespace atl

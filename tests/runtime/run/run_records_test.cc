@@ -222,6 +222,88 @@ BOOST_AUTO_TEST_CASE(snapshots_fall_due_at_equal_steps_of_the_budget) {
   BOOST_CHECK_EQUAL(s.taken().size(), 3u);
 }
 
+BOOST_AUTO_TEST_CASE(each_shard_takes_its_own_snapshots_at_the_same_points) {
+  ModelSnapshots s;
+  s.plan(3, 300, 0);
+  BOOST_CHECK(s.due(100, 0, 0) && s.due(100, 0, 1));
+  s.add({1.0, 100, {1.0f, 0.0f}}, 0);
+  BOOST_CHECK(!s.due(150, 0, 0));
+  BOOST_CHECK(s.due(150, 0, 1));  // shard 1 has not taken its first yet
+  s.add({1.1, 120, {0.0f, 2.0f}}, 1);
+  BOOST_CHECK_EQUAL(s.taken(0).size(), 1u);
+  BOOST_CHECK_EQUAL(s.taken(1).size(), 1u);
+  BOOST_CHECK_EQUAL(s.taken(1)[0].theta[1], 2.0f);
+}
+
+// Two shards of 4 fragments: shard 0 owns 0 and 2, shard 1 owns 1 and 3.
+SyncerSample shard_sample(uint32_t shard, std::vector<uint64_t> versions, uint64_t rounds, uint64_t merged) {
+  SyncerSample s;
+  s.shard = shard;
+  s.parameters = 100 + shard;
+  s.fragments = 2;
+  s.seconds = 10.0 + shard;
+  s.cpu_seconds = 1.0;
+  s.tokens = 5000 - shard;  // a Progress not yet seen by shard 1
+  s.versions = std::move(versions);
+  s.stats.rounds = rounds;
+  s.stats.merged_pushes = merged;
+  s.stats.good_seconds = 2.0;
+  s.stats.round_ends = {shard + 1.0, shard + 3.0};
+  s.stats.final_seconds = shard == 0 ? 9.0 : -1.0;
+  LearnerRecord l;
+  l.connected = shard == 0;  // shard 1 lost it
+  l.steps = 40 + shard;
+  l.merged = merged;
+  l.progress.resize(4);
+  for (uint32_t p = 0; p < 4; ++p) l.progress[p].version = 10 * shard + p;
+  s.learners = {l};
+  return s;
+}
+
+BOOST_AUTO_TEST_CASE(the_shards_samples_merge_into_the_runs) {
+  std::vector<std::shared_ptr<const SyncerSample>> by_shard = {
+      std::make_shared<const SyncerSample>(shard_sample(0, {7, 0, 9, 0}, 16, 30)),
+      std::make_shared<const SyncerSample>(shard_sample(1, {0, 5, 0, 6}, 11, 20))};
+  const SyncerSample m = merge_shard_samples(by_shard, 2);
+  BOOST_CHECK_EQUAL(m.parameters, 201u);
+  BOOST_CHECK_EQUAL(m.fragments, 4u);
+  BOOST_CHECK_EQUAL(m.tokens, 5000u);                       // the most any shard heard
+  BOOST_CHECK_CLOSE(m.seconds, 11.0, 1e-9);
+  BOOST_CHECK_CLOSE(m.cpu_seconds, 2.0, 1e-9);              // summed
+  BOOST_CHECK((m.versions == std::vector<uint64_t>{7, 5, 9, 6}));  // each from its owner
+  BOOST_CHECK_EQUAL(m.stats.rounds, 27u);
+  BOOST_CHECK_EQUAL(m.stats.merged_pushes, 50u);
+  BOOST_CHECK_CLOSE(m.stats.good_seconds, 4.0, 1e-9);       // each shard's share of the steps
+  BOOST_CHECK((m.stats.round_ends == std::vector<double>{1.0, 2.0, 3.0, 4.0}));
+  BOOST_CHECK_EQUAL(m.stats.final_seconds, -1.0);           // shard 1's model is not final yet
+  BOOST_REQUIRE_EQUAL(m.learners.size(), 1u);
+  const LearnerRecord& l = m.learners[0];
+  BOOST_CHECK(!l.connected);                                // up only where every shard has it
+  BOOST_CHECK_EQUAL(l.steps, 41u);
+  BOOST_CHECK_EQUAL(l.merged, 50u);
+  for (uint32_t p = 0; p < 4; ++p) BOOST_CHECK_EQUAL(l.progress[p].version, 10 * (p % 2) + p);  // the owner's
+  // One shard missing: its fragments read 0, the rest as it said.
+  by_shard[1] = nullptr;
+  BOOST_CHECK((merge_shard_samples(by_shard, 2).versions == std::vector<uint64_t>{7, 0, 9, 0}));
+}
+
+BOOST_AUTO_TEST_CASE(a_shard_that_publishes_zeros_for_another_shards_fragments_is_no_decrease) {
+  auto records = make_records(4, Clock::now(), 2);
+  records->publish(shard_sample(0, {7, 0, 9, 0}, 16, 30), 0);
+  records->publish(shard_sample(1, {0, 5, 0, 6}, 11, 20), 1);
+  records->publish(shard_sample(0, {8, 0, 9, 0}, 17, 31), 0);
+  BOOST_CHECK_EQUAL(records->log->size(), 0u);  // no VersionDecreased
+  BOOST_CHECK((records->syncer()->versions == std::vector<uint64_t>{8, 5, 9, 6}));
+  BOOST_CHECK_EQUAL(records->shard(1)->versions[3], 6u);
+  records->publish(shard_sample(1, {0, 4, 0, 6}, 12, 21), 1);  // a real drop, at its owner
+  BOOST_CHECK_EQUAL(records->log->size(), 1u);
+  // Sealed once every shard held here sealed its part.
+  records->seal_shard(0, 2);
+  BOOST_CHECK(!records->latch.sealed());
+  records->seal_shard(1, 2);
+  BOOST_CHECK(records->latch.sealed());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace atl
