@@ -29,7 +29,8 @@ using namespace std::chrono_literals;
 // 1.2 µs each, so three times that), so that a large model is never cut off
 // and sent back to the learners' bases.
 caf::timespan load_timeout(const SyncerCore& core) {
-  size_t values = core.topology().checkpoint.moments ? core.layout().size() : 0;  // the moments are the whole model's
+  // Shard 0's checkpoint also holds the moments, which are the whole model's.
+  size_t values = core.topology().checkpoint.moments && core.shard() == 0 ? 2 * core.layout().size() : 0;
   for (uint32_t p = 0; p < core.fragments().size(); ++p)
     if (core.owns(p)) values += core.fragments()[p].size;
   return timespan_of(30.0 + 4e-6 * static_cast<double>(values));

@@ -280,6 +280,8 @@ CheckpointState SyncerCore::checkpoint(int64_t unix_ms) const {
 
 void SyncerCore::request_checkpoint_moments(SyncerEffects& fx) {
   if (!s_->topology.checkpoint.moments || s_->topology.mode != Mode::kDecoupled) return;
+  // Shard 0 alone hands moments (they cover the whole model), so it alone keeps them.
+  if (s_->shard != 0) return;
   std::optional<uint32_t> most;
   for (uint32_t m = 0; m < s_->learners.size(); ++m) {
     const LearnerRecord& l = s_->learners[m];

@@ -173,7 +173,8 @@ class SyncerCore {
   Status restore(const CheckpointState& state, std::optional<SteadyTime> now = std::nullopt);
   CheckpointState checkpoint(int64_t unix_ms) const;
   // Decoupled, checkpoint.moments: asks the learner that trained the most
-  // for its AdamW moments, which the next checkpoint() carries.
+  // for its AdamW moments, which the next checkpoint() carries. A sharded
+  // syncer's shard 0 alone: it alone hands moments, for the whole model.
   void request_checkpoint_moments(SyncerEffects& fx);
 
   // From now on a Register must carry join_proof() of this token

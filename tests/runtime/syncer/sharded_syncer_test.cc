@@ -4,6 +4,7 @@
 // by hand in virtual time, so a shard can die and come back between any two.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 
@@ -161,6 +162,22 @@ BOOST_AUTO_TEST_CASE(each_shard_merges_and_checkpoints_only_its_own_fragments) {
   BOOST_CHECK_EQUAL(fresh->version(2), c.shards[0]->version(2));
   const Status crossed = c.make_shard(0)->restore(one);
   BOOST_CHECK(!crossed.ok());
+}
+
+BOOST_AUTO_TEST_CASE(only_shard_0_asks_for_the_moments_it_checkpoints) {
+  Cluster c;  // checkpoint.moments is on by default
+  BOOST_REQUIRE(c.topology.checkpoint.moments);
+  for (uint32_t m = 0; m < 2; ++m)
+    for (uint32_t s = 0; s < kShards; ++s) c.register_with(s, m);
+  c.train(8);
+  for (uint32_t s = 0; s < kShards; ++s) {
+    SyncerEffects fx;
+    c.shards[s]->request_checkpoint_moments(fx);
+    const bool asked = std::any_of(fx.sends.begin(), fx.sends.end(),
+                                   [](const auto& send) { return std::holds_alternative<MomentsPull>(send.message); });
+    // Shard 0 hands a restarted learner the whole model's moments; shard 1 would only duplicate them.
+    BOOST_CHECK_EQUAL(asked, s == 0);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_killed_shard_pauses_only_its_fragments_and_catches_up) {
