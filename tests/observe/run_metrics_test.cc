@@ -122,8 +122,9 @@ BOOST_AUTO_TEST_CASE(a_view_becomes_prometheus_text_with_conventional_names) {
   BOOST_CHECK(has_line(text, "atoll_departures_total 1"));
   BOOST_CHECK(has_line(text, "atoll_learner_member{learner=\"0\"} 1"));
   BOOST_CHECK(has_line(text, "atoll_learner_member{learner=\"1\"} 0"));
-  // Not there until it happened, or was evaluated.
+  // Not there until it happened, or was evaluated; no shard series without shards.
   BOOST_CHECK(text.find("atoll_learner_reintegration_seconds{learner=\"0\"}") == std::string::npos);
+  BOOST_CHECK(text.find("atoll_shard_") == std::string::npos);
   BOOST_CHECK(text.find("atoll_eval_loss ") == std::string::npos);
   // Every counter is *_total, every name atoll_*.
   for (size_t at = text.find("# TYPE "); at != std::string::npos; at = text.find("# TYPE ", at + 1)) {
@@ -131,6 +132,26 @@ BOOST_AUTO_TEST_CASE(a_view_becomes_prometheus_text_with_conventional_names) {
     BOOST_CHECK_MESSAGE(line.starts_with("# TYPE atoll_"), line);
     if (line.ends_with(" counter")) BOOST_CHECK_MESSAGE(line.find("_total counter") != std::string::npos, line);
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_syncer_in_shards_shows_each_shard_beside_the_runs_figures) {
+  prometheus::Registry registry;
+  RunMetrics metrics(registry);
+  RunView v = sample_view();
+  v.shards = {ShardReport{.shard = 0, .parameters = 600, .fragments = 1, .rounds = 7, .merged_pushes = 14},
+              ShardReport{.shard = 1, .parameters = 580, .fragments = 1, .rounds = 6, .merged_pushes = 12,
+                          .versions_min = 6, .recovering = true}};
+  metrics.update(v);
+  const std::string text = "\n" + prometheus_text(registry);
+  BOOST_CHECK(has_line(text, "atoll_rounds_total 13"));  // the run's: every shard's
+  BOOST_CHECK(has_line(text, "atoll_shard_parameters{shard=\"0\"} 600"));
+  BOOST_CHECK(has_line(text, "atoll_shard_parameters{shard=\"1\"} 580"));
+  BOOST_CHECK(has_line(text, "atoll_shard_rounds_total{shard=\"1\"} 6"));
+  BOOST_CHECK(has_line(text, "atoll_shard_merged_pushes_total{shard=\"0\"} 14"));
+  BOOST_CHECK(has_line(text, "atoll_shard_version_min{shard=\"1\"} 6"));
+  BOOST_CHECK(has_line(text, "atoll_shard_recovering{shard=\"1\"} 1"));
+  const std::string json = view_json(v);
+  BOOST_CHECK(json.find("\"shards\":[{\"shard\":0,\"parameters\":600") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(counters_never_go_down_and_gauges_follow) {
