@@ -26,14 +26,12 @@ using namespace std::chrono_literals;
 
 // How long a starting syncer waits for its checkpoint to be read: 30 s, and
 // 4 µs more per parameter it holds (a 17M-parameter shard read in 20.5 s,
-// 1.2 µs each, so three times that), so that a large model is never cut off
-// and sent back to the learners' bases.
+// 1.2 µs each, so three times that), twice that with moments, so that a
+// large model is never cut off and sent back to the learners' bases.
 caf::timespan load_timeout(const SyncerCore& core) {
-  // Shard 0's checkpoint also holds the moments, which are the whole model's.
-  size_t values = core.topology().checkpoint.moments && core.shard() == 0 ? 2 * core.layout().size() : 0;
-  for (uint32_t p = 0; p < core.fragments().size(); ++p)
-    if (core.owns(p)) values += core.fragments()[p].size;
-  return timespan_of(30.0 + 4e-6 * static_cast<double>(values));
+  // Its fragments' values and momentum, and their moments (m and v) when checkpoints keep them.
+  const double values = static_cast<double>(core.owned_parameters()) * (core.topology().checkpoint.moments ? 2 : 1);
+  return timespan_of(30.0 + 4e-6 * values);
 }
 
 struct SyncerActorState {

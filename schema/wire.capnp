@@ -120,6 +120,7 @@ struct Reject {
 # syncer -> a healthy learner: "send me your AdamW moments" (for a restarted peer).
 struct MomentsPull {
   request @0 :UInt64;
+  shard @1 :UInt32;  # the asking shard of a syncer in shards: the moments of its fragments only
 }
 
 # learner -> syncer: the answer to a MomentsPull.

@@ -460,8 +460,11 @@ Status Simulator::init_protocol() {
   for (const auto& f : core().fragments())
     counted->zero_deltas.push_back(
         encode_payload(t.outer.push_codec, t.outer.push_block, std::vector<float>(f.size, 0.0f)));
-  const std::vector<float> zeros(core().layout().size(), 0.0f);
-  counted->moments = OptimizerState{1, encode_payload(Codec::kBf16, 0, zeros), encode_payload(Codec::kBf16, 0, zeros)};
+  for (const auto& shard : cores_) {  // each shard asks for, and takes, its own fragments' moments
+    const std::vector<float> zeros(shard->owned_parameters(), 0.0f);
+    counted->moments.push_back(
+        OptimizerState{1, encode_payload(Codec::kBf16, 0, zeros), encode_payload(Codec::kBf16, 0, zeros)});
+  }
   counted_ = std::move(counted);
   for (uint32_t m = 0; m < static_cast<uint32_t>(cell_.learners); ++m) start_learner(learners_[m]);
   return {};

@@ -36,7 +36,8 @@ Status CountingReplica::welcome(const Welcome& w) {
 
 Result<Moments> CountingReplica::moments_for(const MomentsPull& pull) const {
   if (!welcomed_) return Status::unavailable("no optimizer state to give before the first welcome");
-  return Moments{pull.request, model_->moments};
+  if (pull.shard >= model_->moments.size()) return Status::invalid_argument("moments asked by an unknown shard");
+  return Moments{pull.request, model_->moments[pull.shard]};
 }
 
 void CountingReplica::finish_step(const StepResult& r, double step_seconds) {

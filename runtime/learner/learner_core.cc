@@ -48,11 +48,57 @@ Register LearnerCore::make_register(std::string_view cluster_token, uint32_t sha
   return r;
 }
 
+namespace {
+
+// A syncer in shards keeps moments per shard: shard s's part of a
+// whole-model vector is its fragments' values back to back, in fragment order.
+std::vector<float> shard_part(const std::vector<Fragment>& fragments, int shards, uint32_t shard,
+                              std::span<const float> whole) {
+  std::vector<float> part;
+  for (const Fragment& f : fragments) {
+    if (shard_of(static_cast<uint32_t>(f.id), shards) != shard) continue;
+    const size_t at = part.size();
+    part.resize(at + f.size);
+    gather(f, whole, std::span<float>(part).subspan(at, f.size));
+  }
+  return part;
+}
+
+size_t shard_part_size(const std::vector<Fragment>& fragments, int shards, uint32_t shard) {
+  size_t n = 0;
+  for (const Fragment& f : fragments) n += shard_of(static_cast<uint32_t>(f.id), shards) == shard ? f.size : 0;
+  return n;
+}
+
+// The inverse of shard_part(): its values into their places in `whole`.
+void take_shard_part(const std::vector<Fragment>& fragments, int shards, uint32_t shard,
+                     std::span<const float> part, std::span<float> whole) {
+  size_t at = 0;
+  for (const Fragment& f : fragments) {
+    if (shard_of(static_cast<uint32_t>(f.id), shards) != shard) continue;
+    scatter(f, part.subspan(at, f.size), whole);
+    at += f.size;
+  }
+}
+
+}  // namespace
+
 Result<Moments> LearnerCore::moments_for(const MomentsPull& pull) const {
   if (!welcomed_) return Status::unavailable("no optimizer state to give before the first welcome");
   auto state = optimizer_state();
   if (!state.ok()) return state.status();
-  return Moments{pull.request, std::move(*state)};
+  const int shards = topology().syncer.shards;
+  if (shards == 1) return Moments{pull.request, std::move(*state)};
+  if (pull.shard >= static_cast<uint32_t>(shards))
+    return Status::invalid_argument("moments asked by shard " + std::to_string(pull.shard) + " of " +
+                                    std::to_string(shards));
+  // The asking shard's part only: it keeps the moments of its own fragments.
+  std::vector<float> m(params_.size()), v(params_.size());
+  ATOLL_RETURN_IF_ERROR(decode_payload(state->m, m));
+  ATOLL_RETURN_IF_ERROR(decode_payload(state->v, v));
+  return Moments{pull.request,
+                 OptimizerState{state->step, encode_payload(Codec::kBf16, 0, shard_part(fragments_, shards, pull.shard, m)),
+                                encode_payload(Codec::kBf16, 0, shard_part(fragments_, shards, pull.shard, v))}};
 }
 
 Status LearnerCore::welcome(const Welcome& w) {
@@ -90,11 +136,26 @@ Status LearnerCore::welcome(const Welcome& w) {
     ATOLL_RETURN_IF_ERROR(decode_payload(fv.values, values[fv.fragment])
                               .with_context("welcome fragment " + std::to_string(fv.fragment)));
   }
-  if (w.moments && !welcomed_) {
+  if (w.moments && !welcomed_ && shards == 1) {
     std::vector<float> m(params_.size()), v(params_.size());
     ATOLL_RETURN_IF_ERROR(decode_payload(w.moments->m, m).with_context("welcome moments"));
     ATOLL_RETURN_IF_ERROR(decode_payload(w.moments->v, v).with_context("welcome moments"));
     ATOLL_RETURN_IF_ERROR(take_optimizer_state(w.moments->step, std::move(m), std::move(v)));
+  } else if (w.moments && !welcomed_) {  // one shard's part: taken once every shard gave its own
+    const size_t n = shard_part_size(fragments_, shards, shard);
+    std::vector<float> m(n), v(n);
+    const std::string where = "welcome moments of syncer shard " + std::to_string(shard);
+    ATOLL_RETURN_IF_ERROR(decode_payload(w.moments->m, m).with_context(where));
+    ATOLL_RETURN_IF_ERROR(decode_payload(w.moments->v, v).with_context(where));
+    if (moment_parts_.from.empty()) {
+      moment_parts_.from.assign(static_cast<size_t>(shards), false);
+      moment_parts_.m.assign(params_.size(), 0.0f);
+      moment_parts_.v.assign(params_.size(), 0.0f);
+    }
+    take_shard_part(fragments_, shards, shard, m, moment_parts_.m);
+    take_shard_part(fragments_, shards, shard, v, moment_parts_.v);
+    moment_parts_.from[shard] = true;
+    moment_parts_.step = std::max(moment_parts_.step, w.moments->step);
   }
   for (size_t p = 0; p < fragments_.size(); ++p) {
     if (!named[p]) continue;  // another shard's
@@ -113,6 +174,14 @@ Status LearnerCore::welcome(const Welcome& w) {
   }
   // Trains once every fragment has a base: every shard has welcomed it.
   welcomed_ = std::all_of(fragment_welcomed_.begin(), fragment_welcomed_.end(), [](bool b) { return b; });
+  if (welcomed_ && !moment_parts_.from.empty()) {
+    // Every part, or none: zeros beside a peer's moments at its step would make those parameters' first
+    // updates several times too large, which is what handing moments avoids.
+    if (std::all_of(moment_parts_.from.begin(), moment_parts_.from.end(), [](bool b) { return b; }))
+      ATOLL_RETURN_IF_ERROR(
+          take_optimizer_state(moment_parts_.step, std::move(moment_parts_.m), std::move(moment_parts_.v)));
+    moment_parts_ = {};
+  }
   // Broadcasts held for a version the welcome brought (or passed) follow it now.
   for (uint32_t p = 0; p < fragments_.size(); ++p) ATOLL_RETURN_IF_ERROR(adopt_held(p));
   return {};

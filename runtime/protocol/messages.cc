@@ -254,7 +254,11 @@ struct Encoder {
     b.setAccuracy(m.accuracy);
     b.setCount(m.count);
   }
-  void operator()(const MomentsPull& m) { env.initMomentsPull().setRequest(m.request); }
+  void operator()(const MomentsPull& m) {
+    auto b = env.initMomentsPull();
+    b.setRequest(m.request);
+    b.setShard(m.shard);
+  }
   void operator()(const Done& m) { env.initDone().setReason(m.reason); }
   void operator()(const Leave& m) {
     auto b = env.initLeave();
@@ -391,7 +395,7 @@ Message decode_envelope(s::Envelope::Reader env) {
       return p;
     }
     case s::Envelope::MOMENTS_PULL:
-      return MomentsPull{env.getMomentsPull().getRequest()};
+      return MomentsPull{env.getMomentsPull().getRequest(), env.getMomentsPull().getShard()};
     case s::Envelope::MOMENTS: {
       auto r = env.getMoments();
       return Moments{r.getRequest(), get(r.getState())};

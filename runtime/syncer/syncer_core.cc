@@ -150,6 +150,11 @@ const ParamLayout& SyncerCore::layout() const { return s_->layout(); }
 const std::vector<Fragment>& SyncerCore::fragments() const { return s_->fragments; }
 uint64_t SyncerCore::version(uint32_t fragment) const { return s_->global[fragment].version; }
 uint32_t SyncerCore::shard() const { return s_->shard; }
+size_t SyncerCore::owned_parameters() const {
+  size_t n = 0;
+  for (uint32_t p = 0; p < s_->fragments.size(); ++p) n += s_->owns(p) ? s_->fragments[p].size : 0;
+  return n;
+}
 bool SyncerCore::owns(uint32_t fragment) const { return fragment < s_->fragments.size() && s_->owns(fragment); }
 const SyncerStats& SyncerCore::stats() const { return s_->stats; }
 const std::vector<LearnerRecord>& SyncerCore::learners() const { return s_->learners; }
@@ -182,9 +187,10 @@ Status SyncerCore::restore(const CheckpointState& state, std::optional<SteadyTim
       if (!std::isfinite(v)) return Status::invalid_argument("checkpoint holds non-finite parameters");
   }
   if (const auto& o = state.optimizer) {
-    if (o->m.size() != layout().size())
+    if (o->m.size() != owned_parameters())
       return Status::invalid_argument("checkpoint optimizer state has " + std::to_string(o->m.size()) +
-                                      " values, the model " + std::to_string(layout().size()));
+                                      " values, this syncer's fragments " + std::to_string(owned_parameters()) +
+                                      (owned == s_->fragments.size() ? "" : " (shard " + std::to_string(s_->shard) + ")"));
     if (Status st = rounds_->restore_optimizer(*o); st.code() == Status::Code::kNotFound) checkpoint_moments_ = *o;
     else ATOLL_RETURN_IF_ERROR(st);
   }
@@ -280,8 +286,6 @@ CheckpointState SyncerCore::checkpoint(int64_t unix_ms) const {
 
 void SyncerCore::request_checkpoint_moments(SyncerEffects& fx) {
   if (!s_->topology.checkpoint.moments || s_->topology.mode != Mode::kDecoupled) return;
-  // Shard 0 alone hands moments (they cover the whole model), so it alone keeps them.
-  if (s_->shard != 0) return;
   std::optional<uint32_t> most;
   for (uint32_t m = 0; m < s_->learners.size(); ++m) {
     const LearnerRecord& l = s_->learners[m];
@@ -289,7 +293,7 @@ void SyncerCore::request_checkpoint_moments(SyncerEffects& fx) {
   }
   if (!most) return;
   checkpoint_request_ = next_request_++;
-  fx.sends.push_back({*most, MomentsPull{checkpoint_request_}});
+  fx.sends.push_back({*most, MomentsPull{checkpoint_request_, s_->shard}});
 }
 
 bool SyncerCore::recovering(SteadyTime now) const {
@@ -407,9 +411,8 @@ Admission SyncerCore::on_register(const Register& r, const Sender& from, SteadyT
   // Nor is a newcomer once the global model has moved on.
   const bool moved = std::any_of(s_->global.begin(), s_->global.end(), [](const GlobalFragment& g) { return g.version > 0; });
   const bool newcomer = !l.member && moved;
-  // A sharded syncer's shard 0 alone hands moments: they cover the whole model.
-  if (r.bases.empty() && (r.incarnation > 1 || restored_ || newcomer) && s_->topology.mode == Mode::kDecoupled &&
-      s_->shard == 0) {
+  // A syncer in shards: each shard hands the moments of its own fragments.
+  if (r.bases.empty() && (r.incarnation > 1 || restored_ || newcomer) && s_->topology.mode == Mode::kDecoupled) {
     std::optional<uint32_t> peer;
     for (uint32_t m = 0; m < s_->learners.size(); ++m)
       if (m != r.learner && s_->learners[m].connected && s_->learners[m].steps > 0 &&
@@ -419,9 +422,9 @@ Admission SyncerCore::on_register(const Register& r, const Sender& from, SteadyT
       l.moments_request = next_request_++;
       l.moments_incarnation = r.incarnation;
       l.moments_from = *peer;
-      fx.sends.push_back({*peer, MomentsPull{l.moments_request}});
+      fx.sends.push_back({*peer, MomentsPull{l.moments_request, s_->shard}});
       fx.timers.push_back({SyncerEffects::TimerKind::kMoments, r.learner, l.moments_request,
-                           moments_wait_seconds(s_->learners[*peer].step_seconds, s_->layout().size())});
+                           moments_wait_seconds(s_->learners[*peer].step_seconds, owned_parameters())});
     } else if (const auto& o = checkpoint_moments_) {
       welcome(r.learner, r.incarnation,
               OptimizerState{o->step, encode_payload(Codec::kBf16, 0, o->m), encode_payload(Codec::kBf16, 0, o->v)},
@@ -542,8 +545,8 @@ void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<O
 
 void SyncerCore::on_moments(uint32_t learner, const Moments& m, SteadyTime now, SyncerEffects& fx) {
   if (m.request != 0 && m.request == checkpoint_request_) {
-    CheckpointState::OptimizerRecord o{m.state.step, std::vector<float>(layout().size()),
-                                       std::vector<float>(layout().size())};
+    CheckpointState::OptimizerRecord o{m.state.step, std::vector<float>(owned_parameters()),
+                                       std::vector<float>(owned_parameters())};
     if (decode_payload(m.state.m, o.m).ok() && decode_payload(m.state.v, o.v).ok() && o.step >= 0)
       checkpoint_moments_ = std::move(o);
     else
@@ -556,7 +559,7 @@ void SyncerCore::on_moments(uint32_t learner, const Moments& m, SteadyTime now, 
   });
   if (waiting == s_->learners.end()) return;  // answered after the timeout: the learner was welcomed already
   const auto welcomed = static_cast<uint32_t>(waiting - s_->learners.begin());
-  std::vector<float> check(layout().size());
+  std::vector<float> check(owned_parameters());
   std::optional<OptimizerState> moments = m.state;
   if (!decode_payload(m.state.m, check).ok() || !decode_payload(m.state.v, check).ok()) {
     fx.notes.push_back("moments from learner " + std::to_string(learner) + " do not fit the model; not used");

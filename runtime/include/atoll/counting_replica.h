@@ -27,7 +27,7 @@ class CountingReplica final : public LearnerReplica {
     uint64_t fingerprint = 0;   // of the run's layout, as a real learner's Register gives it
     uint32_t initial_crc = 0;   // of the seed's initialization: welcomes of version 0 carry no values
     std::vector<Payload> zero_deltas;  // by fragment: what every push carries
-    OptimizerState moments;            // what it hands a restarted peer
+    std::vector<OptimizerState> moments;  // handed a peer, by syncer shard (its fragments' size)
   };
 
   CountingReplica(uint32_t id, uint64_t incarnation, std::shared_ptr<const Model> model);

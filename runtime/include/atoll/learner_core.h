@@ -60,8 +60,9 @@ class LearnerCore : public LearnerReplica {
   Status welcome(const Welcome& welcome) override;
 
   // This learner's AdamW state for a restarted peer (bf16: 2 x 2 bytes per
-  // parameter). Unavailable before the first welcome: it has none worth
-  // giving; external: unless the optimizer's moments were read at this boundary.
+  // parameter); to a shard of a syncer in shards, of that shard's fragments
+  // only. Unavailable before the first welcome: it has none worth giving;
+  // external: unless the optimizer's moments were read at this boundary.
   Result<Moments> moments_for(const MomentsPull& pull) const override;
   bool welcomed() const override { return welcomed_; }
   // This fragment has a base: a syncer (shard) welcomed us with it. Pulls and
@@ -181,6 +182,13 @@ class LearnerCore : public LearnerReplica {
   std::vector<Track> tracks_;
   bool welcomed_ = false;                // every fragment has a base (every syncer shard welcomed it)
   std::vector<bool> fragment_welcomed_;  // by fragment
+  // A syncer in shards: the peer's moments as each shard's welcome brought
+  // its part, taken once every shard has welcomed (and only if each gave one).
+  struct MomentParts {
+    std::vector<bool> from;  // by shard; empty: none yet
+    int64_t step = 0;
+    std::vector<float> m, v;
+  } moment_parts_;
   uint64_t regressions_refused_ = 0;
   uint64_t steps_ = 0, tokens_ = 0;
   int64_t last_tokens_ = 0;

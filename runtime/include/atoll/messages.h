@@ -140,8 +140,12 @@ struct Reject {
   friend bool operator==(const Reject&, const Reject&) = default;
 };
 
+// A syncer in shards keeps the moments of its own fragments: the answer to
+// shard s holds those, fragment by fragment in ascending order, each
+// fragment's values as gather() lays them out.
 struct MomentsPull {
   uint64_t request = 0;
+  uint32_t shard = 0;  // of syncer.shards: who asks
   friend bool operator==(const MomentsPull&, const MomentsPull&) = default;
 };
 

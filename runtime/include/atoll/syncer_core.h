@@ -173,8 +173,9 @@ class SyncerCore {
   Status restore(const CheckpointState& state, std::optional<SteadyTime> now = std::nullopt);
   CheckpointState checkpoint(int64_t unix_ms) const;
   // Decoupled, checkpoint.moments: asks the learner that trained the most
-  // for its AdamW moments, which the next checkpoint() carries. A sharded
-  // syncer's shard 0 alone: it alone hands moments, for the whole model.
+  // for its AdamW moments, which the next checkpoint() carries. A shard of a
+  // syncer in shards asks for, keeps and hands the moments of its own
+  // fragments (owned_parameters() values each).
   void request_checkpoint_moments(SyncerEffects& fx);
 
   // From now on a Register must carry join_proof() of this token
@@ -244,6 +245,7 @@ class SyncerCore {
   // every shard (docs/design.md section 10).
   uint32_t shard() const;
   bool owns(uint32_t fragment) const;
+  size_t owned_parameters() const;  // in the fragments it owns (all of them: the model's)
   uint64_t version(uint32_t fragment) const;
   const SyncerStats& stats() const;
   // True while a syncer that replaced another waits for the learners that

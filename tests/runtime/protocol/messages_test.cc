@@ -84,7 +84,7 @@ std::vector<Message> one_of_each() {
   return {
       Register{3, 9, 0x1234567890abcdefULL, std::string("s3cret\0token", 12), {}},
       Register{3, 10, 7, "", {{0, 12, some_payload(Codec::kFp32, 40, 11)}, {1, 13, some_payload(Codec::kFp32, 8, 12)}}},
-      MomentsPull{77},
+      MomentsPull{77, 1},
       Moments{77, OptimizerState{1234, some_payload(Codec::kBf16, 50, 13), some_payload(Codec::kBf16, 50, 14)}},
       w,
       bare,

@@ -164,19 +164,64 @@ BOOST_AUTO_TEST_CASE(each_shard_merges_and_checkpoints_only_its_own_fragments) {
   BOOST_CHECK(!crossed.ok());
 }
 
-BOOST_AUTO_TEST_CASE(only_shard_0_asks_for_the_moments_it_checkpoints) {
+BOOST_AUTO_TEST_CASE(each_shard_keeps_and_hands_only_its_own_fragments_moments) {
   Cluster c;  // checkpoint.moments is on by default
   BOOST_REQUIRE(c.topology.checkpoint.moments);
   for (uint32_t m = 0; m < 2; ++m)
     for (uint32_t s = 0; s < kShards; ++s) c.register_with(s, m);
   c.train(8);
+  // Before a checkpoint each shard asks for its part, and keeps that.
+  for (uint32_t s = 0; s < kShards; ++s) {
+    BOOST_TEST_CONTEXT("shard " << s) {
+      SyncerEffects fx;
+      c.shards[s]->request_checkpoint_moments(fx);
+      BOOST_REQUIRE_EQUAL(fx.sends.size(), 1u);
+      const auto& pull = std::get<MomentsPull>(fx.sends[0].message);
+      BOOST_CHECK_EQUAL(pull.shard, s);
+      auto moments = c.learners[fx.sends[0].learner]->moments_for(pull);
+      BOOST_REQUIRE(moments.ok());
+      BOOST_CHECK_EQUAL(moments->state.m.count, c.shards[s]->owned_parameters());
+      SyncerEffects none;
+      c.shards[s]->on_moments(fx.sends[0].learner, *moments, at(c.now), none);
+      const CheckpointState saved = c.shards[s]->checkpoint(0);
+      BOOST_REQUIRE(saved.optimizer.has_value());
+      BOOST_CHECK_EQUAL(saved.optimizer->m.size(), c.shards[s]->owned_parameters());
+      BOOST_CHECK(c.make_shard(s)->restore(saved).ok());  // and restores it
+    }
+  }
+  BOOST_CHECK_EQUAL(c.shards[0]->owned_parameters() + c.shards[1]->owned_parameters(),
+                    c.learners[0]->parameter_count());
+
+  // Learner 1 restarts: each shard asks learner 0 for its part and welcomes
+  // with it; learner 1 takes them once both have.
+  auto fresh = ModelReplica::create(1, 2, c.job);
+  BOOST_REQUIRE(fresh.ok());
+  c.learners[1] = std::move(*fresh);
   for (uint32_t s = 0; s < kShards; ++s) {
     SyncerEffects fx;
-    c.shards[s]->request_checkpoint_moments(fx);
-    const bool asked = std::any_of(fx.sends.begin(), fx.sends.end(),
-                                   [](const auto& send) { return std::holds_alternative<MomentsPull>(send.message); });
-    // Shard 0 hands a restarted learner the whole model's moments; shard 1 would only duplicate them.
-    BOOST_CHECK_EQUAL(asked, s == 0);
+    BOOST_REQUIRE(c.shards[s]->on_register(c.learners[1]->make_register(""), Sender{1, 20}, at(c.now), fx).accepted());
+    BOOST_REQUIRE_EQUAL(fx.sends.size(), 1u);  // the pull to the peer; the welcome waits for it
+    const auto& pull = std::get<MomentsPull>(fx.sends[0].message);
+    BOOST_CHECK_EQUAL(fx.sends[0].learner, 0u);
+    BOOST_CHECK_EQUAL(pull.shard, s);
+    auto part = c.learners[0]->moments_for(pull);
+    BOOST_REQUIRE(part.ok());
+    SyncerEffects welcome;
+    c.shards[s]->on_moments(0, *part, at(c.now), welcome);
+    BOOST_REQUIRE_EQUAL(welcome.sends.size(), 1u);
+    const auto& w = std::get<Welcome>(welcome.sends[0].message);
+    BOOST_REQUIRE(w.moments.has_value());
+    BOOST_CHECK_EQUAL(w.moments->m.count, c.shards[s]->owned_parameters());
+    BOOST_REQUIRE(c.learners[1]->welcome(w).ok());
+    BOOST_CHECK_EQUAL(c.learners[1]->welcomed(), s + 1 == kShards);
+  }
+  // Its AdamW state is now the peer's, part for part.
+  for (uint32_t s = 0; s < kShards; ++s) {
+    auto mine = c.learners[1]->moments_for(MomentsPull{9, s});
+    auto peer = c.learners[0]->moments_for(MomentsPull{9, s});
+    BOOST_REQUIRE(mine.ok() && peer.ok());
+    BOOST_CHECK(mine->state == peer->state);
+    BOOST_CHECK_GT(mine->state.step, 0);
   }
 }
 
