@@ -129,6 +129,7 @@ std::vector<float> assemble_model(const std::vector<Fragment>& fragments, int sh
   for (const auto& theta : by_shard)
     if (theta.size() != size) return {};
   if (by_shard.size() == 1) return by_shard.front();
+  if (fragments.empty()) return {};
   std::vector<float> theta(size);
   std::vector<float> values;
   for (const Fragment& f : fragments) {
