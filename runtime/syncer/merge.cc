@@ -1,17 +1,39 @@
 #include "atoll/merge.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstdint>
 #include <utility>
 #include <vector>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
 
 namespace atl {
 namespace {
 
-double norm(std::span<const float> x) {
-  double s = 0.0;
-  for (float v : x) s += static_cast<double>(v) * v;
-  return std::sqrt(s);
+// s plus the squares of x, one at a time in index order. A float's square is
+// exact in double, so each step rounds once whether or not the compiler fuses
+// the multiply and the add.
+double add_squares_plain(double s, const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
+double norm(std::span<const float> x) { return std::sqrt(sum_of_squares(x)); }
+
+// Streaming passes over a fragment (MergeAccumulator) split their elements
+// over threads in ranges of this many: about 10 us of work each, so a task's
+// cost is noise. Each element belongs to one range, and its arithmetic is the
+// same whatever the split, so results do not depend on the threads.
+constexpr size_t kGrain = size_t{1} << 16;
+
+template <class Body>
+void for_ranges(size_t begin, size_t end, const Body& body) {
+  if (end - begin < 2 * kGrain) return body(begin, end);
+  tbb::parallel_for(tbb::blocked_range<size_t>(begin, end, kGrain),
+                    [&](const tbb::blocked_range<size_t>& r) { body(r.begin(), r.end()); });
 }
 
 double total_weight(std::span<const Contribution> cs) {
@@ -33,6 +55,43 @@ void combine(std::span<const Contribution> cs, std::span<const double> coeff, st
 }
 
 }  // namespace
+
+double sum_of_squares(std::span<const float> x) {
+  // Chunk by chunk: while the sum s stays in one binade [2^(e-1), 2^e), it is
+  // k units u = 2^(e-53) with k an integer in [2^52, 2^53), and s + a rounds
+  // to (k + round(a/u)) u, whatever k is, unless a/u is halfway between two
+  // integers (then the tie goes to the even k). So a chunk that has no tie
+  // and stays in the binade is k plus a sum of integers, which any order
+  // gives; any other chunk (s too small or large, a tie, a binade crossed,
+  // a value not finite) is added one by one.
+  constexpr size_t kChunk = 1024;
+  double s = 0.0;
+  for (size_t begin = 0; begin < x.size(); begin += kChunk) {
+    const size_t len = std::min(kChunk, x.size() - begin);
+    const float* xb = x.data() + begin;
+    if (!(s >= 0x1p-900 && s < 0x1p900)) {  // far from both ends, so 1/u is a normal double
+      s = add_squares_plain(s, xb, len);
+      continue;
+    }
+    int e = 0;
+    (void)std::frexp(s, &e);
+    const double per_unit = std::ldexp(1.0, 53 - e);  // 1/u: exact scaling by a power of two
+    const auto k = static_cast<int64_t>(s * per_unit);
+    // Signed counters, so that the loop vectorizes. A square of 2^52 units or
+    // more, an infinity or a NaN counts 2^52: the chunk then leaves the binade.
+    int64_t units = 0, ties = 0;
+    for (size_t i = 0; i < len; ++i) {
+      const double t = static_cast<double>(xb[i]) * xb[i] * per_unit;
+      const double ts = t < 0x1p52 ? t : 0x1p52;
+      const double r = (ts + 0x1p52) - 0x1p52;  // ts rounded to an integer, ties to even
+      ties += static_cast<int64_t>(std::fabs(ts - r) == 0.5);
+      units += static_cast<int64_t>(r);  // <= 2^52 each: 1024 of them cannot overflow
+    }
+    if (ties == 0 && k + units < (int64_t{1} << 53)) s = static_cast<double>(k + units) / per_unit;
+    else s = add_squares_plain(s, xb, len);
+  }
+  return s;
+}
 
 double token_weight(uint64_t tokens, uint64_t steps) {
   if (steps == 0) return 0.0;
@@ -107,16 +166,32 @@ void MergeAccumulator::add(std::span<const float> g, double weight) {
   weight_ += weight;
   const float* x = g.data();
   double* sum = sum_.data();
-  for (size_t i = 0; i < fragment_.size; ++i) sum[i] += weight * x[i];
-  if (!rda) return;
+  if (!rda) {
+    for_ranges(0, fragment_.size, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) sum[i] += weight * x[i];
+    });
+    return;
+  }
+  // One pass over each piece for both sums, once its length is known.
   double* unit = unit_.data();
   for (size_t k = 0; k < fragment_.pieces.size(); ++k) {
     const auto& piece = fragment_.pieces[k];
     const double n = norm(g.subspan(piece.fragment_offset, piece.size));
     length_[k] += weight * n;
-    if (n == 0.0) continue;  // no direction: adds to the length (zero) and the weight only
+    const size_t end = piece.fragment_offset + piece.size;
+    if (n == 0.0) {  // no direction: adds to the length (zero) and the weight only
+      for_ranges(piece.fragment_offset, end, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) sum[i] += weight * x[i];
+      });
+      continue;
+    }
     const double a = weight / n;
-    for (size_t i = piece.fragment_offset; i < piece.fragment_offset + piece.size; ++i) unit[i] += a * x[i];
+    for_ranges(piece.fragment_offset, end, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        sum[i] += weight * x[i];
+        unit[i] += a * x[i];
+      }
+    });
   }
 }
 
@@ -124,21 +199,32 @@ bool MergeAccumulator::merge(std::span<float> out) const {
   assert(out.size() == fragment_.size);
   if (count_ == 0) return false;
   const double w = weight_;
+  const double* sum = sum_.data();
+  float* o = out.data();
   if (fragment_.rule == MergeRule::kAvg) {
-    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(sum_[i] / w);
+    for_ranges(0, out.size(), [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) o[i] = static_cast<float>(sum[i] / w);
+    });
     return true;
   }
+  const double* unit = unit_.data();
   for (size_t k = 0; k < fragment_.pieces.size(); ++k) {
     const auto& piece = fragment_.pieces[k];
-    std::span<float> o = out.subspan(piece.fragment_offset, piece.size);
-    for (size_t i = 0; i < o.size(); ++i) o[i] = static_cast<float>(unit_[piece.fragment_offset + i] / w);
-    const double direction = norm(o);  // of the mean direction as rda() rounds it
+    const size_t begin = piece.fragment_offset, end = begin + piece.size;
+    for_ranges(begin, end, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) o[i] = static_cast<float>(unit[i] / w);
+    });
+    const double direction = norm(out.subspan(begin, piece.size));  // of the mean direction as rda() rounds it
     if (direction < kRdaMinDirection) {
-      for (size_t i = 0; i < o.size(); ++i) o[i] = static_cast<float>(sum_[piece.fragment_offset + i] / w);
+      for_ranges(begin, end, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) o[i] = static_cast<float>(sum[i] / w);
+      });
       continue;
     }
     const auto scale = static_cast<float>(length_[k] / w / direction);
-    for (float& x : o) x *= scale;
+    for_ranges(begin, end, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) o[i] *= scale;
+    });
   }
   return true;
 }

@@ -31,6 +31,12 @@ struct Contribution {
   double weight;             // token_weight(); >= 0
 };
 
+// The sum of x's squares in double, added in index order: bit for bit the
+// plain loop `s = 0; for (float v : x) s += double(v) * v;` (norms are part
+// of the merge, which must not depend on how it is computed), in a few
+// instructions per value instead of one addition's latency.
+double sum_of_squares(std::span<const float> x);
+
 // Below this length of the weighted mean of unit vectors, RDA's direction is
 // considered undefined and the weighted mean is used instead.
 inline constexpr double kRdaMinDirection = 1e-6;
@@ -60,6 +66,13 @@ bool merge_fragment(const Fragment& fragment, std::span<const Contribution> cs,
 // the directions cancel, which is exactly where RDA's fallback looks). merge()
 // gives what merge_fragment() gives over the same contributions, to float
 // rounding: only the order of the double operations differs.
+//
+// For a given order of add() calls the result is the same bit for bit
+// however it is computed: each element's sums run in the order of the
+// contributions and each norm in index order, whether the passes run on one
+// thread or several (add() and merge() split long fragments over oneTBB's
+// threads by element ranges; tests/runtime/syncer/merge_identity_test.cc
+// holds the plain loops they are checked against).
 class MergeAccumulator {
  public:
   MergeAccumulator() = default;
