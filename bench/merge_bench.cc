@@ -12,8 +12,7 @@
 //   accumulate  per push: MergeAccumulator::add();
 //   merge       per round: MergeAccumulator::merge() into a fresh vector;
 //   nesterov    per round: what DecoupledRounds::close_round() does next (the
-//               sign, copies of Theta and the momentum, nesterov_step(), the
-//               finiteness checks);
+//               sign, then nesterov_step_if_finite());
 //   broadcast   per round: what SyncerState::broadcast() does with an int
 //               broadcast codec (the difference to what learners hold, its
 //               encoding, the decoding learners will do, the new held copy);
@@ -139,14 +138,7 @@ void run_fragment(const Topology& t, const Fragment& fragment, const Options& o,
     double t1 = now_seconds();
     tr[kMerge] += t1 - t0;
     for (float& x : outer_grad) x = -x;
-    NesterovConfig step = outer.nesterov;
-    std::vector<float> v = values, mom = momentum;
-    nesterov_step(step, v, mom, outer_grad);
-    if (!std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); }) ||
-        !std::all_of(mom.begin(), mom.end(), [](float x) { return std::isfinite(x); }))
-      std::abort();
-    values = std::move(v);
-    momentum = std::move(mom);
+    if (!nesterov_step_if_finite(outer.nesterov, values, momentum, outer_grad)) std::abort();
     acc.clear();
     double t2 = now_seconds();
     tr[kNesterov] += t2 - t1;

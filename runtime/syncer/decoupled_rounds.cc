@@ -437,11 +437,8 @@ class DecoupledRounds final : public RoundProtocol {
     NesterovConfig outer = o.nesterov;
     if (o.lr_warmup_rounds > 0)  // round k of this fragment (k = its version) steps with (k+1)/W of lr
       outer.lr *= std::min(1.0f, static_cast<float>(g.version + 1) / static_cast<float>(o.lr_warmup_rounds));
-    // The outer step on copies: a finite but huge update can still overflow.
-    std::vector<float> values = g.values, momentum = g.momentum;
-    nesterov_step(outer, values, momentum, outer_grad);
-    if (!std::all_of(values.begin(), values.end(), [](float v) { return std::isfinite(v); }) ||
-        !std::all_of(momentum.begin(), momentum.end(), [](float v) { return std::isfinite(v); })) {
+    // A finite but huge update can still overflow: then nothing changes.
+    if (!nesterov_step_if_finite(outer, g.values, g.momentum, outer_grad)) {
       ++s_.stats.discarded_rounds;
       cancel_round(p, "the merged update is not finite; the round is discarded", fx);
       forget_answers(r);
@@ -449,8 +446,6 @@ class DecoupledRounds final : public RoundProtocol {
       sync_due(p);
       return;
     }
-    g.values = std::move(values);
-    g.momentum = std::move(momentum);
     g.initial = false;
     ++g.version;
     r.open = false;

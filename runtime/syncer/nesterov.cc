@@ -1,20 +1,70 @@
 #include "atoll/nesterov.h"
 
+#include <atomic>
 #include <cassert>
+#include <cfloat>
+#include <cmath>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
 
 namespace atl {
+namespace {
+
+// One element's step, written once so that both passes of
+// nesterov_step_if_finite() and nesterov_step() round alike.
+struct Step {
+  float lr, mu;
+  void operator()(float& th, float& v, float g) const {
+    v = mu * v + g;
+    th -= lr * (g + mu * v);
+  }
+};
+
+// Elements per task when a pass splits over threads (about 10 us of work).
+constexpr size_t kGrain = size_t{1} << 16;
+
+template <class Body>
+void for_ranges(size_t n, const Body& body) {
+  if (n < 2 * kGrain) return body(size_t{0}, n);
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, n, kGrain),
+                    [&](const tbb::blocked_range<size_t>& r) { body(r.begin(), r.end()); });
+}
+
+}  // namespace
 
 void nesterov_step(const NesterovConfig& c, std::span<float> theta, std::span<float> velocity,
                    std::span<const float> g) {
   assert(theta.size() == velocity.size() && theta.size() == g.size());
-  const float lr = c.lr, mu = c.momentum;
+  const Step step{c.lr, c.momentum};
   float* __restrict th = theta.data();
   float* __restrict v = velocity.data();
   const float* __restrict gr = g.data();
-  for (size_t i = 0; i < theta.size(); ++i) {
-    v[i] = mu * v[i] + gr[i];
-    th[i] -= lr * (gr[i] + mu * v[i]);
-  }
+  for (size_t i = 0; i < theta.size(); ++i) step(th[i], v[i], gr[i]);
+}
+
+bool nesterov_step_if_finite(const NesterovConfig& c, std::span<float> theta, std::span<float> velocity,
+                             std::span<const float> g) {
+  assert(theta.size() == velocity.size() && theta.size() == g.size());
+  const Step step{c.lr, c.momentum};
+  const float* th = theta.data();
+  const float* v = velocity.data();
+  const float* gr = g.data();
+  std::atomic<bool> finite{true};
+  for_ranges(theta.size(), [&](size_t b, size_t e) {
+    unsigned bad = 0;  // an integer reduction vectorizes; a bool one does not
+    for (size_t i = b; i < e; ++i) {
+      float t = th[i], u = v[i];
+      step(t, u, gr[i]);
+      bad |= static_cast<unsigned>(!(std::fabs(t) <= FLT_MAX)) | static_cast<unsigned>(!(std::fabs(u) <= FLT_MAX));
+    }
+    if (bad != 0) finite.store(false, std::memory_order_relaxed);
+  });
+  if (!finite.load()) return false;
+  for_ranges(theta.size(), [&](size_t b, size_t e) {
+    nesterov_step(c, theta.subspan(b, e - b), velocity.subspan(b, e - b), g.subspan(b, e - b));
+  });
+  return true;
 }
 
 }  // namespace atl

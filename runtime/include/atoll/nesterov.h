@@ -24,4 +24,13 @@ struct NesterovConfig {
 void nesterov_step(const NesterovConfig& config, std::span<float> theta,
                    std::span<float> velocity, std::span<const float> g);
 
+// nesterov_step() in place when every value it gives is finite; otherwise
+// returns false and leaves theta and velocity as they were (a finite but huge
+// update can still overflow). Bit for bit what nesterov_step() gives, without
+// copies of theta and velocity: one pass checks, a second one writes. Long
+// vectors are split over oneTBB's threads by element ranges.
+// REQUIRES: theta, velocity and g have the same size.
+bool nesterov_step_if_finite(const NesterovConfig& config, std::span<float> theta,
+                             std::span<float> velocity, std::span<const float> g);
+
 }  // namespace atl

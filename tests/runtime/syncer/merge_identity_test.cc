@@ -13,6 +13,7 @@
 
 #include "atoll/codec.h"
 #include "atoll/merge.h"
+#include "atoll/nesterov.h"
 #include "atoll/rng.h"
 #include "test_support.h"
 
@@ -268,6 +269,44 @@ BOOST_AUTO_TEST_CASE(the_fallback_to_the_mean_is_bit_for_bit_too) {
   plain.add(g, 1.5);
   BOOST_REQUIRE(fast.merge(a) && plain.merge(b));
   BOOST_CHECK(same_bits(a, b));
+}
+
+BOOST_AUTO_TEST_CASE(the_outer_step_in_place_equals_the_step_on_copies) {
+  // The syncer's outer step as first written: on copies, kept when finite.
+  const NesterovConfig c{0.7f, 0.6f};
+  auto plain = [&](std::vector<float>& theta, std::vector<float>& velocity, const std::vector<float>& g) {
+    std::vector<float> t = theta, v = velocity;
+    for (size_t i = 0; i < t.size(); ++i) {
+      v[i] = c.momentum * v[i] + g[i];
+      t[i] -= c.lr * (g[i] + c.momentum * v[i]);
+    }
+    for (size_t i = 0; i < t.size(); ++i)
+      if (!std::isfinite(t[i]) || !std::isfinite(v[i])) return false;
+    theta = t;
+    velocity = v;
+    return true;
+  };
+  for (size_t n : {size_t{1}, size_t{1000}, size_t{300001}}) {
+    std::vector<float> theta = testing::random_vector(n, 31, 0.02), velocity = testing::random_vector(n, 32, 1e-3);
+    const std::vector<float> g = push_of(n, 33, 1e-3, true);
+    std::vector<float> t2 = theta, v2 = velocity;
+    for (int round = 0; round < 3; ++round) {
+      BOOST_REQUIRE(plain(theta, velocity, g));
+      BOOST_REQUIRE(nesterov_step_if_finite(c, t2, v2, g));
+      BOOST_CHECK(same_bits(theta, t2) && same_bits(velocity, v2));
+    }
+    std::vector<float> t3 = t2, v3 = v2;
+    nesterov_step(c, t3, v3, g);  // the plain step gives the same bits too
+    BOOST_REQUIRE(plain(t2, v2, g));
+    BOOST_CHECK(same_bits(t2, t3) && same_bits(v2, v3));
+    // An update that overflows changes nothing.
+    std::vector<float> huge = g;
+    huge[n / 2] = 3e38f;
+    velocity[n / 2] = 3e38f;
+    const std::vector<float> t0 = theta, v0 = velocity;
+    BOOST_CHECK(!nesterov_step_if_finite(c, theta, velocity, huge));
+    BOOST_CHECK(same_bits(theta, t0) && same_bits(velocity, v0));
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
