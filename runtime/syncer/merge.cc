@@ -155,10 +155,14 @@ void MergeAccumulator::add(std::span<const float> g, double weight) {
   assert(g.size() == fragment_.size);
   if (!(weight > 0.0)) return;
   const bool rda = fragment_.rule == MergeRule::kRda;
-  if (count_ == 0) {  // the first of a round: start from zero (assign keeps the capacity)
-    sum_.assign(fragment_.size, 0.0);
+  // The first of a round writes the sums instead of adding to zeros: 0 + y
+  // is y + 0 (which turns -0 into +0, as adding to zero did), and a pass
+  // that zeroed them is saved. resize() keeps the memory of the last round.
+  const bool first = count_ == 0;
+  if (first) {
+    sum_.resize(fragment_.size);
     if (rda) {
-      unit_.assign(fragment_.size, 0.0);
+      unit_.resize(fragment_.size);
       length_.assign(fragment_.pieces.size(), 0.0);
     }
   }
@@ -168,7 +172,10 @@ void MergeAccumulator::add(std::span<const float> g, double weight) {
   double* sum = sum_.data();
   if (!rda) {
     for_ranges(0, fragment_.size, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) sum[i] += weight * x[i];
+      if (first)
+        for (size_t i = b; i < e; ++i) sum[i] = weight * x[i] + 0.0;
+      else
+        for (size_t i = b; i < e; ++i) sum[i] += weight * x[i];
     });
     return;
   }
@@ -179,17 +186,21 @@ void MergeAccumulator::add(std::span<const float> g, double weight) {
     const double n = norm(g.subspan(piece.fragment_offset, piece.size));
     length_[k] += weight * n;
     const size_t end = piece.fragment_offset + piece.size;
-    if (n == 0.0) {  // no direction: adds to the length (zero) and the weight only
-      for_ranges(piece.fragment_offset, end, [&](size_t b, size_t e) {
-        for (size_t i = b; i < e; ++i) sum[i] += weight * x[i];
-      });
-      continue;
-    }
-    const double a = weight / n;
+    const bool direction = n != 0.0;  // none: adds to the length (zero) and the weight only
+    const double a = direction ? weight / n : 0.0;
     for_ranges(piece.fragment_offset, end, [&](size_t b, size_t e) {
-      for (size_t i = b; i < e; ++i) {
-        sum[i] += weight * x[i];
-        unit[i] += a * x[i];
+      if (first) {
+        for (size_t i = b; i < e; ++i) sum[i] = weight * x[i] + 0.0;
+        if (!direction) std::fill(unit + b, unit + e, 0.0);
+        else
+          for (size_t i = b; i < e; ++i) unit[i] = a * x[i] + 0.0;
+      } else if (!direction) {
+        for (size_t i = b; i < e; ++i) sum[i] += weight * x[i];
+      } else {
+        for (size_t i = b; i < e; ++i) {
+          sum[i] += weight * x[i];
+          unit[i] += a * x[i];
+        }
       }
     });
   }

@@ -232,7 +232,11 @@ BOOST_AUTO_TEST_CASE(accumulator_equals_its_plain_loops_bit_for_bit) {
         for (size_t i = 0; i < m; ++i) {
           std::vector<float> g =
               push_of(f.size, 100 * m + i, std::pow(10.0, 2.0 * rng.uniform() - 4.0), i % 2 == 0);
-          if (i == 1) std::fill(g.begin(), g.begin() + static_cast<ptrdiff_t>(std::min<size_t>(f.size, 40)), 0.0f);
+          // Zeros at the start, negative in the first push (which writes
+          // the sums rather than adding to them): a whole tensor without
+          // direction in the fragment of several.
+          if (i < 2)
+            std::fill(g.begin(), g.begin() + static_cast<ptrdiff_t>(std::min<size_t>(f.size, 40)), i == 0 ? -0.0f : 0.0f);
           const double w = i % 5 == 3 ? 0.0 : token_weight(1 + static_cast<uint64_t>(4096 * rng.uniform()),
                                                            1 + static_cast<uint64_t>(12 * rng.uniform()));
           fast.add(g, w);
