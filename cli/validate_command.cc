@@ -1,5 +1,7 @@
 // `atoll validate FILE`: a topology's keys, types and ranges, the fragment
 // plan its model gives, and the data it reads, checked without training.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 
@@ -16,17 +18,33 @@ struct ValidateArgs {
   std::vector<std::string> sets;
 };
 
-// The plan a topology gives its model: "mlp 784-256-10, 2 fragments (200704 rda, 2826 avg)".
+// The plan a topology gives its model: "mlp 784-256-10 (203530 parameters), 2 fragments: 200704 rda
+// 2826 avg", then the tensors split into blocks, what each syncer shard holds and the merge rules.
 Result<std::string> describe_plan(const Topology& t) {
   auto model = make_model(t);
   if (!model.ok()) return model.status();
-  auto fragments = plan_fragments((*model)->layout(), t);
+  const ParamLayout& layout = (*model)->layout();
+  auto fragments = plan_fragments(layout, t);
   if (!fragments.ok()) return fragments.status();
   const size_t count = fragments->size();
-  std::string s = (*model)->describe() + " (" + std::to_string((*model)->layout().size()) + " parameters), " +
+  std::string s = (*model)->describe() + " (" + std::to_string(layout.size()) + " parameters), " +
                   std::to_string(count) + " fragment" + (count > 1 ? "s" : "") + ":";
   for (const auto& f : *fragments) s += " " + std::to_string(f.size) + " " + merge_rule_name(f.rule);
-  return s + "; merged by " + describe_merge_rules((*model)->layout(), *fragments);
+  if (const auto splits = describe_splits(layout, *fragments); !splits.empty()) s += " (" + splits + ")";
+  if (t.syncer.shards > 1) {  // each shard's part, and how far the most uneven one is from an equal share
+    const auto held = shard_parameters(*fragments, t.syncer.shards);
+    const double share = static_cast<double>(layout.size()) / static_cast<double>(held.size());
+    double off = 0;
+    s += "; " + std::to_string(held.size()) + " shards hold";
+    for (size_t i = 0; i < held.size(); ++i) {
+      s += (i ? ", " : " ") + std::to_string(held[i]);
+      off = std::max(off, std::abs(static_cast<double>(held[i]) - share) / share);
+    }
+    char spread[64];
+    std::snprintf(spread, sizeof spread, " parameters (at most %.1f%% off an equal share)", 100 * off);
+    s += spread;
+  }
+  return s + "; merged by " + describe_merge_rules(layout, *fragments);
 }
 
 int validate_command(const ValidateArgs& a) {

@@ -5,12 +5,51 @@
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <utility>
 
 namespace atl {
 
 const char* merge_rule_name(MergeRule rule) { return rule == MergeRule::kAvg ? "avg" : "rda"; }
 
-Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, int count) {
+size_t row_floats(const TensorSpec& t) {
+  if (t.cols == 1) return 1;                                // a vector
+  if (!t.dims.empty()) return static_cast<size_t>(t.cols);  // row-major: a row along dims[0]
+  return static_cast<size_t>(t.rows);                       // atoll's own, column-major: a column
+}
+
+namespace {
+
+// A tensor, or a block of whole rows of one, before it is placed.
+struct Item {
+  int tensor;
+  size_t begin;  // floats into the tensor
+  size_t size;
+};
+
+// Whole tensors up to `target` floats; larger ones in blocks of as many whole
+// rows as fit in `target` (at least one), the remainder a block of its own.
+// Blocks of about the target fill a fragment each, and the remainders pack
+// with the small tensors; equal parts (size / ceil(size / target)) would
+// leave every fragment short and the last ones doubled.
+std::vector<Item> items_of(const ParamLayout& layout, size_t target) {
+  std::vector<Item> items;
+  for (int t = 0; t < layout.count(); ++t) {
+    const auto& spec = layout.tensor(t);
+    const size_t size = spec.size();
+    if (size <= target) {
+      items.push_back({t, 0, size});
+      continue;
+    }
+    const size_t row = row_floats(spec);
+    const size_t block = std::max<size_t>(1, target / row) * row;
+    for (size_t begin = 0; begin < size; begin += block) items.push_back({t, begin, std::min(block, size - begin)});
+  }
+  return items;
+}
+
+}  // namespace
+
+Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, int count, int syncer_shards) {
   if (count < 1)
     return Status::invalid_argument("fragments must be at least 1, got " + std::to_string(count));
   if (count > layout.count())
@@ -18,47 +57,78 @@ Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, int coun
                                     ") exceeds the model's tensors (" +
                                     std::to_string(layout.count()) + "): a fragment would be empty");
 
-  std::vector<int> order(static_cast<size_t>(layout.count()));
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
-    const auto& ta = layout.tensor(a);
-    const auto& tb = layout.tensor(b);
-    if (ta.size() != tb.size()) return ta.size() > tb.size();
-    return ta.name < tb.name;
+  // One syncer: no tensor is above a target of the whole model, so none is split.
+  const auto n = static_cast<size_t>(count);
+  const size_t target = syncer_shards > 1 ? (layout.size() + n - 1) / n : layout.size();
+  std::vector<Item> items = items_of(layout, target);
+  std::sort(items.begin(), items.end(), [&](const Item& a, const Item& b) {
+    if (a.size != b.size) return a.size > b.size;
+    const auto& na = layout.tensor(a.tensor).name;
+    const auto& nb = layout.tensor(b.tensor).name;
+    if (na != nb) return na < nb;
+    return a.begin < b.begin;
   });
 
-  std::vector<std::vector<int>> members(static_cast<size_t>(count));
+  // At least `count` items, each of at least one float: the first `count`
+  // go to distinct empty fragments, so none stays empty.
+  std::vector<std::vector<Item>> members(static_cast<size_t>(count));
   std::vector<size_t> load(static_cast<size_t>(count), 0);
-  for (int t : order) {
+  for (const Item& item : items) {
     const auto lightest = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
-    members[lightest].push_back(t);
-    load[lightest] += layout.tensor(t).size();
+    members[lightest].push_back(item);
+    load[lightest] += item.size;
   }
 
   std::vector<Fragment> fragments(static_cast<size_t>(count));
   for (int p = 0; p < count; ++p) {
     auto& f = fragments[static_cast<size_t>(p)];
-    auto& ts = members[static_cast<size_t>(p)];
-    std::sort(ts.begin(), ts.end());
+    auto& ms = members[static_cast<size_t>(p)];
+    std::sort(ms.begin(), ms.end(), [](const Item& a, const Item& b) {
+      return a.tensor != b.tensor ? a.tensor < b.tensor : a.begin < b.begin;
+    });
     f.id = p;
     f.rule = MergeRule::kRda;
-    for (int t : ts) {
-      const auto& spec = layout.tensor(t);
-      f.pieces.push_back({t, spec.offset, f.size, spec.size()});
-      f.size += spec.size();
+    for (const Item& m : ms) {
+      const auto& spec = layout.tensor(m.tensor);
+      f.pieces.push_back({m.tensor, spec.offset + m.begin, f.size, m.size, m.begin});
+      f.size += m.size;
       if (spec.role != TensorRole::kBody) f.rule = MergeRule::kAvg;
     }
   }
   return fragments;
 }
 
+std::string describe_splits(const ParamLayout& layout, const std::vector<Fragment>& fragments) {
+  std::vector<int> blocks(static_cast<size_t>(layout.count()), 0);
+  for (const auto& f : fragments)
+    for (const auto& piece : f.pieces) ++blocks[static_cast<size_t>(piece.tensor)];
+  std::string s;
+  for (int t = 0; t < layout.count(); ++t) {
+    const int n = blocks[static_cast<size_t>(t)];
+    if (n > 1) s += (s.empty() ? "" : ", ") + layout.tensor(t).name + " in " + std::to_string(n) + " blocks";
+  }
+  return s;
+}
+
+std::vector<size_t> shard_parameters(const std::vector<Fragment>& fragments, int syncer_shards) {
+  std::vector<size_t> held(static_cast<size_t>(std::max(1, syncer_shards)), 0);
+  for (const auto& f : fragments) held[shard_of(static_cast<uint32_t>(f.id), syncer_shards)] += f.size;
+  return held;
+}
+
 std::string describe_merge_rules(const ParamLayout& layout, const std::vector<Fragment>& fragments) {
-  std::string named;  // the tensors that made their fragment averaged
+  // Per tensor: whether any of its pieces sits in an averaged fragment, and whether any in an RDA one.
+  std::vector<char> in_avg(static_cast<size_t>(layout.count()), 0), in_rda(in_avg);
+  std::string named;  // the tensors that made their fragment averaged, in plan order
   int named_count = 0, avg_fragments = 0, avg_tensors = 0;
   for (const auto& f : fragments) {
-    if (f.rule != MergeRule::kAvg) continue;
+    if (f.rule != MergeRule::kAvg) {
+      for (const auto& piece : f.pieces) in_rda[static_cast<size_t>(piece.tensor)] = 1;
+      continue;
+    }
     ++avg_fragments;
     for (const auto& piece : f.pieces) {
+      if (std::exchange(in_avg[static_cast<size_t>(piece.tensor)], 1)) continue;  // a split tensor counts once
       ++avg_tensors;
       if (layout.tensor(piece.tensor).role == TensorRole::kBody) continue;
       if (named_count++ < 6) named += (named.empty() ? "" : ", ") + layout.tensor(piece.tensor).name;
@@ -68,13 +138,18 @@ std::string describe_merge_rules(const ParamLayout& layout, const std::vector<Fr
   if (avg_fragments == 0)
     return "RDA for all " + std::to_string(total) + " tensors: none is an embedding or output head by model.avg " +
            "(a model that has them wants their names there)";
+  int both = 0;  // split tensors with blocks under each rule
+  for (int t = 0; t < total; ++t) both += in_avg[static_cast<size_t>(t)] && in_rda[static_cast<size_t>(t)] ? 1 : 0;
   if (named_count > 6) named += " and " + std::to_string(named_count - 6) + " more";
   std::string s = "weighted mean for " + named + " (" + std::to_string(avg_fragments) + " of " +
                   std::to_string(fragments.size()) + " fragments";
   if (avg_tensors > named_count) s += ", " + std::to_string(avg_tensors) + " tensors with those beside them";
+  if (both > 0) s += ", " + std::to_string(both) + " of them in part";
   s += ")";
-  if (total - avg_tensors == 1) s += "; RDA for the other tensor";
-  else if (total > avg_tensors) s += "; RDA for the other " + std::to_string(total - avg_tensors) + " tensors";
+  const int rda_only = total - avg_tensors;
+  if (rda_only == 1) s += "; RDA for the other tensor";
+  else if (rda_only > 1) s += "; RDA for the other " + std::to_string(rda_only) + " tensors";
+  if (both > 0) s += std::string(rda_only > 0 ? " and" : "; RDA for") + " the rest of the split ones";
   return s;
 }
 

@@ -79,7 +79,7 @@ Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, const To
     return Status::invalid_argument("syncer.shards (" + std::to_string(t.syncer.shards) + ") exceeds the " +
                                     std::to_string(count) + " fragments of the model (" +
                                     std::to_string(layout.count()) + " tensors): a shard would hold none");
-  auto fragments = plan_fragments(layout, count);
+  auto fragments = plan_fragments(layout, count, t.syncer.shards);
   if (!fragments.ok()) return fragments.status().with_context("outer.fragments");
   return fragments;
 }

@@ -224,6 +224,13 @@ Status validate(const Topology& t) {
   c.require(t.syncer.shards == 1 || t.mode == Mode::kDecoupled,
             "syncer.shards = " + std::to_string(t.syncer.shards) + " needs mode = \"decoupled\": " +
                 mode_name(t.mode) + " applies one step to the whole model");
+  // Shard i owns the fragments p with p % S == i: only a multiple of S gives each shard its share.
+  if (const int shards = std::max(1, t.syncer.shards); o.fragments % shards != 0)  // 0 is out of range above
+    c.require(false, "syncer.shards = " + std::to_string(shards) + " does not divide outer.fragments = " +
+                         std::to_string(o.fragments) + ": the shards would own " +
+                         std::to_string(o.fragments / shards + 1) + " or " + std::to_string(o.fragments / shards) +
+                         " fragments and hold unequal parts of the model; make outer.fragments a multiple of "
+                         "syncer.shards");
   c.require(t.membership.max_learners == 0 || t.membership.max_learners >= m,
             "membership.max_learners = " + std::to_string(t.membership.max_learners) + " is below the " +
                 std::to_string(m) + " [[learners]]: give 0 (no open slots) or at least " + std::to_string(m));

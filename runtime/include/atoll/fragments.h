@@ -1,11 +1,25 @@
 // Fragments: the units of synchronization.
 //
-// The P fragments partition a layout's tensors: every tensor is in exactly one
-// fragment. Assignment is greedy balanced bin-packing (largest tensor first,
-// ties by name, into the currently lightest fragment, ties by lowest id), so it
-// is deterministic and every replica computes the same plan from the same
-// layout. On the wire and at the syncer a fragment is one contiguous float
-// vector: its tensors back to back, in layout order (the pieces below).
+// The P fragments partition a layout's parameters: every float is in exactly
+// one fragment. Pieces are placed by greedy balanced bin-packing (largest
+// first, ties by tensor name and then by position in the tensor, into the
+// currently lightest fragment, ties by lowest id), so the plan is
+// deterministic and every replica computes the same one from the same layout
+// and topology. A piece is a whole tensor, except in a syncer in shards: there
+// a tensor larger than T = ceil(total / P) floats is split into blocks of
+// whole rows (row_floats() below) of at most T floats each, the remainder its
+// own block, so that no shard holds a big tensor whole and the shards (which
+// own fragment p % S) hold about equal parts. A single syncer holds every
+// fragment, so its plans keep whole tensors: the plans runs always had. On
+// the wire and at the syncer a fragment is one contiguous float vector: its
+// pieces back to back, in layout order (the pieces below).
+//
+// A split tensor stays right everywhere because everything past the plan
+// works on pieces or on whole fragment vectors: gather()/scatter() copy a
+// piece's own range, codecs quantize the fragment vector in blocks that never
+// knew tensors, checkpoints store fragment vectors (a restore checks each
+// one's size against this plan), and RDA takes each piece's norm on its own,
+// so a split tensor's blocks are merged by RDA as tensors of their own.
 #pragma once
 
 #include <cstddef>
@@ -28,30 +42,50 @@ enum class MergeRule : uint8_t {
 const char* merge_rule_name(MergeRule rule);
 
 struct Fragment {
-  // One tensor inside the fragment vector.
+  // One tensor, or one block of a split tensor, inside the fragment vector.
+  // All offsets and sizes are in floats, and
+  // param_offset == layout.tensor(tensor).offset + tensor_offset.
   struct Piece {
-    int tensor;              // index in the layout
-    size_t param_offset;     // where it lives in the full parameter buffer
-    size_t fragment_offset;  // where it lives in the fragment vector
-    size_t size;             // floats
+    int tensor;                // index in the layout
+    size_t param_offset;       // where it lives in the full parameter buffer
+    size_t fragment_offset;    // where it lives in the fragment vector
+    size_t size;               // floats; the tensor's size unless it is split
+    size_t tensor_offset = 0;  // where it starts in its tensor: 0 unless a later block, a multiple of row_floats()
   };
 
   int id = 0;
-  MergeRule rule = MergeRule::kRda;
-  std::vector<Piece> pieces;  // ascending layout index
-  size_t size = 0;            // floats in the fragment vector
+  MergeRule rule = MergeRule::kRda;  // kAvg when any piece is of an embedding or head
+  std::vector<Piece> pieces;         // ascending (tensor, tensor_offset)
+  size_t size = 0;                   // floats in the fragment vector
 };
 
-// Splits `layout` into `count` fragments. Fails if count < 1 or if there are
-// fewer tensors than fragments (a fragment would be empty).
-Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, int count);
+// The floats of one row of `t` in storage order, the unit a split tensor is
+// cut in, so that a block is a sub-tensor: a row along dims[0] of a row-major
+// tensor (cols floats), a column of atoll's own column-major matrices (rows
+// floats), one value of a vector (cols == 1).
+size_t row_floats(const TensorSpec& t);
+
+// Splits `layout` into `count` fragments for a syncer in `syncer_shards`
+// shards (see the top of this file: tensors are split only when it is > 1).
+// Fails if count < 1 or if there are fewer tensors than fragments (the job
+// caps the count at the tensors: job.h).
+Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, int count, int syncer_shards = 1);
+
+// The tensors a plan splits, for a person: "layer1.weight in 6 blocks,
+// layer2.weight in 2 blocks"; "" when every tensor is whole.
+std::string describe_splits(const ParamLayout& layout, const std::vector<Fragment>& fragments);
+
+// Floats each of `syncer_shards` shards holds (shard_of()), indexed by shard.
+std::vector<size_t> shard_parameters(const std::vector<Fragment>& fragments, int syncer_shards);
 
 // Which tensors each merge rule takes, for a person to check before a run:
 //   "weighted mean for transformer.wte.weight, transformer.wpe.weight (2 of 12
 //    fragments, 6 tensors with those beside them); RDA for the other 44 tensors"
 // A fragment is averaged when it holds an embedding or an output head (a
 // tensor named by model.avg); when none is, it says so, since a model with
-// embeddings then wants model.avg set.
+// embeddings then wants model.avg set. A split tensor counts once; when only
+// some of its blocks sit beside an embedding, it says that the rest of it is
+// merged by RDA.
 std::string describe_merge_rules(const ParamLayout& layout, const std::vector<Fragment>& fragments);
 
 // Inner steps after adopting `version` of fragment `fragment` at which it falls
@@ -68,9 +102,9 @@ inline uint32_t shard_of(uint32_t fragment, int syncer_shards) {
   return fragment % shards;
 }
 
-// Copies the fragment's tensors out of a full buffer into `out` (fragment.size floats).
+// Copies the fragment's pieces out of a full buffer into `out` (fragment.size floats).
 void gather(const Fragment& fragment, std::span<const float> params, std::span<float> out);
-// Copies `values` (fragment.size floats) into the fragment's tensors of a full buffer.
+// Copies `values` (fragment.size floats) into the fragment's pieces of a full buffer.
 void scatter(const Fragment& fragment, std::span<const float> values, std::span<float> params);
 
 }  // namespace atl
