@@ -187,12 +187,13 @@ class Learner {
     return *learner_;
   }
 
-  // Per fragment: (tensor index, offset in the fragment's vector, values).
-  std::vector<std::vector<std::tuple<int, size_t, size_t>>> fragments() {
-    std::vector<std::vector<std::tuple<int, size_t, size_t>>> out;
+  // Per fragment, its pieces: (tensor index, offset in the fragment's vector, values, offset in the
+  // tensor). A piece is a whole tensor (offset 0) or, in a syncer in shards, a block of one's rows.
+  std::vector<std::vector<std::tuple<int, size_t, size_t, size_t>>> fragments() {
+    std::vector<std::vector<std::tuple<int, size_t, size_t, size_t>>> out;
     for (const auto& f : get().exchange().fragments()) {
       auto& pieces = out.emplace_back();
-      for (const auto& p : f.pieces) pieces.emplace_back(p.tensor, p.fragment_offset, p.size);
+      for (const auto& p : f.pieces) pieces.emplace_back(p.tensor, p.fragment_offset, p.size, p.tensor_offset);
     }
     return out;
   }

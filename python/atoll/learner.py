@@ -163,8 +163,10 @@ class Learner:
         self._native = _atoll.Learner.join(
             syncer, id, token, [(n, list(p.shape)) for n, p in self._params], float(speed), batch_size,
             tls[0], tls[1], tls[2], tls_name, float(wait_seconds), float(give_up_seconds), float(timeout_seconds))
-        self._pieces = self._native.fragments()  # per fragment: (tensor, offset in the fragment, values)
-        self._sizes = [sum(n for _, _, n in f) for f in self._pieces]
+        # Per fragment: (tensor, offset in the fragment, values, offset in the tensor): a whole tensor, or
+        # in a syncer in shards a block of a large one's rows.
+        self._pieces = self._native.fragments()
+        self._sizes = [sum(piece[2] for piece in f) for f in self._pieces]
         cuda = any(p.is_cuda for _, p in self._params)
         self._transfers = Transfers(self._tensor, self._pieces, self._sizes, cuda,
                                     lambda number, seconds: self._native is None or

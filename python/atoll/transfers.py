@@ -40,6 +40,11 @@ def buffer_of(t: Any, n: int) -> memoryview:
     return memoryview((ctypes.c_float * n).from_address(t.data_ptr()))
 
 
+def _range(p: Any, start: int, n: int) -> Any:
+    """Values [start, start + n) of the contiguous tensor ``p``, as a 1-D view that writes through to it."""
+    return p.view(-1)[start:start + n]
+
+
 @dataclass
 class _Slot:
     tensor: Any = None  # 1-D float32 host tensor (pinned when a GPU is in use)
@@ -59,15 +64,18 @@ class PendingRead:
 class Transfers:
     """Moves fragments' values between a learner's tensors and host memory (see the module's docs).
 
-    ``tensor(i)`` returns parameter i, checked; ``pieces[f]`` lists fragment
-    f's pieces as (tensor index, offset in the fragment, count); ``sizes[f]``
-    is fragment f's count of values.
+    ``tensor(i)`` returns parameter i, checked (contiguous); ``pieces[f]``
+    lists fragment f's pieces as (tensor index, offset in the fragment, count,
+    offset in the tensor): a piece is a whole tensor (offset 0, count its
+    numel) or, in a syncer in shards, a block of a large tensor's rows, so a
+    piece is always the range [offset, offset + count) of its tensor's values
+    in storage order; ``sizes[f]`` is fragment f's count of values.
     """
 
     # How long a slot waits for atoll to release what was lent from it before a new slot replaces it.
     RELEASE_SECONDS = 30.0
 
-    def __init__(self, tensor: Any, pieces: Sequence[Sequence[Tuple[int, int, int]]], sizes: Sequence[int],
+    def __init__(self, tensor: Any, pieces: Sequence[Sequence[Tuple[int, int, int, int]]], sizes: Sequence[int],
                  cuda: bool, released: Callable[[int, float], bool]) -> None:
         self._tensor = tensor
         self._released = released
@@ -102,8 +110,8 @@ class Transfers:
             base = 0
             for u in updates:
                 source = view(u.offset) if staged is None else None
-                for index, at, n in self._pieces[u.fragment]:
-                    p = self._tensor(index)
+                for index, at, n, start in self._pieces[u.fragment]:
+                    p = _range(self._tensor(index), start, n)
                     if staged is None:
                         b = source[at:at + n]
                     elif p.is_cuda:
@@ -114,7 +122,6 @@ class Transfers:
                         b = d[base + at:base + at + n]
                     else:  # a CPU tensor beside GPU ones
                         b = staged[base + at:base + at + n]
-                    b = b.view(p.shape)
                     if u.scale == 0.0:
                         p.copy_(b)
                     elif u.scale == 1.0:
@@ -136,9 +143,9 @@ class Transfers:
         base = 0
         with torch.no_grad():
             for f in fragments:
-                for index, at, n in self._pieces[f]:
-                    p = self._tensor(index)
-                    target[base + at:base + at + n].copy_(p.detach().reshape(-1), non_blocking=p.is_cuda)
+                for index, at, n, start in self._pieces[f]:
+                    p = _range(self._tensor(index), start, n)
+                    target[base + at:base + at + n].copy_(p.detach(), non_blocking=p.is_cuda)
                     if p.is_cuda:
                         devices.add(p.device)
                 base += self._sizes[f]
