@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # examples/deploy/slurm/atoll.sbatch on a real one-host Slurm cluster
 # (munged, slurmctld, slurmd from Debian's packages, in a scratch folder):
-# a syncer and 3 learner tasks over TLS; learner 1's process is killed with
-# kill -9 mid-run; its task's atoll-node relaunches it with the same id, it is
-# merged again, and the job ends by its time limit with exit 0 and every
-# invariant held. Every daemon started is stopped, also on failure.
+# a syncer in 2 shards (syncer.shards = 2: two srun steps, one port each) and
+# 3 learner tasks joining both, over TLS. Learner 1's process is killed with
+# kill -9 mid-run; its task's atoll-node relaunches it with the same id and it
+# is merged again. Then shard 1's process is killed with kill -9 once it wrote
+# a checkpoint; its task's atoll-node relaunches it with the same run name, it
+# restores that checkpoint, the learners register with it again and it merges
+# on, while shard 0 merged throughout. The job ends by its token budget with
+# exit 0 and every invariant held, per shard: each owns its fragment alone, no
+# global version went down, none is behind what a learner adopted. Every
+# daemon started is stopped, also on failure.
 # Usage: slurm_test.sh ATOLL REPO SCRATCH   (exit 77: no Slurm installed)
 set -euo pipefail
 atoll=$(realpath "$1")
@@ -49,13 +55,18 @@ wait_log() {
 slurm_start "$work/slurm" 8 || die "the Slurm cluster did not start"
 echo "slurm: up on node $SLURM_CLUSTER_NODE"
 
-# A small run that needs no data and ends by itself after 90 s of training:
+# A small run that needs no data and ends by itself once its learners trained
+# 800,000 examples (about 75 s), its syncer in 2 shards (shard i owns fragment
+# i), a checkpoint every 2 s. A token budget, not a time limit: each shard
+# counts every learner's tokens and keeps the counts in its checkpoints, so
+# both end together although shard 1's process started again (a time limit
+# counts from each process's start):
 # slow learners (speed 0.05) sleep most of each step, keeping the 2 cores free.
 shared="$work/shared"
 mkdir -p "$shared"
 cat >"$shared/topology.toml" <<'TOML'
 mode = "decoupled"
-seconds = 90
+tokens = 800000
 [model]
 kind = "mlp"
 hidden = [32]
@@ -67,6 +78,10 @@ examples = 4096
 [outer]
 fragments = 2
 sync_every = 10
+[syncer]
+shards = 2
+[checkpoint]
+every_seconds = 2
 [[learners]]
 speed = 0.05
 [[learners]]
@@ -78,17 +93,20 @@ TOML
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 job=$(cd "$work" && ATOLL_SHARED="$shared" ATOLL_TOPOLOGY="$shared/topology.toml" ATOLL_PORT=$port ATOLL_BIN="$atoll" \
   ATOLL_NODE="$repo/examples/deploy/atoll-node" ATOLL_ARGS=-v \
-  sbatch --parsable --ntasks=4 --time=10 "$repo/examples/deploy/slurm/atoll.sbatch") || die "sbatch refused the job"
+  sbatch --parsable --ntasks=5 --time=10 "$repo/examples/deploy/slurm/atoll.sbatch") || die "sbatch refused the job"
 echo "slurm: submitted job $job"
-syncer_log="$shared/logs/syncer-$job.log"
-for id in 0 1 2; do wait_log "$syncer_log" "learner $id registered" 120; done
+shard_log=("$shared/logs/syncer-$job-shard-0.log" "$shared/logs/syncer-$job-shard-1.log")
+for log in "${shard_log[@]}"; do
+  for id in 0 1 2; do wait_log "$log" "learner $id registered" 120; done
+  grep -q "plain TCP" "$log" && die "a shard runs without TLS ($log)"
+done
 [ "$(stat -c %a "$shared/token")" = 600 ] || die "the token file has mode $(stat -c %a "$shared/token"), not 600"
-grep -q "plain TCP" "$syncer_log" && die "the syncer runs without TLS"
+syncer_log=${shard_log[0]}  # shard 0 runs throughout
 
 # Learner 1's atoll process (not its task's atoll-node), once rounds merged
 # (the progress line a log gets every 10 s).
 wait_log "$syncer_log" "rounds [1-9]" 60
-victim=$(pgrep -f -- "learner --join [^ ]*:$port .*--id 1( |$)" | head -n 1) || true
+victim=$(pgrep -f -- "learner --join [^ ]*:$port[ ,].*--id 1( |$)" | head -n 1) || true
 [ -n "$victim" ] || die "no process for learner 1"
 kill -9 "$victim"
 echo "slurm: killed learner 1 (pid $victim)"
@@ -98,32 +116,58 @@ wait_log "$syncer_log" "learner 1 is merged again" 60
 grep -o "learner 1 is merged again, [0-9.]* s after it came back" "$syncer_log" | head -n 1
 grep -q "relaunching" "$shared/logs/learner-$job-1.log" || die "learner 1's task did not say it relaunched"
 
+# Shard 1's atoll process (at port + 1), once it wrote a checkpoint of its fragment.
+shard1_log=${shard_log[1]}
+wait_log "$shard1_log" "checkpointer shard 1: wrote" 60
+victim=$(pgrep -f -- "syncer .*--listen 0\.0\.0\.0:$((port + 1)) .*--shard 1/2( |$)" | head -n 1) || true
+[ -n "$victim" ] || die "no process for shard 1"
+merged0=$(grep -c "checkpointer: wrote" "$syncer_log" || true)
+kill -9 "$victim"
+echo "slurm: killed shard 1 (pid $victim)"
+wait_log "$shard1_log" "relaunching" 30
+wait_log "$shard1_log" "restored checkpoint" 60
+for id in 0 1 2; do wait_log "$shard1_log" "learner $id registered" 60 $((id == 1 ? 3 : 2)); done
+wait_log "$shard1_log" "checkpointer shard 1: wrote" 60 2  # the relaunched shard merges on
+grep -o "restored checkpoint.*" "$shard1_log" | head -n 1
+# Shard 0 merged on meanwhile (it writes a checkpoint only after new rounds).
+wait_log "$syncer_log" "checkpointer: wrote" 30 $((merged0 + 1))
+
 state=$(slurm_wait_job "$job" $((overall - SECONDS > 0 ? overall - SECONDS : 1))) || die "job $job did not complete with exit 0: $state"
 echo "slurm: $state"
-report="$shared/report-$job.json"
-[ -f "$report" ] || die "no report at $report"
+reports=("$shared/report-$job-shard-0.json" "$shared/report-$job-shard-1.json")
+for r in "${reports[@]}"; do [ -f "$r" ] || die "no report at $r"; done
 # What each learner process adopted, as it says when it ends: "newest adopted versions [a b]".
 adopted=$(cat "$shared"/logs/learner-"$job"-*.log | grep -o "newest adopted versions \[[0-9 ]*\]" | tr -dc '0-9 \n[' | tr '[' ' ')
-python3 - "$report" "$adopted" <<'PY' || die "an invariant broke (above)"
+python3 - "$adopted" "${reports[@]}" <<'PY' || die "an invariant broke (above)"
 import json, sys
-r = json.load(open(sys.argv[1]))
+adopted_lines, paths = sys.argv[1], sys.argv[2:]
+reports = [json.load(open(p)) for p in paths]
 problems = []
-if r["version_decreases"] != 0: problems.append(f"{r['version_decreases']} global version decreases")
-final = r["final_versions"]
-# The global model is never behind what a learner adopted of it.
-adopted = [max(col) for col in zip(*[list(map(int, line.split())) for line in sys.argv[2].splitlines() if line.split()])]
-if len(adopted) != len(final): problems.append(f"learners' adopted versions {adopted} do not match {len(final)} fragments")
-if any(a > f for f, a in zip(final, adopted)): problems.append(f"learners adopted {adopted}, beyond the final {final}")
-if r["gave_up"]: problems.append(f"gave up on {r['gave_up']}")
-l1 = next(l for l in r["per_learner"] if l["id"] == 1)
-# Two processes for learner 1: its new one trained some of its tokens, the killed one the rest.
+# The learners' newest adopted version of each fragment, over all their processes.
+adopted = [max(col) for col in zip(*[list(map(int, line.split())) for line in adopted_lines.splitlines() if line.split()])]
+for shard, r in enumerate(reports):
+    name = f"shard {shard}"
+    if r["version_decreases"] != 0: problems.append(f"{name}: {r['version_decreases']} global version decreases")
+    if r["gave_up"]: problems.append(f"{name}: gave up on {r['gave_up']}")
+    final = r["final_versions"]
+    if len(adopted) != len(final): problems.append(f"learners' adopted versions {adopted} do not match {len(final)} fragments")
+    # Shard i owns fragment i: it alone merged it, and is never behind what a learner adopted of it.
+    for p, v in enumerate(final):
+        if p % len(reports) != shard and v != 0: problems.append(f"{name} merged fragment {p}, another shard's")
+    if shard < len(adopted) and final[shard] < adopted[shard]:
+        problems.append(f"fragment {shard}: learners adopted version {adopted[shard]}, {name} ended at {final[shard]}")
+    for l in r["per_learner"]:
+        if l["merged"] <= 0: problems.append(f"{name} merged nothing of learner {l['id']}")
+        if l["tokens"] <= 0: problems.append(f"{name}: learner {l['id']} trained nothing")
+# Two processes for learner 1: its new one trained some of its tokens, the killed one the rest (as shard 0,
+# which ran throughout, counts them).
+l1 = next(l for l in reports[0]["per_learner"] if l["id"] == 1)
 if not 0 < l1["last_incarnation_tokens"] < l1["tokens"]:
     problems.append(f"learner 1: {l1['last_incarnation_tokens']} of its {l1['tokens']} tokens since its last start")
-for l in r["per_learner"]:
-    if l["tokens"] <= 0: problems.append(f"learner {l['id']} trained nothing")
 for p in problems: print("invariant:", p)
-print(f"report: {r['tokens']} tokens, final versions {final}, adopted at most {adopted}; learner 1 trained "
-      f"{l1['last_incarnation_tokens']} of its {l1['tokens']} tokens in its relaunched process")
+print(f"reports: final versions {[r['final_versions'] for r in reports]} (shard 0, shard 1), adopted at most "
+      f"{adopted}; learner 1 trained {l1['last_incarnation_tokens']} of its {l1['tokens']} tokens in its relaunched "
+      f"process")
 sys.exit(1 if problems else 0)
 PY
 for id in 0 1 2; do
