@@ -20,8 +20,13 @@ They give every object's fields, each field's type and which are required.
 2. Cross-references: every ConfigMap, Secret (with the keys it projects) and
    claim a pod mounts exists; every mount names a volume; every probe, Service
    targetPort and scrape annotation names a container port; selectors match
-   their pods' labels and only those; the learners' ATOLL_SYNCER is the
-   syncer's stable name <StatefulSet>-0.<Service>:<learners port>; every path
+   their pods' labels and only those; the syncer StatefulSet runs one pod
+   per shard of the topology's syncer.shards (replicas; more than one:
+   podManagementPolicy Parallel, ATOLL_SHARD = $(index)/S with the index from
+   the pod-index label, ATOLL_CHECKPOINT_DIR and ATOLL_REPORT on the pod's own
+   claim); the syncer's and the learners' ATOLL_SYNCER list every shard's
+   stable name <StatefulSet>-<i>.<Service>:<learners port>, shard 0 first;
+   every path
    in an ATOLL_* variable lies on a mounted volume, and a file on a ConfigMap
    or Secret volume is one of its keys; the Job's completions and parallelism
    equal the topology's [[learners]]; podFailurePolicy maps atoll-node's exit
@@ -477,9 +482,48 @@ def check_services(bundle, pods):
 
 
 def env_of(workload):
-    """The first container's environment of a workload's pods."""
+    """The first container's environment of a workload's pods (a variable from valueFrom: None)."""
     env = get(workload, "spec", "template", "spec", "containers", 0, "env", default=[])
     return {e.get("name"): e.get("value") for e in env}
+
+
+POD_INDEX = "metadata.labels['apps.kubernetes.io/pod-index']"
+
+
+def check_shards(bundle, where, sts, shards):
+    """One syncer pod per shard: its index is the shard, its claim holds the shard's checkpoints."""
+    replicas = get(sts, "spec", "replicas")
+    if replicas != shards:
+        bundle.fail(where, f"replicas is {replicas}, but the topology has syncer.shards = {shards}: one syncer pod "
+                           "per shard")
+    if shards == 1:
+        return
+    if get(sts, "spec", "podManagementPolicy") != "Parallel":
+        bundle.fail(where, "podManagementPolicy is not Parallel: a shard would wait for the one before it to be "
+                           "ready, and the learners for every shard")
+    env = get(sts, "spec", "template", "spec", "containers", 0, "env", default=[])
+    shard = next((e for e in env if e.get("name") == "ATOLL_SHARD"), None)
+    m = re.fullmatch(r"\$\((\w+)\)/(\d+)", str((shard or {}).get("value")))
+    if not m:
+        bundle.fail(where, f"ATOLL_SHARD is {(shard or {}).get('value')}, not $(VAR)/{shards} with VAR the pod's index")
+        return
+    if int(m.group(2)) != shards:
+        bundle.fail(where, f"ATOLL_SHARD is {shard['value']}, but the topology has syncer.shards = {shards}")
+    # Kubernetes expands $(VAR) only from a variable defined before it.
+    index = next((e for e in env[:env.index(shard)] if e.get("name") == m.group(1)), None)
+    if get(index, "valueFrom", "fieldRef", "fieldPath") != POD_INDEX:
+        bundle.fail(where, f"ATOLL_SHARD's {m.group(1)} is not the pod's index defined before it "
+                           f"(valueFrom.fieldRef.fieldPath: {POD_INDEX})")
+    claims = {get(c, "metadata", "name") for c in get(sts, "spec", "volumeClaimTemplates", default=[])}
+    mounts = {mm.get("mountPath"): mm.get("name")
+              for mm in get(sts, "spec", "template", "spec", "containers", 0, "volumeMounts", default=[])}
+    for var in ("ATOLL_CHECKPOINT_DIR", "ATOLL_REPORT"):
+        path = env_of(sts).get(var)
+        if not path:
+            continue
+        best = max((mp for mp in mounts if path == mp or path.startswith(mp.rstrip("/") + "/")), key=len, default=None)
+        if mounts.get(best) not in claims:
+            bundle.fail(where, f"{var}={path} is not on a volumeClaimTemplate: the shards would share it")
 
 
 def check_atoll(bundle):
@@ -499,18 +543,6 @@ def check_atoll(bundle):
     service = services[0]
     if get(service, "spec", "clusterIP") != "None":
         bundle.fail(label(sf, service), "not headless (clusterIP: None): the syncer pod would have no stable DNS name")
-    if get(sts, "spec", "replicas") != 1:
-        bundle.fail(swhere, "replicas is not 1: one syncer process per StatefulSet")
-    learners_port = {p.get("name"): p.get("port") for p in get(service, "spec", "ports", default=[])}.get("learners")
-    stable = f"{sts['metadata']['name']}-0.{service_name}:{learners_port}"
-    for where, o in ((swhere, sts), (jwhere, job)):
-        syncer = env_of(o).get("ATOLL_SYNCER")
-        if syncer != stable:
-            bundle.fail(where, f"ATOLL_SYNCER is {syncer}, not the syncer's stable name {stable}")
-    ports = get(sts, "spec", "template", "spec", "containers", 0, "ports", default=[])
-    container_ports = {p.get("containerPort") for p in ports}
-    if learners_port not in container_ports:
-        bundle.fail(swhere, f"the Service's learners port {learners_port} is not a port of the syncer container")
 
     topo_path = env_of(sts).get("ATOLL_TOPOLOGY")
     topo_map = next((o for _, o in bundle.of_kind("ConfigMap") if "topology.toml" in (o.get("data") or {})), None)
@@ -522,6 +554,19 @@ def check_atoll(bundle):
     except tomllib.TOMLDecodeError as e:
         bundle.fail(label("topology", topo_map), f"topology.toml is not TOML: {e}")
         return
+    shards = (topology.get("syncer") or {}).get("shards", 1)
+    check_shards(bundle, swhere, sts, shards)
+    learners_port = {p.get("name"): p.get("port") for p in get(service, "spec", "ports", default=[])}.get("learners")
+    # Every shard's pod by its stable name, shard 0 first: a learner joins them all.
+    stable = ",".join(f"{sts['metadata']['name']}-{i}.{service_name}:{learners_port}" for i in range(shards))
+    for where, o in ((swhere, sts), (jwhere, job)):
+        syncer = env_of(o).get("ATOLL_SYNCER")
+        if syncer != stable:
+            bundle.fail(where, f"ATOLL_SYNCER is {syncer}, not every shard's stable name, shard 0 first: {stable}")
+    ports = get(sts, "spec", "template", "spec", "containers", 0, "ports", default=[])
+    container_ports = {p.get("containerPort") for p in ports}
+    if learners_port not in container_ports:
+        bundle.fail(swhere, f"the Service's learners port {learners_port} is not a port of the syncer container")
     learners = len(topology.get("learners") or [])
     spec = job.get("spec") or {}
     for key in ("completions", "parallelism"):

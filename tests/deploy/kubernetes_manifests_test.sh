@@ -5,7 +5,8 @@
 # data/kubernetes-types), and the references between the objects, the
 # topology and atoll-node (tests/deploy/kubernetes_manifests.py says which).
 # atoll-node --dry-run, given each pod's environment and mounts, must make the
-# atoll command line the manifests mean. Then broken copies must fail, each
+# atoll command line the manifests mean: each syncer shard's pod its own shard
+# (--shard i/S) and port, each learner joining every shard. Then broken copies must fail, each
 # with its own message: a wrong type, an unknown field, a missing required
 # field and broken references.
 # `kubectl apply --dry-run=client` is no help here: it fetches the schema from
@@ -61,11 +62,13 @@ fi
 # atoll-node as each pod runs it (--dry-run: the atoll command line only), with
 # the pod's environment and its mounts laid out under $scratch/ROLE: the
 # Secrets with fake files of the pods' mode (0400).
-node_line() {  # ROLE FILE: prints atoll-node's command line, one word a line
+# A variable from the pod's index (the label apps.kubernetes.io/pod-index) is
+# INDEX, and $(VAR) takes the value of a variable before it, as Kubernetes does.
+node_line() {  # NAME FILE INDEX: prints atoll-node's command line, one word a line
   local role=$1 root=$scratch/$1 vars
-  vars=$("$python" - "$example" "$2" "$root" <<'PY'
-import glob, os, sys, yaml
-folder, name, root = sys.argv[1:]
+  vars=$("$python" - "$example" "$2" "$root" "$3" <<'PY'
+import glob, os, re, sys, yaml
+folder, name, root, index = sys.argv[1:]
 sources = {}  # (kind, name) -> {key: text}, secrets.example.yaml's fake Secrets too
 for path in glob.glob(os.path.join(folder, "*.yaml")):
     for o in yaml.safe_load_all(open(path, encoding="utf-8")):
@@ -90,8 +93,15 @@ for o in yaml.safe_load_all(open(os.path.join(folder, name), encoding="utf-8")):
             with open(f, "w", encoding="utf-8") as fh:
                 fh.write(data[item["key"]])
             os.chmod(f, source.get("defaultMode", 0o644))
+    values = {}
     for e in c.get("env") or []:
-        value = e["value"]
+        if "valueFrom" in e:
+            if (e["valueFrom"].get("fieldRef") or {}).get("fieldPath") != "metadata.labels['apps.kubernetes.io/pod-index']":
+                sys.exit(f"{e['name']}: no stand-in for {e['valueFrom']}")
+            value = index
+        else:
+            value = re.sub(r"\$\((\w+)\)", lambda m: values.get(m.group(1), m.group(0)), e["value"])
+        values[e["name"]] = value
         print(f"{e['name']}={root + value if value.startswith('/') else value}")
 PY
   ) || { echo "FAIL: cannot lay out the $role pod from $2" >&2; return 1; }
@@ -116,15 +126,20 @@ flags_known() {  # ROLE LINE: each --flag is one `atoll ROLE --help` lists
   done < <(grep -E '^--' <<<"$line")
 }
 echo "== atoll-node with each pod's environment"
-syncer_line=$(node_line syncer syncer.yaml) || exit 1
-expect_words syncer "$syncer_line" syncer "$scratch/syncer/etc/atoll/topology/topology.toml" 0.0.0.0:7070 atoll-run \
-  "checkpoint.dir=$scratch/syncer/var/lib/atoll/checkpoints" "$scratch/syncer/etc/atoll/tls/syncer.key" --metrics-public
-flags_known syncer "$syncer_line"
-learner_line=$(node_line learner learners.yaml) || exit 1
-expect_words learner "$learner_line" learner atoll-syncer-0.atoll-syncer:7070 --id 2 300 \
-  "$scratch/learner/etc/atoll/tls/learner.key" --threads --metrics-public
+# The syncer's pods 0 and 1: shards 0 and 1 of 2, each on its own volume.
+for shard in 0 1; do
+  syncer_line=$(node_line "syncer-$shard" syncer.yaml "$shard") || exit 1
+  expect_words "syncer pod $shard" "$syncer_line" syncer "$scratch/syncer-$shard/etc/atoll/topology/topology.toml" \
+    0.0.0.0:7070 atoll-run --shard "$shard/2" "checkpoint.dir=$scratch/syncer-$shard/var/lib/atoll/checkpoints" \
+    "$scratch/syncer-$shard/etc/atoll/tls/syncer.key" --metrics-public
+  flags_known syncer "$syncer_line"
+  echo "syncer pod $shard: $(tr '\n' ' ' <<<"$syncer_line")"
+done
+# The learner of index 2 (JOB_COMPLETION_INDEX) joins both shards, shard 0 first.
+learner_line=$(node_line learner learners.yaml 2) || exit 1
+expect_words learner "$learner_line" learner atoll-syncer-0.atoll-syncer:7070,atoll-syncer-1.atoll-syncer:7070 \
+  --id 2 300 "$scratch/learner/etc/atoll/tls/learner.key" --threads --metrics-public
 flags_known learner "$learner_line"
-echo "syncer: $(tr '\n' ' ' <<<"$syncer_line")"
 echo "learner: $(tr '\n' ' ' <<<"$learner_line")"
 
 # broken NAME FILE OLD NEW EXPECTED: a copy with OLD replaced by NEW in FILE
@@ -171,8 +186,23 @@ broken selector syncer.yaml \
   $'    matchLabels:\n      app.kubernetes.io/name: atoll\n      app.kubernetes.io/component: syncer' \
   $'    matchLabels:\n      app.kubernetes.io/name: atoll\n      app.kubernetes.io/component: learner' \
   "does not match its pods' labels"
-broken syncer-address learners.yaml "value: atoll-syncer-0.atoll-syncer:7070" "value: atoll-syncer:7070" \
-  'ATOLL_SYNCER is atoll-syncer:7070, not the syncer'
+broken syncer-address learners.yaml "value: atoll-syncer-0.atoll-syncer:7070,atoll-syncer-1.atoll-syncer:7070" \
+  "value: atoll-syncer:7070" 'ATOLL_SYNCER is atoll-syncer:7070, not every shard'"'"'s stable name'
+broken one-shard-joined learners.yaml ",atoll-syncer-1.atoll-syncer:7070" "" \
+  'ATOLL_SYNCER is atoll-syncer-0.atoll-syncer:7070, not every shard'"'"'s stable name, shard 0 first'
+broken shards-order syncer.yaml "value: atoll-syncer-0.atoll-syncer:7070,atoll-syncer-1.atoll-syncer:7070" \
+  "value: atoll-syncer-1.atoll-syncer:7070,atoll-syncer-0.atoll-syncer:7070" \
+  'ATOLL_SYNCER is atoll-syncer-1.atoll-syncer:7070,atoll-syncer-0.atoll-syncer:7070, not every shard'
+broken replicas syncer.yaml "replicas: 2 " "replicas: 1 " \
+  'replicas is 1, but the topology has syncer.shards = 2'
+broken ordered-shards syncer.yaml "podManagementPolicy: Parallel" "podManagementPolicy: OrderedReady" \
+  'podManagementPolicy is not Parallel'
+broken shard-count syncer.yaml 'value: $(POD_INDEX)/2' 'value: $(POD_INDEX)/3' \
+  'ATOLL_SHARD is $(POD_INDEX)/3, but the topology has syncer.shards = 2'
+broken shard-index syncer.yaml "fieldPath: metadata.labels['apps.kubernetes.io/pod-index']" \
+  "fieldPath: metadata.name" "ATOLL_SHARD's POD_INDEX is not the pod's index"
+broken shared-checkpoints syncer.yaml "value: /var/lib/atoll/checkpoints" "value: /etc/atoll/topology/checkpoints" \
+  'ATOLL_CHECKPOINT_DIR=/etc/atoll/topology/checkpoints is not on a volumeClaimTemplate: the shards would share it'
 broken token-path syncer.yaml "value: /etc/atoll/token/token" "value: /etc/atoll/token/cluster-token" \
   'Secret atoll-token mounted at /etc/atoll/token has no file cluster-token'
 broken annotation-number syncer.yaml 'prometheus.io/port: "9464"' 'prometheus.io/port: 9464' \
@@ -183,4 +213,4 @@ broken exit-code learners.yaml "values: [77]" "values: [76]" \
   'exit 77 should be FailIndex'
 broken fake-secrets kustomization.yaml "  - learners.yaml" $'  - learners.yaml\n  - secrets.example.yaml' \
   'its fake Secrets would replace the real ones'
-echo "PASS: the Kubernetes example's manifests, and 17 broken copies refused"
+echo "PASS: the Kubernetes example's manifests (a syncer in 2 shards), and 24 broken copies refused"
