@@ -12,7 +12,7 @@
 namespace atl {
 
 Result<std::unique_ptr<ExternalLearner>> ExternalLearner::join(Options o) {
-  auto at = parse_endpoint(o.join);
+  auto at = parse_endpoint(std::string_view(o.join).substr(0, o.join.find(',')));  // shard 0 gives the topology and ids
   if (!at.ok()) return at.status();
   std::vector<NamedShape> run_layout;
   uint32_t id = 0;
