@@ -79,6 +79,11 @@ Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, const To
     return Status::invalid_argument("syncer.shards (" + std::to_string(t.syncer.shards) + ") exceeds the " +
                                     std::to_string(count) + " fragments of the model (" +
                                     std::to_string(layout.count()) + " tensors): a shard would hold none");
+  if (count % t.syncer.shards != 0)  // outer.fragments was a multiple of it, but the model has fewer tensors
+    return Status::invalid_argument("syncer.shards = " + std::to_string(t.syncer.shards) + " does not divide the " +
+                                    std::to_string(count) + " fragments of the model (" +
+                                    std::to_string(layout.count()) +
+                                    " tensors, so no more fragments than that): the shards would hold unequal parts");
   auto fragments = plan_fragments(layout, count, t.syncer.shards);
   if (!fragments.ok()) return fragments.status().with_context("outer.fragments");
   return fragments;

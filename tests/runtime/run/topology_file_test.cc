@@ -196,6 +196,11 @@ BOOST_AUTO_TEST_CASE(more_shards_than_the_model_has_fragments_names_file_and_lin
                "syncer.shards (6) exceeds the 4 fragments of the model (4 tensors): a shard would hold none");
 }
 
+BOOST_AUTO_TEST_CASE(shards_that_divide_outer_fragments_but_not_the_models_fewer_fragments_are_refused) {
+  expect_error("[model]\nkind = \"mlp\"\n[data]\nkind = \"synthetic\"\n[outer]\nfragments = 12\n[syncer]\nshards = 3\n",
+               "syncer.shards = 3 does not divide the 4 fragments of the model (4 tensors");
+}
+
 BOOST_AUTO_TEST_CASE(default_toml_is_the_built_in_default_written_out) {
   auto t = load_topology(std::string(ATOLL_SOURCE_DIR) + "/examples/topologies/default.toml");
   BOOST_REQUIRE_MESSAGE(t.ok(), t.status().to_string());
