@@ -1,6 +1,7 @@
 #include "atoll/codec.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cassert>
 #include <cfloat>
@@ -8,6 +9,9 @@
 #include <cstring>
 #include <limits>
 #include <string>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
 
 namespace atl {
 
@@ -101,15 +105,30 @@ void quantize(uint32_t block, std::span<const float> x, float* steps, uint8_t* c
 // per byte), in pieces of kPiece values that stay in the L1 cache, each in two
 // simple loops the compiler vectorizes. Each value's arithmetic is theirs, so
 // the bytes and values are the same.
+// Long vectors run on oneTBB's threads in ranges of whole blocks, each
+// block on one thread, so the bytes and values do not depend on the split.
 constexpr size_t kPiece = 256;
+constexpr size_t kParallelValues = size_t{1} << 17;
 
+// body(first_block, end_block) over the blocks of n values.
+template <class Body>
+void for_blocks(size_t n, uint32_t block, const Body& body) {
+  const size_t blocks = block_count(n, block);
+  if (n < kParallelValues) return body(size_t{0}, blocks);
+  const size_t grain = std::max<size_t>(1, (size_t{1} << 16) / block);  // about 10 us of work
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, blocks, grain),
+                    [&](const tbb::blocked_range<size_t>& r) { body(r.begin(), r.end()); });
+}
+
+// Blocks [b0, b1) of x.
 template <int kBits>
-void quantize_packed(uint32_t block, std::span<const float> x, uint8_t* out_steps, uint8_t* codes) {
+void quantize_packed(uint32_t block, std::span<const float> x, uint8_t* out_steps, uint8_t* codes, size_t b0,
+                     size_t b1) {
   constexpr int kQmax = (1 << (kBits - 1)) - 1;
   constexpr size_t kPerByte = 8 / kBits;
   const size_t n = x.size();
   uint8_t q[kPiece];
-  for (size_t b = 0, begin = 0; begin < n; ++b, begin += block) {
+  for (size_t b = b0, begin = b0 * block; b < b1; ++b, begin += block) {
     const size_t len = std::min<size_t>(block, n - begin);
     const float* xb = x.data() + begin;
     float absmax = 0.0f;
@@ -150,7 +169,8 @@ void quantize_packed(uint32_t block, std::span<const float> x, uint8_t* out_step
 // or not finite, a code out of range or a value that is not finite:
 // dequantize() then says which.
 template <int kBits>
-bool dequantize_packed(uint32_t block, const uint8_t* in_steps, const uint8_t* codes, std::span<float> out) {
+bool dequantize_packed(uint32_t block, const uint8_t* in_steps, const uint8_t* codes, std::span<float> out,
+                       size_t b0, size_t b1) {
   constexpr int kQmax = (1 << (kBits - 1)) - 1;
   constexpr size_t kPerByte = 8 / kBits;
   constexpr unsigned kMask = (1u << kBits) - 1;
@@ -158,7 +178,7 @@ bool dequantize_packed(uint32_t block, const uint8_t* in_steps, const uint8_t* c
   uint8_t q[kPiece];
   uint8_t worst = 0;
   bool finite = true;
-  for (size_t b = 0, begin = 0; begin < n; ++b, begin += block) {
+  for (size_t b = b0, begin = b0 * block; b < b1; ++b, begin += block) {
     float step;
     std::memcpy(&step, in_steps + b * sizeof(float), sizeof step);
     if (!(step >= 0.0f && step <= FLT_MAX)) return false;
@@ -279,9 +299,11 @@ void encode(Codec codec, uint32_t block, std::span<const float> x, std::span<uin
   }
   if (block % (8 / static_cast<uint32_t>(bits_of(codec))) == 0) {
     uint8_t* codes = out.data() + block_count(x.size(), block) * sizeof(float);
-    if (codec == Codec::kInt8) quantize_packed<8>(block, x, out.data(), codes);
-    if (codec == Codec::kInt4) quantize_packed<4>(block, x, out.data(), codes);
-    if (codec == Codec::kInt2) quantize_packed<2>(block, x, out.data(), codes);
+    for_blocks(x.size(), block, [&](size_t b0, size_t b1) {
+      if (codec == Codec::kInt8) quantize_packed<8>(block, x, out.data(), codes, b0, b1);
+      if (codec == Codec::kInt4) quantize_packed<4>(block, x, out.data(), codes, b0, b1);
+      if (codec == Codec::kInt2) quantize_packed<2>(block, x, out.data(), codes, b0, b1);
+    });
     return;
   }
   // Steps are written through a float buffer because `out` has no alignment.
@@ -326,11 +348,15 @@ Status decode(Codec codec, uint32_t block, std::span<const uint8_t> in, std::spa
     default: {
       const uint8_t* packed = in.data() + block_count(out.size(), block) * sizeof(float);
       if (block % (8 / static_cast<uint32_t>(bits_of(codec))) == 0) {
-        bool ok = false;
-        if (codec == Codec::kInt8) ok = dequantize_packed<8>(block, in.data(), packed, out);
-        if (codec == Codec::kInt4) ok = dequantize_packed<4>(block, in.data(), packed, out);
-        if (codec == Codec::kInt2) ok = dequantize_packed<2>(block, in.data(), packed, out);
-        if (ok) {
+        std::atomic<bool> ok{true};
+        for_blocks(out.size(), block, [&](size_t b0, size_t b1) {
+          bool good = false;
+          if (codec == Codec::kInt8) good = dequantize_packed<8>(block, in.data(), packed, out, b0, b1);
+          if (codec == Codec::kInt4) good = dequantize_packed<4>(block, in.data(), packed, out, b0, b1);
+          if (codec == Codec::kInt2) good = dequantize_packed<2>(block, in.data(), packed, out, b0, b1);
+          if (!good) ok.store(false, std::memory_order_relaxed);
+        });
+        if (ok.load()) {
           fault = DecodeFault::kNone;
           return {};
         }

@@ -12,6 +12,9 @@
 // no steps. Decoding checks everything it reads (size, steps, codes, finite
 // results) and returns an error instead of producing garbage: a payload comes
 // from another process and may be truncated, padded or corrupted.
+//
+// The int codecs encode and decode long vectors on oneTBB's threads, a block
+// per thread at a time: the bytes and values are those of one thread.
 #pragma once
 
 #include <cstddef>

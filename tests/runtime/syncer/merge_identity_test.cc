@@ -159,7 +159,8 @@ BOOST_AUTO_TEST_CASE(int_codecs_equal_their_plain_form_bit_for_bit) {
   // What the syncer decodes and broadcasts: blocks that start on a byte (the
   // fast path) and blocks that do not, a last block cut short, a block with
   // an infinity (a NaN step), one of zeros.
-  std::vector<float> x = testing::random_vector(100003, 21, 1e-3);
+  // Long enough to be split over threads.
+  std::vector<float> x = testing::random_vector(300007, 21, 1e-3);
   std::fill(x.begin() + 640, x.begin() + 704, 0.0f);
   std::vector<float> with_inf = x;
   with_inf[1000] = std::numeric_limits<float>::infinity();
@@ -173,6 +174,17 @@ BOOST_AUTO_TEST_CASE(int_codecs_equal_their_plain_form_bit_for_bit) {
                           codec_name(codec) << " block " << block);
       BOOST_CHECK(encode_payload(codec, block, with_inf).bytes == plain_encode(bits, block, with_inf));
     }
+  // A long payload that is wrong in one place is refused, and says why.
+  const Payload good = encode_payload(Codec::kInt4, 64, x);
+  std::vector<float> out(x.size());
+  DecodeFault fault = DecodeFault::kNone;
+  Payload bad_code = good;
+  bad_code.bytes[bad_code.bytes.size() - 1000] = 0xff;  // code 15: above 2 * 7
+  BOOST_CHECK(!decode_payload(bad_code, out, fault).ok());
+  BOOST_CHECK(fault == DecodeFault::kMalformed);
+  Payload nan_step = encode_payload(Codec::kInt4, 64, with_inf);
+  BOOST_CHECK(!decode_payload(nan_step, out, fault).ok());
+  BOOST_CHECK(fault == DecodeFault::kNonFinite);
 }
 
 BOOST_AUTO_TEST_CASE(sum_of_squares_equals_the_plain_loop) {
