@@ -60,13 +60,15 @@ echo "slurm: up on node $SLURM_CLUSTER_NODE"
 # i), a checkpoint every 2 s. A token budget, not a time limit: each shard
 # counts every learner's tokens and keeps the counts in its checkpoints, so
 # both end together although shard 1's process started again (a time limit
-# counts from each process's start):
+# counts from each process's start). The time limit is the backstop: a restarted
+# shard may count a few hundred tokens short and never reach the budget alone:
 # slow learners (speed 0.05) sleep most of each step, keeping the 2 cores free.
 shared="$work/shared"
 mkdir -p "$shared"
 cat >"$shared/topology.toml" <<'TOML'
 mode = "decoupled"
 tokens = 800000
+seconds = 150
 [model]
 kind = "mlp"
 hidden = [32]
