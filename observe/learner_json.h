@@ -1,5 +1,6 @@
-// The JSON of one learner's figures, shared by the report (report.cc) and
-// the view (run_view.cc), so that both show the same fields. Internal.
+// The JSON of one learner's (and one syncer shard's) figures, shared by the
+// report (report.cc) and the view (run_view.cc), so that both show the same
+// fields. Internal.
 #pragma once
 
 #include "atoll/report.h"
@@ -8,5 +9,6 @@
 namespace atl {
 
 void write_learner_json(JsonWriter& j, const LearnerReport& l);
+void write_shard_json(JsonWriter& j, const ShardReport& s);
 
 }  // namespace atl

@@ -50,6 +50,24 @@ double uptime_of(const std::vector<double>& round_ends, double end, double begin
   return std::min(1.0, up / wall);
 }
 
+void write_shard_json(JsonWriter& j, const ShardReport& s) {
+  j.field("shard", s.shard);
+  j.field("parameters", s.parameters);
+  j.field("fragments", s.fragments);
+  j.field("rounds", s.rounds);
+  j.field("merged_pushes", s.merged_pushes);
+  j.field("late", s.late);
+  j.field("stale_refused", s.stale_refused);
+  j.field("rejected", s.rejected);
+  j.field("cancelled_rounds", s.cancelled_rounds);
+  j.field("round_mean_ms", s.round_mean_ms);
+  j.field("cpu_seconds", s.cpu_seconds);
+  j.field("versions_min", s.versions_min);
+  j.field("versions_max", s.versions_max);
+  j.field("recovered_fragments", s.recovered_fragments);
+  j.field("recovering", s.recovering);
+}
+
 void write_learner_json(JsonWriter& j, const LearnerReport& l) {
   j.field("id", l.id);
   j.field("speed", l.speed);
@@ -159,20 +177,7 @@ std::string Report::to_json() const {
   j.open("shards", '[');
   for (const auto& sh : shards) {
     j.open(nullptr, '{');
-    j.field("shard", sh.shard);
-    j.field("parameters", sh.parameters);
-    j.field("fragments", sh.fragments);
-    j.field("rounds", sh.rounds);
-    j.field("merged_pushes", sh.merged_pushes);
-    j.field("late", sh.late);
-    j.field("stale_refused", sh.stale_refused);
-    j.field("rejected", sh.rejected);
-    j.field("cancelled_rounds", sh.cancelled_rounds);
-    j.field("round_mean_ms", sh.round_mean_ms);
-    j.field("cpu_seconds", sh.cpu_seconds);
-    j.field("versions_min", sh.versions_min);
-    j.field("versions_max", sh.versions_max);
-    j.field("recovered_fragments", sh.recovered_fragments);
+    write_shard_json(j, sh);
     j.close('}');
   }
   j.close(']');

@@ -309,16 +309,7 @@ std::string view_json(const RunView& v, size_t max_points) {
   j.open("shards", '[');
   for (const auto& sh : v.shards) {
     j.open(nullptr, '{');
-    j.field("shard", sh.shard);
-    j.field("parameters", sh.parameters);
-    j.field("fragments", sh.fragments);
-    j.field("rounds", sh.rounds);
-    j.field("merged_pushes", sh.merged_pushes);
-    j.field("round_mean_ms", sh.round_mean_ms);
-    j.field("cpu_seconds", sh.cpu_seconds);
-    j.field("versions_min", sh.versions_min);
-    j.field("versions_max", sh.versions_max);
-    j.field("recovering", sh.recovering);
+    write_shard_json(j, sh);
     j.close('}');
   }
   j.close(']');
