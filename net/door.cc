@@ -24,7 +24,6 @@ namespace atl {
 namespace {
 
 constexpr size_t kChunkBytes = size_t{64} << 10;  // reads, and what the emulated link sends at a time
-constexpr size_t kSegmentBytes = 1448;            // a TCP segment on a 1500-byte MTU
 constexpr double kTickSeconds = 0.1;              // deadlines and keepalives are checked this often
 
 // Connection ids are unique in the process, not just in one door: whoever
@@ -54,77 +53,6 @@ std::string fmt_seconds(double s) {
 constexpr kj::TlsVersion kTls13 = static_cast<kj::TlsVersion>(static_cast<int>(kj::TlsVersion::TLS_1_2) + 1);
 
 }  // namespace
-
-std::string LinkShape::to_string() const {
-  if (!active()) return "unshaped";
-  char buf[160];
-  std::string out;
-  if (rate_mbit > 0) {
-    std::snprintf(buf, sizeof buf, "%g Mbit/s", rate_mbit);
-    out += buf;
-  }
-  auto add = [&](const char* text) {
-    if (!out.empty()) out += ", ";
-    out += text;
-  };
-  if (delay_ms > 0) add((std::to_string(static_cast<int>(std::lround(delay_ms))) + " ms").c_str());
-  if (jitter_ms > 0) {
-    std::snprintf(buf, sizeof buf, "jitter %g ms", jitter_ms);
-    add(buf);
-  }
-  if (loss > 0) {
-    std::snprintf(buf, sizeof buf, "loss %g%%", 100 * loss);
-    add(buf);
-  }
-  return out;
-}
-
-Result<LinkShape> parse_link_shape(std::string_view text) {
-  LinkShape s;
-  auto fail = [&](std::string_view part, const std::string& why) {
-    return Status::invalid_argument("link '" + std::string(text) + "': '" + std::string(part) + "': " + why +
-                                    " (expected e.g. rate=100mbit,delay=20ms,jitter=1ms,loss=0.001)");
-  };
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find(',', start);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string_view part = text.substr(start, end - start);
-    start = end + 1;
-    if (part.empty()) {
-      if (end == text.size()) break;
-      continue;
-    }
-    const size_t eq = part.find('=');
-    if (eq == std::string_view::npos) return fail(part, "not key=value");
-    const std::string key(part.substr(0, eq)), value(part.substr(eq + 1));
-    char* rest = nullptr;
-    const double number = std::strtod(value.c_str(), &rest);
-    const std::string unit = rest ? std::string(rest) : "";
-    if (rest == value.c_str() || !std::isfinite(number) || number < 0) return fail(part, "not a number >= 0");
-    if (key == "rate") {
-      if (unit == "kbit") s.rate_mbit = number / 1000;
-      else if (unit == "mbit" || unit.empty()) s.rate_mbit = number;
-      else if (unit == "gbit") s.rate_mbit = number * 1000;
-      else return fail(part, "unit '" + unit + "': use kbit, mbit or gbit");
-    } else if (key == "delay" || key == "jitter") {
-      double ms = 0;
-      if (unit == "ms" || unit.empty()) ms = number;
-      else if (unit == "s") ms = number * 1000;
-      else if (unit == "us") ms = number / 1000;
-      else return fail(part, "unit '" + unit + "': use us, ms or s");
-      (key == "delay" ? s.delay_ms : s.jitter_ms) = ms;
-    } else if (key == "loss") {
-      if (!unit.empty() && unit != "%") return fail(part, "a share such as 0.001, or a percentage such as 0.1%");
-      s.loss = unit == "%" ? number / 100 : number;
-      if (s.loss >= 1) return fail(part, "the loss must be below 1 (100%)");
-    } else {
-      return fail(part, "unknown key (rate, delay, jitter, loss)");
-    }
-  }
-  if (s.jitter_ms > s.delay_ms && s.jitter_ms > 0) return fail("jitter", "must not exceed the delay");
-  return s;
-}
 
 // ---- the event loop's side
 
@@ -156,8 +84,7 @@ struct Door::Impl {
     std::string nonce;       // listening: the Challenge sent
     size_t max_frame_bytes = kHandshakeFrameBytes;  // after the handshake
     kj::TimePoint started, last_in, last_out;
-    // The emulated link: when it is free again, and the last arrival (in order).
-    kj::TimePoint link_free, last_arrival;
+    LinkQueue link;          // the emulated link out, in seconds since `started`
     uint8_t header[4] = {};
     std::vector<uint8_t> body;
     std::deque<Out> out;
@@ -165,7 +92,8 @@ struct Door::Impl {
     kj::Own<kj::AsyncIoStream> stream;
     // Last, so that they are destroyed (cancelled) before what they use.
     kj::Promise<void> reading = nullptr, writing = nullptr, starting = nullptr;
-    explicit Conn(kj::TimePoint now) : started(now), last_in(now), last_out(now), link_free(now), last_arrival(now) {}
+    Conn(kj::TimePoint now, const LinkShape& shape, uint64_t seed)
+        : started(now), last_in(now), last_out(now), link(shape, seed) {}
   };
 
   // Everything that lives on the door's thread. (kj's ErrorHandler has a
@@ -228,7 +156,7 @@ struct Door::Impl {
 
     void accepted(kj::AuthenticatedStream s) {
       ++impl.counters.accepted;
-      auto c = std::make_unique<Conn>(timer.now());
+      auto c = std::make_unique<Conn>(timer.now(), impl.opt.link, rng());
       c->id = next_connection++;
       c->listening = true;
       std::string remote = "an unknown address";
@@ -335,7 +263,7 @@ struct Door::Impl {
 
     void connect(uint64_t id, const std::string& host, uint16_t port, uint32_t learner, Purpose purpose,
                  size_t max_frame_bytes) {
-      auto c = std::make_unique<Conn>(timer.now());
+      auto c = std::make_unique<Conn>(timer.now(), impl.opt.link, rng());
       c->id = id;
       c->learner = learner;
       c->purpose = purpose;
@@ -474,21 +402,7 @@ struct Door::Impl {
 
     // When `bytes` sent now on `c`'s emulated link reach the peer.
     kj::TimePoint arrival(Conn& c, size_t bytes) {
-      const LinkShape& link = impl.opt.link;
-      const auto now = timer.now();
-      if (c.link_free < now) c.link_free = now;
-      if (link.rate_mbit > 0) c.link_free += duration(static_cast<double>(bytes) * 8 / (link.rate_mbit * 1e6));
-      double extra = link.delay_ms * 1e-3;
-      if (link.jitter_ms > 0) extra += std::uniform_real_distribution<double>(-link.jitter_ms, link.jitter_ms)(rng) * 1e-3;
-      if (link.loss > 0) {
-        const auto segments = static_cast<int64_t>((bytes + kSegmentBytes - 1) / kSegmentBytes);
-        const int64_t lost = std::binomial_distribution<int64_t>(segments, link.loss)(rng);
-        extra += static_cast<double>(lost) * 2 * link.delay_ms * 1e-3;  // each: one more round trip
-      }
-      kj::TimePoint at = c.link_free + duration(std::max(0.0, extra));
-      if (at < c.last_arrival) at = c.last_arrival;  // in order, as TCP delivers
-      c.last_arrival = at;
-      return at;
+      return c.started + duration(c.link.arrival(seconds(timer.now() - c.started), bytes));
     }
 
     kj::Promise<void> pump(Conn& c) {

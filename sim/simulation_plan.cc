@@ -1,5 +1,6 @@
 // Simulation plans (TOML; examples/simulate/) and availability traces (CSV):
 // errors name the file, line and key.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -71,11 +72,95 @@ FailureModel read_failures(const toml::table& t) {
   return f;
 }
 
+std::vector<int64_t> read_ints(const toml::node& n, const std::string& key, int64_t lo, int64_t hi) {
+  std::vector<int64_t> out;
+  const auto& arr = array_of(n, key);
+  for (size_t i = 0; i < arr.size(); ++i) out.push_back(get_int(arr[i], key + "[" + std::to_string(i) + "]", lo, hi));
+  return out;
+}
+
+std::vector<int> read_int32s(const toml::node& n, const std::string& key, int lo, int hi) {
+  std::vector<int> out;
+  for (int64_t v : read_ints(n, key, lo, hi)) out.push_back(static_cast<int>(v));
+  return out;
+}
+
+TrainingModel::Compute read_compute(const toml::table& t) {
+  no_unknown_keys(t, "training.compute.", {"parameters", "tokens_per_step", "chips", "peak_flops", "mfu"});
+  TrainingModel::Compute c;
+  for (const char* key : {"parameters", "tokens_per_step", "peak_flops"})
+    if (!t.get(key)) fail(t, std::string("training.compute.") + key, "missing (the step time is 6 N tokens / (chips peak mfu))");
+  read_number(t, "parameters", "training.compute.", 1.0, 1e15, c.parameters);
+  read_number(t, "tokens_per_step", "training.compute.", 1.0, 1e12, c.tokens_per_step);
+  read_number(t, "chips", "training.compute.", 1.0, 1e9, c.chips);
+  read_number(t, "peak_flops", "training.compute.", 1e6, 1e18, c.peak_flops);
+  read_number(t, "mfu", "training.compute.", 1e-3, 1.0, c.mfu);
+  return c;
+}
+
+LinkShape read_link(const toml::node& n, const std::string& key) {
+  auto shape = parse_link_shape(get_string(n, key));
+  if (!shape.ok()) fail(n, key, std::string(shape.status().message()));
+  return *shape;
+}
+
+NetworkModel read_network(const toml::table& t) {
+  no_unknown_keys(t, "network.", {"link", "hub", "wire_parameters", "region", "partition"});
+  NetworkModel net;
+  net.given = true;
+  if (const toml::node* n = t.get("link")) net.link = read_link(*n, "network.link");
+  if (const toml::node* n = t.get("hub")) net.hub = read_link(*n, "network.hub");
+  read_number(t, "wire_parameters", "network.", 0.0, 1e15, net.wire_parameters);
+  const auto tables = [&](const char* name) {
+    std::vector<std::pair<std::string, const toml::table*>> out;
+    if (const toml::node* n = t.get(name)) {
+      const auto* arr = n->as_array();
+      if (!arr) fail(*n, std::string("network.") + name, "expected an array of tables ([[network." + std::string(name) + "]])");
+      for (size_t i = 0; i < arr->size(); ++i) {
+        const std::string key = std::string("network.") + name + "[" + std::to_string(i) + "]";
+        out.emplace_back(key + ".", &table_of((*arr)[i], key));
+      }
+    }
+    return out;
+  };
+  for (const auto& [prefix, r] : tables("region")) {
+    no_unknown_keys(*r, prefix, {"learners", "link"});
+    NetworkModel::Region region;
+    const toml::node* l = r->get("learners");
+    const toml::node* k = r->get("link");
+    if (!l) fail(*r, prefix + "learners", "missing: which learners are in this region?");
+    if (!k) fail(*r, prefix + "link", "missing: the region's link (e.g. \"rate=2gbit,delay=30ms\")");
+    region.learners = read_int32s(*l, prefix + "learners", 0, kMaxLearnerSlots - 1);
+    region.link = read_link(*k, prefix + "link");
+    net.regions.push_back(std::move(region));
+  }
+  for (const auto& [prefix, p] : tables("partition")) {
+    no_unknown_keys(*p, prefix, {"learners", "at_seconds", "seconds"});
+    NetworkModel::Partition part;
+    const toml::node* l = p->get("learners");
+    if (!l) fail(*p, prefix + "learners", "missing: whose links are cut?");
+    if (!p->get("seconds")) fail(*p, prefix + "seconds", "missing: for how long?");
+    part.learners = read_int32s(*l, prefix + "learners", 0, kMaxLearnerSlots - 1);
+    read_number(*p, "at_seconds", prefix, 0.0, 1e9, part.at_seconds);
+    read_number(*p, "seconds", prefix, 1e-3, 1e9, part.seconds);
+    net.partitions.push_back(std::move(part));
+  }
+  return net;
+}
+
 TrainingModel read_training(const toml::table& t, const std::string& path) {
   no_unknown_keys(t, "training.",
-                  {"step_seconds", "step_jitter", "latency_seconds", "learner_failure", "parameters", "set"});
+                  {"step_seconds", "step_jitter", "latency_seconds", "learner_failure", "parameters", "set", "compute"});
   TrainingModel m;
   read_number(t, "step_seconds", "training.", 1e-3, 1e5, m.step_seconds);
+  if (const toml::node* n = t.get("compute")) {
+    if (t.get("step_seconds")) fail(*n, "training.compute", "give step_seconds or [training.compute], not both");
+    m.compute = read_compute(table_of(*n, "training.compute"));
+    const auto& c = *m.compute;
+    m.step_seconds = 6.0 * c.parameters * c.tokens_per_step / (c.chips * c.peak_flops * c.mfu);
+    if (!(m.step_seconds >= 1e-6 && m.step_seconds <= 1e7))
+      fail(*n, "training.compute", "gives a step of " + std::to_string(m.step_seconds) + " s, outside [1e-6, 1e7]");
+  }
   read_number(t, "step_jitter", "training.", 0.0, 3.0, m.step_jitter);
   read_number(t, "latency_seconds", "training.", 0.0, 1e3, m.latency_seconds);
   if (const toml::node* n = t.get("parameters")) m.parameters = get_int(*n, "training.parameters", 0, int64_t{1} << 31);
@@ -102,19 +187,6 @@ TrainingModel read_training(const toml::table& t, const std::string& path) {
   m.outer = topology->outer;
   m.syncer_shards = topology->syncer.shards;
   return m;
-}
-
-std::vector<int64_t> read_ints(const toml::node& n, const std::string& key, int64_t lo, int64_t hi) {
-  std::vector<int64_t> out;
-  const auto& arr = array_of(n, key);
-  for (size_t i = 0; i < arr.size(); ++i) out.push_back(get_int(arr[i], key + "[" + std::to_string(i) + "]", lo, hi));
-  return out;
-}
-
-std::vector<int> read_int32s(const toml::node& n, const std::string& key, int lo, int hi) {
-  std::vector<int> out;
-  for (int64_t v : read_ints(n, key, lo, hi)) out.push_back(static_cast<int>(v));
-  return out;
 }
 
 // A trace's field: a plain number of seconds, finite, at least 0.
@@ -229,6 +301,12 @@ Result<AvailabilityTrace> parse_availability_trace(std::string_view text, const 
   return trace;
 }
 
+LinkShape NetworkModel::link_of(int learner) const {
+  for (const auto& r : regions)
+    if (std::find(r.learners.begin(), r.learners.end(), learner) != r.learners.end()) return r.link;
+  return link;
+}
+
 Result<SimulationPlan> load_simulation_plan(const std::string& path, const std::vector<std::string>& overrides) {
   auto text = read_text(path, kMaxConfigFileBytes);
   if (!text.ok()) return text.status();
@@ -246,7 +324,7 @@ Result<SimulationPlan> parse_simulation_plan(std::string_view text, const std::s
   plan.name = std::filesystem::path(path).stem().string();
   try {
     no_unknown_keys(root, "", {"name", "seed", "precision", "min_hours", "max_hours", "failures", "training", "grid",
-                               "reference", "planning", "scavenging"});
+                               "reference", "planning", "scavenging", "network"});
     if (const toml::node* n = root.get("name")) plan.name = get_string(*n, "name");
     if (const toml::node* n = root.get("seed")) plan.seed = static_cast<uint64_t>(get_int(*n, "seed", 0, INT64_MAX));
     read_number(root, "precision", "", 1e-4, 0.5, plan.precision);
@@ -255,6 +333,7 @@ Result<SimulationPlan> parse_simulation_plan(std::string_view text, const std::s
     if (plan.min_hours > plan.max_hours) fail(*root.get("min_hours"), "min_hours", "is above max_hours");
     if (const toml::node* n = root.get("failures")) plan.failures = read_failures(table_of(*n, "failures"));
     if (const toml::node* n = root.get("training")) plan.training = read_training(table_of(*n, "training"), path);
+    if (const toml::node* n = root.get("network")) plan.network = read_network(table_of(*n, "network"));
 
     std::vector<int64_t> chips;
     if (const toml::node* n = root.get("grid")) {
@@ -275,8 +354,9 @@ Result<SimulationPlan> parse_simulation_plan(std::string_view text, const std::s
       if (const toml::node* m = g.get("quorum")) quorums = read_int32s(*m, "grid.quorum", 1, 1 << 20);
       if (const toml::node* m = g.get("sync_every")) syncs = read_int32s(*m, "grid.sync_every", 1, 1 << 20);
       for (Mode mode : modes) {
-        if (mode != Mode::kDecoupled) {
-          for (int64_t c : chips) plan.cells.push_back({mode, 1, c, 1, 0});
+        if (mode != Mode::kDecoupled) {  // one job; with links, its members exchange through the syncer
+          for (int m : plan.network.given ? learners : std::vector<int>{1})
+            for (int64_t c : chips) plan.cells.push_back({mode, m, c, 1, 0});
           continue;
         }
         for (int k : quorums)

@@ -22,7 +22,7 @@ std::string chips_label(int64_t chips) {
 }
 
 std::string row_label(const SimulationCell& c) {
-  if (c.mode != Mode::kDecoupled) return std::string(mode_name(c.mode)) + " (M = 1)";
+  if (c.mode != Mode::kDecoupled) return std::string(mode_name(c.mode)) + " (M = " + std::to_string(c.learners) + ")";
   std::string s = "decoupled M = " + std::to_string(c.learners);
   if (c.quorum > 1) s += ", K = " + std::to_string(c.quorum);
   if (c.sync_every > 0) s += ", H = " + std::to_string(c.sync_every);
@@ -45,9 +45,29 @@ std::string describe_failures(const SimulationPlan& plan) {
       << f.downscale_seconds << " s / upscale " << f.upscale_seconds << " s"
       << (f.while_down ? "" : ", no interruptions counted while a job is down") << "\n";
   out << "training: step " << t.step_seconds << " s (jitter " << t.step_jitter << "), H = " << t.outer.sync_every
-      << ", P = " << t.outer.fragments << ", grace gamma " << t.outer.grace_gamma << ", latency "
-      << t.latency_seconds << " s, learners that lose a slice "
+      << ", P = " << t.outer.fragments << ", tau = " << t.outer.overlap << ", grace gamma " << t.outer.grace_gamma;
+  if (!plan.network.given) out << ", latency " << t.latency_seconds << " s";
+  out << ", learners that lose a slice "
       << (t.learner_failure == LearnerFailure::kElastic ? "train on (elastic)" : "restart") << "\n";
+  if (t.compute)
+    out << printf_string("compute: %.3g parameters, %.3g tokens per step on %g chips of %.3g FLOP/s at %.0f%% MFU\n",
+                         t.compute->parameters, t.compute->tokens_per_step, t.compute->chips, t.compute->peak_flops,
+                         100.0 * t.compute->mfu);
+  if (const NetworkModel& n = plan.network; n.given) {
+    out << "network: each learner's link " << n.link.to_string();
+    for (const auto& r : n.regions) {
+      out << "; learners";
+      for (int l : r.learners) out << " " << l;
+      out << ": " << r.link.to_string();
+    }
+    out << "; each shard's hub " << (n.hub.active() ? n.hub.to_string() : "unlimited");
+    if (n.wire_parameters > 0) out << printf_string("; messages sized for %.3g parameters", n.wire_parameters);
+    for (const auto& p : n.partitions) {
+      out << printf_string("; partition at %g s for %g s of learners", p.at_seconds, p.seconds);
+      for (int l : p.learners) out << " " << l;
+    }
+    out << "\n";
+  }
   return out.str();
 }
 
@@ -116,6 +136,9 @@ void write_cell(JsonWriter& w, const CellResult& r) {
   w.field("interruptions", r.interruptions);
   w.field("events", r.events);
   w.field("wall_seconds", r.wall_seconds);
+  w.field("utilization", r.utilization);
+  w.field("on_time", r.on_time);
+  w.field("lost_to_partition", r.lost_to_partition);
   if (r.cell.mode == Mode::kDecoupled) {
     w.field("rounds", r.rounds);
     w.field("syncer_seconds", r.syncer_seconds);
@@ -169,6 +192,17 @@ std::string simulation_table(const SimulationPlan& plan, const SimulationReport&
       out << printf_string(" Decoupled cells within 3 points of the reference: %d of %d (largest gap %.1f points).",
                            within, compared, 100.0 * worst);
     out << "\n";
+  }
+
+  if (plan.network.given && !cells.empty()) {
+    out << "\nlinks: utilization % (share of learner time in steps) / on time % (if learners waited for a broadcast\n"
+           "later than tau steps after its push, as Streaming DiLoCo's workers do; dp: the same)\n";
+    for (const auto& c : cells) {
+      out << printf_string("%-30s%7.1f /%6.1f", (row_label(c.cell) + " at " + chips_label(c.cell.chips)).c_str(),
+                           100.0 * c.utilization, 100.0 * c.on_time);
+      if (c.lost_to_partition > 0) out << printf_string("   %llu messages lost to a partition", (unsigned long long)c.lost_to_partition);
+      out << "\n";
+    }
   }
 
   if (!report.rule_of_thumb.empty()) {

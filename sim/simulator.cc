@@ -11,6 +11,7 @@
 #include <memory>
 #include <queue>
 
+#include "atoll/codec.h"
 #include "atoll/counting_replica.h"
 #include "atoll/fragments.h"
 #include "atoll/job.h"
@@ -118,6 +119,7 @@ struct Event {
     kMachineGone, // ... is taken back
     kClaim,       // ... asks the syncer for a slot (the claim arrives)
     kClaimed,     // ... hears which slot it got
+    kExchanged,   // dp: the job's exchange after a step is over (tag: epoch)
   };
   double t;
   uint64_t seq;
@@ -167,6 +169,20 @@ struct SimLearner {
   std::unique_ptr<LearnerSession> session;
   bool welcomed = false;       // this incarnation was welcomed once
   double registered_at = 0.0;  // when this incarnation started
+  // Its link to the syncer, each way (the slot's: a new process uses the same link).
+  LinkQueue up, down;
+  // On time: per fragment, its push not yet answered by a broadcast (the
+  // step count at the push, and when the learner reached push + overlap
+  // steps, -1 before), and the time it would have waited (a union of intervals).
+  struct Due {
+    bool pending = false;
+    uint64_t version = 0;      // the push's base
+    uint64_t step = 0;
+    double deadline = -1.0;
+  };
+  std::vector<Due> dues;
+  uint64_t steps = 0;
+  double late_seconds = 0.0, late_until = 0.0;
 };
 
 class Simulator {
@@ -248,6 +264,20 @@ class Simulator {
   // Goodput so far, as the cell defines it (a share of chip time).
   double good_chip_seconds() const;
 
+  // Links: when a message sent now reaches the syncer shard / the learner
+  // (nullopt: a partition drops it).
+  void init_links();
+  std::optional<double> to_syncer_at(SimLearner& l, uint32_t shard, const Message& m);
+  std::optional<double> to_learner_at(SimLearner& l, uint32_t shard, const Message& m);
+  bool partitioned(uint32_t learner) const;
+  size_t wire_bytes(const Message& m) const;
+  double down_delay(uint32_t learner) const;  // the syncer notices a lost connection after this
+  double dp_exchange();                        // dp: when the step's exchange is over, from now
+  // On time: a push sent, a step ended, a broadcast arrived.
+  void on_pushed(SimLearner& l, const Push& p);
+  void on_learner_steps(SimLearner& l);
+  void on_broadcast_arrived(SimLearner& l, const Broadcast& b);
+
   const SimulationPlan& plan_;
   SimulationCell cell_;
   Rng rng_;
@@ -282,6 +312,13 @@ class Simulator {
   double syncer_seconds_ = 0.0;
   std::vector<double> shard_seconds_ = std::vector<double>(1, 0.0);
   std::vector<double> reintegrations_;  // a restarted learner: from its Register to its welcome (seconds)
+  // Links.
+  std::vector<LinkQueue> hub_in_, hub_out_;   // by syncer shard
+  std::vector<LinkQueue> members_up_, members_down_;  // dp: the exchange's members
+  bool sized_ = false;                 // some link has a rate: messages are sized
+  double payload_scale_ = 1.0;         // wire parameters / simulated ones
+  double dp_parameters_ = 0.0;
+  uint64_t lost_to_partition_ = 0;
 
   // Scavenging.
   std::vector<Machine> machines_;
@@ -361,7 +398,7 @@ void Simulator::stop_training(uint32_t g, ChipGroup::Phase phase) {
     // The learner's process is gone: its unmerged progress with it. The syncer
     // notices when the connection drops (one latency later).
     l.session.reset();
-    schedule(now_ + plan_.training.latency_seconds, Event::Kind::kDown, g, l.incarnation);
+    schedule(now_ + down_delay(g), Event::Kind::kDown, g, l.incarnation);
   }
 }
 
@@ -453,6 +490,8 @@ Status Simulator::init_protocol() {
   auto counted = std::make_shared<CountingReplica::Model>();
   counted->topology = t;
   counted->parameters = core().layout().size();
+  if (plan_.network.wire_parameters > 0)
+    payload_scale_ = plan_.network.wire_parameters / double(std::max<size_t>(1, counted->parameters));
   counted->fingerprint = core().layout().fingerprint();
   // Welcomes of version 0 then carry no values, as real learners' do (else M
   // welcomes at once hold M copies of the model).
@@ -472,6 +511,7 @@ Status Simulator::init_protocol() {
 
 void Simulator::start_learner(SimLearner& l) {
   l.welcomed = false;
+  l.dues.clear();  // a new process: nothing of the old one's is pending
   l.registered_at = now_;
   LearnerSession::Options options;
   options.shards = static_cast<int>(shards());
@@ -491,9 +531,13 @@ void Simulator::in_session(SimLearner& l, F&& event) {
 }
 
 void Simulator::carry_out(SimLearner& l, LearnerEffects& fx) {
-  for (auto& send : fx.sends)
-    schedule(now_ + plan_.training.latency_seconds, Event::Kind::kToSyncer, l.id,
+  for (auto& send : fx.sends) {
+    if (const auto* p = std::get_if<Push>(&send.message)) on_pushed(l, *p);
+    const std::optional<double> at = to_syncer_at(l, send.shard, send.message);
+    if (!at) continue;
+    schedule(*at, Event::Kind::kToSyncer, l.id,
              mail_.put(Mail{std::make_shared<const Message>(std::move(send.message)), l.incarnation, send.shard}));
+  }
   for (const auto& t : fx.timers)
     schedule(now_ + std::max(0.0, t.seconds), Event::Kind::kLearnerTimer, l.id,
              learner_timers_.put(LearnerTimerMail{l.incarnation, t}));
@@ -545,15 +589,19 @@ SyncerStats Simulator::merged_stats() const {
 }
 
 void Simulator::carry_out(SyncerEffects& fx, uint32_t shard) {
-  const double arrive = now_ + plan_.training.latency_seconds;
-  for (auto& s : fx.sends)
-    schedule(arrive, Event::Kind::kToLearner, s.learner,
+  for (auto& s : fx.sends) {
+    const std::optional<double> at = to_learner_at(learners_[s.learner], shard, s.message);
+    if (!at) continue;
+    schedule(*at, Event::Kind::kToLearner, s.learner,
              mail_.put(Mail{std::make_shared<const Message>(std::move(s.message)), 0, shard}));
+  }
   for (auto& m : fx.to_all) {
     const auto shared = std::make_shared<const Message>(std::move(m));
-    for (uint32_t id = 0; id < learners_.size(); ++id)
-      if (cores_[shard]->learners()[id].connected)
-        schedule(arrive, Event::Kind::kToLearner, id, mail_.put(Mail{shared, 0, shard}));
+    for (uint32_t id = 0; id < learners_.size(); ++id) {
+      if (!cores_[shard]->learners()[id].connected) continue;
+      const std::optional<double> at = to_learner_at(learners_[id], shard, *shared);
+      if (at) schedule(*at, Event::Kind::kToLearner, id, mail_.put(Mail{shared, 0, shard}));
+    }
   }
   for (const auto& t : fx.timers) schedule(now_ + std::max(0.0, t.seconds), Event::Kind::kTimer, shard, timers_.put(t));
   // The scavenged learners' comings and goings, as the core decided them.
@@ -585,7 +633,10 @@ void Simulator::on_step_done(uint32_t g) {
     schedule(c.resume_at, Event::Kind::kResume, g, c.epoch);
     return;
   }
-  if (!decoupled() && c.phase == ChipGroup::Phase::kTraining) start_step(g);  // a learner's session says when
+  if (decoupled() || c.phase != ChipGroup::Phase::kTraining) return;  // a learner's session says when
+  // dp: the next step starts once the exchange is over (at once without links).
+  if (plan_.network.given) schedule(dp_exchange(), Event::Kind::kExchanged, g, c.epoch);
+  else start_step(g);
 }
 
 void Simulator::learner_step_done(SimLearner& l) {
@@ -597,6 +648,133 @@ void Simulator::learner_step_done(SimLearner& l) {
   counts_.tokens += static_cast<uint64_t>(tokens);
   counts_.trained_seconds += seconds;
   in_session(l, [&](LearnerSession& s, LearnerEffects& fx) { s.on_step_done({0.0f, tokens, 0.0}, now_, fx, seconds); });
+  on_learner_steps(l);
+}
+
+// ---- links
+
+void Simulator::init_links() {
+  const NetworkModel& net = plan_.network;
+  const auto shape_of = [&](int learner) {
+    if (net.given) return net.link_of(learner);
+    LinkShape s;  // no [network]: a message takes training.latency_seconds, whatever its size
+    s.delay_ms = plan_.training.latency_seconds * 1e3;
+    return s;
+  };
+  sized_ = net.hub.rate_mbit > 0;
+  const uint64_t seed = Rng::derive(plan_.seed, 0x6c696e6bULL);  // "link"
+  for (uint32_t m = 0; m < learners_.size(); ++m) {
+    const LinkShape s = shape_of(static_cast<int>(m));
+    sized_ = sized_ || s.rate_mbit > 0;
+    learners_[m].up = LinkQueue(s, seed + 2 * m);
+    learners_[m].down = LinkQueue(s, seed + 2 * m + 1);
+  }
+  if (!decoupled())
+    for (int m = 0; m < cell_.learners; ++m) {
+      const LinkShape s = shape_of(m);
+      sized_ = sized_ || s.rate_mbit > 0;
+      members_up_.emplace_back(s, seed + 2 * static_cast<uint64_t>(m));
+      members_down_.emplace_back(s, seed + 2 * static_cast<uint64_t>(m) + 1);
+    }
+  const size_t shards = static_cast<size_t>(std::max(1, plan_.training.syncer_shards));
+  hub_in_.assign(shards, LinkQueue(net.hub, seed - 1));
+  hub_out_.assign(shards, LinkQueue(net.hub, seed - 2));
+  dp_parameters_ = net.wire_parameters > 0 ? net.wire_parameters : double(std::max<int64_t>(1, plan_.training.parameters));
+}
+
+bool Simulator::partitioned(uint32_t learner) const {
+  for (const auto& p : plan_.network.partitions)
+    if (now_ >= p.at_seconds && now_ < p.at_seconds + p.seconds &&
+        std::find(p.learners.begin(), p.learners.end(), static_cast<int>(learner)) != p.learners.end())
+      return true;
+  return false;
+}
+
+// Encoded as the wire carries it; a payload scaled to the wire model's size.
+size_t Simulator::wire_bytes(const Message& m) const {
+  if (!sized_) return 0;  // no rate anywhere: only the delay counts
+  const double encoded = static_cast<double>(encode_message(m).size());
+  double payload = 0.0;
+  const auto add = [&](const Payload& p) { payload += static_cast<double>(p.bytes.size()); };
+  if (const auto* p = std::get_if<Push>(&m)) add(p->delta);
+  else if (const auto* b = std::get_if<Broadcast>(&m)) add(b->values);
+  else if (const auto* w = std::get_if<Welcome>(&m)) for (const auto& f : w->fragments) add(f.values);
+  else if (const auto* r = std::get_if<Register>(&m)) for (const auto& f : r->bases) add(f.values);
+  else if (const auto* o = std::get_if<Moments>(&m)) { add(o->state.m); add(o->state.v); }
+  return static_cast<size_t>(std::llround(encoded + payload * (payload_scale_ - 1.0)));
+}
+
+std::optional<double> Simulator::to_syncer_at(SimLearner& l, uint32_t shard, const Message& m) {
+  if (partitioned(l.id)) {
+    ++lost_to_partition_;
+    return std::nullopt;
+  }
+  const size_t bytes = wire_bytes(m);
+  return hub_in_[shard].arrival(l.up.arrival(now_, bytes), bytes);
+}
+
+std::optional<double> Simulator::to_learner_at(SimLearner& l, uint32_t shard, const Message& m) {
+  if (partitioned(l.id)) {
+    ++lost_to_partition_;
+    return std::nullopt;
+  }
+  const size_t bytes = wire_bytes(m);
+  return l.down.arrival(hub_out_[shard].arrival(now_, bytes), bytes);
+}
+
+// ---- on time: what a learner would wait if it waited for late broadcasts
+
+void Simulator::on_pushed(SimLearner& l, const Push& p) {
+  if (l.dues.size() <= p.fragment) l.dues.resize(p.fragment + 1);
+  SimLearner::Due& d = l.dues[p.fragment];
+  if (d.pending) return;  // the earlier push's deadline stands
+  d = SimLearner::Due{true, p.base_version, l.steps, -1.0};
+}
+
+void Simulator::on_learner_steps(SimLearner& l) {
+  ++l.steps;
+  const auto overlap = static_cast<uint64_t>(std::max(0, plan_.training.outer.overlap));
+  for (auto& d : l.dues)
+    if (d.pending && d.deadline < 0 && l.steps >= d.step + overlap) d.deadline = now_;
+}
+
+// When it arrives, not when the learner adopts it at its next step's end:
+// the wait is [deadline, arrival], counted once where waits overlap.
+void Simulator::on_broadcast_arrived(SimLearner& l, const Broadcast& b) {
+  if (b.fragment >= l.dues.size()) return;
+  SimLearner::Due& d = l.dues[b.fragment];
+  if (!d.pending || b.version <= d.version) return;
+  if (d.deadline >= 0) {
+    const double from = std::max(d.deadline, l.late_until);
+    if (now_ > from) l.late_seconds += now_ - from;
+    l.late_until = std::max(l.late_until, now_);
+  }
+  d.pending = false;
+}
+
+double Simulator::down_delay(uint32_t learner) const {
+  return plan_.network.given ? plan_.network.link_of(static_cast<int>(learner)).delay_ms * 1e-3
+                             : plan_.training.latency_seconds;
+}
+
+// atoll's dp: every member's gradient to the syncer, then the new
+// parameters to every member; the step waits for the slowest. A member cut
+// off by a partition holds the step until its link is back.
+double Simulator::dp_exchange() {
+  const size_t up = sized_ ? encoded_size(Codec::kFp32, static_cast<size_t>(dp_parameters_), 0) : 0;
+  double merged = now_;
+  for (int m = 0; m < cell_.learners; ++m) {
+    double start = now_;
+    for (const auto& p : plan_.network.partitions)
+      if (std::find(p.learners.begin(), p.learners.end(), m) != p.learners.end() && start >= p.at_seconds &&
+          start < p.at_seconds + p.seconds)
+        start = p.at_seconds + p.seconds;
+    merged = std::max(merged, hub_in_[0].arrival(members_up_[static_cast<size_t>(m)].arrival(start, up), up));
+  }
+  double ready = merged;
+  for (int m = 0; m < cell_.learners; ++m)
+    ready = std::max(ready, members_down_[static_cast<size_t>(m)].arrival(hub_out_[0].arrival(merged, up), up));
+  return ready;
 }
 
 // ---- scavenging: machines and their learners
@@ -751,6 +929,7 @@ Result<CellResult> Simulator::run() {
                                     std::to_string(cell_.learners) + " learners");
   const auto wall_start = WallClock::now();
   init_groups();
+  init_links();
   if (decoupled()) ATOLL_RETURN_IF_ERROR(init_protocol());
 
   if (scavenging() && cell_.scavenged > 0) init_machines();
@@ -771,6 +950,14 @@ Result<CellResult> Simulator::run() {
 
   BatchMeans goodputs, merged;  // per batch, the first (warm-up) left out; merged: learners' worth, scavenging
   double batch_start = 0.0, good_at_batch_start = 0.0, allocated_at_batch_start = 0.0, trained_at_warmup = 0.0;
+  // Utilization: compute time, and decoupled learners' would-be waits, at the warm-up's end.
+  double computed_at_warmup = 0.0, late_at_warmup = 0.0;
+  const auto computed = [&] { return decoupled() ? counts_.trained_seconds : job_.productive; };
+  const auto late = [&] {
+    double s = 0.0;
+    for (const auto& l : learners_) s += l.late_seconds;
+    return s;
+  };
   uint64_t interruptions = 0;
   Counts at_warmup;
   uint64_t vanished_at_warmup = 0;
@@ -797,6 +984,11 @@ Result<CellResult> Simulator::run() {
         case Event::Kind::kStepDone:
           if (e.tag == group(e.who).epoch && group(e.who).stepping) on_step_done(e.who);
           break;
+        case Event::Kind::kExchanged:
+          if (e.tag == group(e.who).epoch && group(e.who).phase == ChipGroup::Phase::kTraining &&
+              !group(e.who).stepping)
+            start_step(e.who);
+          break;
         case Event::Kind::kToSyncer: {
           const Mail m = mail_.take(e.tag);
           // What a process sent just before it died is dropped with its
@@ -809,6 +1001,7 @@ Result<CellResult> Simulator::run() {
           Mail m = mail_.take(e.tag);
           SimLearner& l = learners_[e.who];
           if (!l.session) break;  // its process is gone
+          if (const auto* b = std::get_if<Broadcast>(m.message.get())) on_broadcast_arrived(l, *b);
           in_session(l, [&](LearnerSession& s, LearnerEffects& fx) { s.on_message(m.shard, m.message, now_, fx); });
           break;
         }
@@ -860,6 +1053,8 @@ Result<CellResult> Simulator::run() {
       if (scavenging()) merged.add((good - good_at_batch_start) / batch);
     } else {
       trained_at_warmup = decoupled() ? 0.0 : job_.trained;
+      computed_at_warmup = computed();
+      late_at_warmup = late();
       if (scavenging()) {
         at_warmup = counts_;
         allocated_at_warmup = alloc;
@@ -902,6 +1097,12 @@ Result<CellResult> Simulator::run() {
     interruptions = job_.interruptions;
     r.uptime = (job_.trained - trained_at_warmup) / measured;
   }
+  if (measured > 0) {
+    const double c = computed() - computed_at_warmup, w = late() - late_at_warmup;
+    r.utilization = c / (measured * (decoupled() ? double(cell_.learners + std::max(0, cell_.scavenged)) : 1.0));
+    r.on_time = decoupled() ? (c + w > 0 ? c / (c + w) : 1.0) : r.utilization;
+  }
+  r.lost_to_partition = lost_to_partition_;
   if (scavenging() && measured > 0) {
     r.measured_hours = measured / 3600.0;
     r.allocated_learners = (allocated() - allocated_at_warmup) / measured;
@@ -963,7 +1164,8 @@ Result<SimulationReport> run_simulation(const SimulationPlan& plan,
     report.cells.push_back(std::move(*r));
   }
   for (const auto& c : report.cells) {
-    if (c.cell.mode != Mode::kDecoupled || c.cell.learners < 2) continue;
+    // The rule of thumb is about failures; with links an elastic job of N/M chips is another network.
+    if (c.cell.mode != Mode::kDecoupled || c.cell.learners < 2 || plan.network.given) continue;
     auto r = simulate_cell(plan, SimulationCell{Mode::kElasticDp, 1, c.cell.chips / c.cell.learners, 1, 0});
     if (!r.ok()) return r.status();
     report.rule_of_thumb.push_back(std::move(*r));

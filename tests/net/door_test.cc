@@ -293,6 +293,26 @@ BOOST_AUTO_TEST_CASE(a_silent_peer_is_dropped_after_the_timeout_and_keepalives_k
   BOOST_TEST(client.closed.count(quiet) == 0u);
 }
 
+// The queue the door and the simulator share: paced at the rate behind what
+// the link still sends, then the delay, never out of order.
+BOOST_AUTO_TEST_CASE(a_link_queue_paces_then_delays_in_order) {
+  LinkQueue link(*parse_link_shape("rate=8mbit,delay=100ms"));
+  BOOST_TEST(link.arrival(0.0, 1'000'000) == 1.1, boost::test_tools::tolerance(1e-12));  // 1 s at 8 Mbit/s, then 0.1 s
+  BOOST_TEST(link.free_at() == 1.0, boost::test_tools::tolerance(1e-12));
+  // Handed over before the first is sent: it waits for it.
+  BOOST_TEST(link.arrival(0.5, 500'000) == 1.6, boost::test_tools::tolerance(1e-12));
+  // Handed over to an idle link: no wait.
+  BOOST_TEST(link.arrival(10.0, 0) == 10.1, boost::test_tools::tolerance(1e-12));
+  LinkQueue jittery(*parse_link_shape("delay=10ms,jitter=10ms"), 7);
+  double last = 0.0;
+  for (int i = 0; i < 1000; ++i) {
+    const double at = jittery.arrival(i * 1e-3, 100);
+    BOOST_TEST(at >= last);  // in order, as TCP delivers
+    BOOST_TEST(at <= i * 1e-3 + 0.02 + 1e-12);
+    last = at;
+  }
+}
+
 BOOST_AUTO_TEST_CASE(an_emulated_link_delays_and_paces_what_is_sent) {
   auto shape = parse_link_shape("rate=8mbit,delay=100ms,jitter=5ms,loss=0");
   BOOST_REQUIRE_MESSAGE(shape.ok(), shape.status().to_string());

@@ -37,6 +37,7 @@
 #include <string_view>
 #include <vector>
 
+#include "atoll/link_shape.h"
 #include "atoll/messages.h"
 #include "atoll/status.h"
 
@@ -58,24 +59,6 @@ struct DoorTls {
 // The name `atoll certs` gives learner certificates, and what a listening
 // door requires of them by default.
 inline constexpr const char* kLearnerName = "atoll-learner";
-
-// An emulated wide-area link on a door's send path, for kernels without
-// netem: data leaves at `rate`, arrives `delay` later give or take `jitter`
-// (never out of order: TCP delivers in order), and each lost 1448-byte
-// segment costs one more round trip (a fast retransmit). Both directions of
-// a link are shaped when both processes set it.
-struct LinkShape {
-  double rate_mbit = 0;   // megabits per second; 0: unlimited
-  double delay_ms = 0;    // one way
-  double jitter_ms = 0;   // uniform in [-jitter, +jitter]
-  double loss = 0;        // share of segments lost, in [0, 1)
-  bool active() const { return rate_mbit > 0 || delay_ms > 0 || jitter_ms > 0 || loss > 0; }
-  std::string to_string() const;  // "100 Mbit/s, 20 ms, jitter 1 ms, loss 0.1%" or "unshaped"
-};
-
-// "rate=100mbit,delay=20ms,jitter=1ms,loss=0.001" (any subset; rate also in
-// kbit or gbit, times in ms or s). Errors name the part that is wrong.
-Result<LinkShape> parse_link_shape(std::string_view text);
 
 // The largest frame a peer may send before its Hello is accepted.
 inline constexpr size_t kHandshakeFrameBytes = 4096;

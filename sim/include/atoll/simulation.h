@@ -33,6 +33,13 @@
 // Each cell is run in batches of simulated time until the 95% interval of its
 // goodput (batch means) is within `precision`, or max_hours is reached.
 //
+// Links ([network]): each learner's messages cross its own link and the
+// syncer shard's (NetworkModel), sized as the real codecs encode them. dp
+// and elastic_dp exchange as atoll's dp does, through the syncer (a hub,
+// not a ring): after each step every learner sends its gradient (fp32) and
+// the next step starts when the new parameters (fp32) are back at all of
+// them. With [network], a dp cell has grid.learners members.
+//
 // A plan (TOML), every key optional but grid.chips, [planning] or [scavenging]:
 //   name = "paper_table1"   seed = 1
 //   precision = 0.005       # half-width of each cell's 95% interval (a fraction)
@@ -47,6 +54,14 @@
 //   learner_failure = "elastic"   # or "restart"
 //   parameters = 0          # the merged model's size (0: tiny)
 //   set = ["outer.sync_every=12", "outer.fragments=4"]   # any [outer] key of a topology
+//   [training.compute]      # instead of step_seconds: 6 N FLOPs per token
+//   parameters = 12e9       tokens_per_step = 4e6   chips = 256   peak_flops = 9.18e14   mfu = 0.6
+//   [network]               # links (default: unlimited, delay latency_seconds)
+//   link = "rate=2gbit,delay=30ms"   hub = "rate=100gbit"   wire_parameters = 12e9
+//   [[network.region]]      # learners whose link differs
+//   learners = [2, 3]       link = "rate=5gbit,delay=40ms"
+//   [[network.partition]]   # these learners' links carry nothing for a while
+//   learners = [0]          at_seconds = 600   seconds = 120
 //   [grid]                  # every combination, in this order
 //   modes = ["dp", "elastic_dp", "decoupled"]   chips = [150000, 300000]
 //   learners = [2, 4]       quorum = [1]          sync_every = [12]
@@ -80,6 +95,7 @@
 #include <string>
 #include <vector>
 
+#include "atoll/link_shape.h"
 #include "atoll/rng.h"
 #include "atoll/status.h"
 #include "atoll/topology.h"
@@ -133,11 +149,45 @@ struct TrainingModel {
   int64_t parameters = 0;
   OuterSpec outer;                // H, P, K, grace, codecs: the rounds the SyncerCore runs
   int syncer_shards = 1;          // syncer.shards: one SyncerCore per shard, each its own fragments
+  // [training.compute]: step_seconds from Kaplan's 6 N FLOPs per token,
+  // 6 * parameters * tokens_per_step / (chips * peak_flops * mfu); chips are one learner's.
+  struct Compute {
+    double parameters = 0, tokens_per_step = 0, chips = 1, peak_flops = 0, mfu = 0.6;
+  };
+  std::optional<Compute> compute;
+};
+
+// The links between learners and the syncer ([network]). Every message
+// crosses its learner's link (atoll/link_shape.h: queued behind what the
+// link is still sending, then the delay), and a syncer shard's own link
+// (store and forward). Without [network], each learner's link is unlimited
+// with a delay of training.latency_seconds, and the hub unlimited.
+struct NetworkModel {
+  bool given = false;              // the plan has [network]
+  LinkShape link;                  // each learner's link, each way
+  struct Region {                  // learners whose link differs
+    std::vector<int> learners;
+    LinkShape link;
+  };
+  std::vector<Region> regions;
+  LinkShape hub;                   // each syncer shard's link, each way (default: unlimited)
+  // Messages sized as if the model had this many parameters (0: the
+  // simulated model's own): a payload's bytes scale by wire / simulated.
+  double wire_parameters = 0;
+  // The links of these learners carry nothing from at_seconds for
+  // `seconds` (what they send or are sent meanwhile is lost), as the chaos
+  // fault kind "partition" does in a real run.
+  struct Partition {
+    std::vector<int> learners;
+    double at_seconds = 0, seconds = 0;
+  };
+  std::vector<Partition> partitions;
+  LinkShape link_of(int learner) const;  // its region's, else `link`
 };
 
 struct SimulationCell {
   Mode mode = Mode::kDecoupled;
-  int learners = 1;               // M (dp, elastic_dp: 1); scavenging: the core
+  int learners = 1;               // M (dp, elastic_dp: 1, or with [network] the members of the exchange); scavenging: the core
   int64_t chips = 0;              // N
   int quorum = 1;                 // K (decoupled)
   int sync_every = 0;             // H (decoupled); 0: training.outer's
@@ -207,6 +257,7 @@ struct SimulationPlan {
   std::vector<Reference> references;
   std::optional<PlanningView> planning;
   std::optional<ScavengingPlan> scavenging;
+  NetworkModel network;
 };
 
 // Reads a plan (TOML; see examples/simulate/), then `overrides` ("key=value",
@@ -233,6 +284,13 @@ struct CellResult {
   uint64_t reintegrations = 0;
   double reintegration_seconds_mean = 0.0, reintegration_seconds_max = 0.0;
   std::optional<double> reference;  // the plan's figure for this cell, if any
+  // Links. utilization: the share of learner time spent in steps (dp: the
+  // rest waits for the exchange; decoupled learners never wait). on_time:
+  // the share it would be if a learner waited, as Streaming DiLoCo's workers
+  // do, for a fragment's broadcast that has not come outer.overlap steps
+  // after its push (decoupled; dp: = utilization). Over the measured time.
+  double utilization = 1.0, on_time = 1.0;
+  uint64_t lost_to_partition = 0;  // messages a partition dropped
   // Scavenging cells, over the measured time (after the warm-up batch;
   // `rounds` stays the whole run's): learner time allocated, merged and
   // trained per second of run (mean learners; trained counts lost steps too),
