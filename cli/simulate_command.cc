@@ -53,8 +53,13 @@ void add_simulate_command(CLI::App& app, int& status) {
       "or M decoupled learners train on; every decoupled round is decided by the real SyncerCore in virtual time.\n"
       "Prints goodput beside the plan's references (the paper's Table 1 in the example), the rule of thumb\n"
       "(M learners at N chips vs elastic dp at N/M) and the planning view (goodput and uptime against M and K).\n"
+      "With [network], every message crosses its learner's link (rate, delay, jitter, loss; per region) and\n"
+      "the hub's, sized by the real codecs, and partitions cut learners off for a while. [utilization] finds the\n"
+      "smallest link bandwidth at which each method keeps a share of compute busy (Streaming DiLoCo's Table 4).\n"
       "Examples:\n"
       "  atoll simulate examples/simulate/paper_table1.toml\n"
+      "  atoll simulate examples/simulate/table4.toml --report atoll-out/simulate/table4.json\n"
+      "  atoll simulate examples/simulate/wan_bench.toml --set 'network.link=\"rate=1gbit,delay=40ms\"'\n"
       "  atoll simulate examples/simulate/planning.toml --set planning.chips=100000 --set failures.mtbi_chip_years=3\n"
       "Exit status: 0 done; 1 an output could not be written; 2 a bad plan or arguments.");
   simulate->callback([a, &status] { status = simulate_command(*a); });

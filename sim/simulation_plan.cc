@@ -98,6 +98,104 @@ TrainingModel::Compute read_compute(const toml::table& t) {
   return c;
 }
 
+SyncSchedule read_schedule(const toml::table& t, const std::string& prefix, SyncSchedule s) {
+  no_unknown_keys(t, prefix, {"sync_every", "overlap", "bits", "volume", "latency_seconds"});
+  if (const toml::node* n = t.get("sync_every")) s.sync_every = static_cast<int>(get_int(*n, prefix + "sync_every", 1, 1 << 20));
+  if (const toml::node* n = t.get("overlap")) s.overlap = static_cast<int>(get_int(*n, prefix + "overlap", 0, 1 << 20));
+  read_number(t, "bits", prefix, 0.01, 64.0, s.bits_per_parameter);
+  read_number(t, "volume", prefix, 0.01, 100.0, s.volume_factor);
+  read_number(t, "latency_seconds", prefix, 0.0, 1e3, s.latency_seconds);
+  return s;
+}
+
+std::vector<std::pair<std::string, const toml::table*>> array_of_tables(const toml::table& t, const std::string& prefix,
+                                                                        const char* name) {
+  std::vector<std::pair<std::string, const toml::table*>> out;
+  if (const toml::node* n = t.get(name)) {
+    const auto* arr = n->as_array();
+    if (!arr) fail(*n, prefix + name, "expected an array of tables ([[" + prefix + name + "]])");
+    for (size_t i = 0; i < arr->size(); ++i) {
+      const std::string key = prefix + name + "[" + std::to_string(i) + "]";
+      out.emplace_back(key + ".", &table_of((*arr)[i], key));
+    }
+  }
+  return out;
+}
+
+UtilizationView read_utilization(const toml::table& t) {
+  no_unknown_keys(t, "utilization.", {"targets", "methods", "grid", "fragment_layers", "learners", "periods", "at_gbps", "dp",
+                                      "diloco", "streaming", "model", "reference"});
+  UtilizationView v;
+  if (const toml::node* n = t.get("targets")) {
+    v.targets.clear();
+    const auto& arr = array_of(*n, "utilization.targets");
+    for (size_t i = 0; i < arr.size(); ++i)
+      v.targets.push_back(number_in(arr[i], "utilization.targets[" + std::to_string(i) + "]", 0.001, 0.999));
+  }
+  if (const toml::node* n = t.get("methods")) {
+    v.methods.clear();
+    const auto& arr = array_of(*n, "utilization.methods");
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const std::string key = "utilization.methods[" + std::to_string(i) + "]";
+      std::string m = get_string(arr[i], key);
+      if (m != "dp" && m != "diloco" && m != "streaming" && m != "decoupled")
+        fail(arr[i], key, "unknown method '" + m + "' (expected dp, diloco, streaming or decoupled)");
+      v.methods.push_back(std::move(m));
+    }
+  }
+  if (const toml::node* n = t.get("grid")) {
+    const auto& arr = array_of(*n, "utilization.grid");
+    if (arr.size() != 3) fail(*n, "utilization.grid", "expected [from_gbit, to_gbit, points]");
+    const double from = number_in(arr[0], "utilization.grid[0]", 1e-6, 1e6);
+    const double to = number_in(arr[1], "utilization.grid[1]", from, 1e6);
+    v.grid = bandwidth_grid(from, to, static_cast<int>(get_int(arr[2], "utilization.grid[2]", 2, 10000)));
+  }
+  if (const toml::node* n = t.get("at_gbps")) {
+    const auto& arr = array_of(*n, "utilization.at_gbps");
+    for (size_t i = 0; i < arr.size(); ++i)
+      v.at.push_back(1e9 * number_in(arr[i], "utilization.at_gbps[" + std::to_string(i) + "]", 1e-6, 1e6));
+  }
+  if (const toml::node* n = t.get("fragment_layers"))
+    v.fragment_layers = static_cast<int>(get_int(*n, "utilization.fragment_layers", 1, 1 << 20));
+  if (const toml::node* n = t.get("learners")) v.learners = static_cast<int>(get_int(*n, "utilization.learners", 1, 1024));
+  read_number(t, "periods", "utilization.", 3.0, 1e4, v.periods);
+  if (const toml::node* n = t.get("dp")) v.dp = read_schedule(table_of(*n, "utilization.dp"), "utilization.dp.", v.dp);
+  if (const toml::node* n = t.get("diloco"))
+    v.diloco = read_schedule(table_of(*n, "utilization.diloco"), "utilization.diloco.", v.diloco);
+  if (const toml::node* n = t.get("streaming"))
+    v.streaming = read_schedule(table_of(*n, "utilization.streaming"), "utilization.streaming.", v.streaming);
+  for (const auto& [prefix, m] : array_of_tables(t, "utilization.", "model")) {
+    no_unknown_keys(*m, prefix, {"name", "parameters", "layers", "step_seconds"});
+    Workload w;
+    for (const char* key : {"name", "parameters", "layers", "step_seconds"})
+      if (!m->get(key)) fail(*m, prefix + key, "missing");
+    w.name = get_string(*m->get("name"), prefix + "name");
+    w.parameters = number_in(*m->get("parameters"), prefix + "parameters", 1.0, 1e15);
+    w.layers = static_cast<int>(get_int(*m->get("layers"), prefix + "layers", 1, 1 << 20));
+    w.step_seconds = number_in(*m->get("step_seconds"), prefix + "step_seconds", 1e-6, 1e6);
+    if (w.layers % v.fragment_layers != 0)
+      fail(*m->get("layers"), prefix + "layers", std::to_string(w.layers) + " layers do not make fragments of " +
+                                                     std::to_string(v.fragment_layers) + " (utilization.fragment_layers)");
+    v.models.push_back(std::move(w));
+  }
+  if (v.models.empty()) fail(t, "utilization.model", "missing: at least one [[utilization.model]]");
+  for (const auto& [prefix, r] : array_of_tables(t, "utilization.", "reference")) {
+    no_unknown_keys(*r, prefix, {"model", "method", "gbps"});
+    UtilizationView::Reference ref;
+    for (const char* key : {"model", "method", "gbps"})
+      if (!r->get(key)) fail(*r, prefix + key, "missing");
+    ref.model = get_string(*r->get("model"), prefix + "model");
+    ref.method = get_string(*r->get("method"), prefix + "method");
+    const auto& arr = array_of(*r->get("gbps"), prefix + "gbps");
+    if (arr.size() != v.targets.size())
+      fail(*r->get("gbps"), prefix + "gbps", std::to_string(arr.size()) + " figures for " +
+                                                 std::to_string(v.targets.size()) + " targets");
+    for (size_t i = 0; i < arr.size(); ++i) ref.gbps.push_back(get_number(arr[i], prefix + "gbps[" + std::to_string(i) + "]"));
+    v.references.push_back(std::move(ref));
+  }
+  return v;
+}
+
 LinkShape read_link(const toml::node& n, const std::string& key) {
   auto shape = parse_link_shape(get_string(n, key));
   if (!shape.ok()) fail(n, key, std::string(shape.status().message()));
@@ -105,25 +203,14 @@ LinkShape read_link(const toml::node& n, const std::string& key) {
 }
 
 NetworkModel read_network(const toml::table& t) {
-  no_unknown_keys(t, "network.", {"link", "hub", "wire_parameters", "region", "partition"});
+  no_unknown_keys(t, "network.", {"link", "hub", "wire_parameters", "wait_late", "region", "partition"});
   NetworkModel net;
   net.given = true;
   if (const toml::node* n = t.get("link")) net.link = read_link(*n, "network.link");
   if (const toml::node* n = t.get("hub")) net.hub = read_link(*n, "network.hub");
   read_number(t, "wire_parameters", "network.", 0.0, 1e15, net.wire_parameters);
-  const auto tables = [&](const char* name) {
-    std::vector<std::pair<std::string, const toml::table*>> out;
-    if (const toml::node* n = t.get(name)) {
-      const auto* arr = n->as_array();
-      if (!arr) fail(*n, std::string("network.") + name, "expected an array of tables ([[network." + std::string(name) + "]])");
-      for (size_t i = 0; i < arr->size(); ++i) {
-        const std::string key = std::string("network.") + name + "[" + std::to_string(i) + "]";
-        out.emplace_back(key + ".", &table_of((*arr)[i], key));
-      }
-    }
-    return out;
-  };
-  for (const auto& [prefix, r] : tables("region")) {
+  if (const toml::node* n = t.get("wait_late")) net.wait_late = get_bool(*n, "network.wait_late");
+  for (const auto& [prefix, r] : array_of_tables(t, "network.", "region")) {
     no_unknown_keys(*r, prefix, {"learners", "link"});
     NetworkModel::Region region;
     const toml::node* l = r->get("learners");
@@ -134,7 +221,7 @@ NetworkModel read_network(const toml::table& t) {
     region.link = read_link(*k, prefix + "link");
     net.regions.push_back(std::move(region));
   }
-  for (const auto& [prefix, p] : tables("partition")) {
+  for (const auto& [prefix, p] : array_of_tables(t, "network.", "partition")) {
     no_unknown_keys(*p, prefix, {"learners", "at_seconds", "seconds"});
     NetworkModel::Partition part;
     const toml::node* l = p->get("learners");
@@ -324,7 +411,7 @@ Result<SimulationPlan> parse_simulation_plan(std::string_view text, const std::s
   plan.name = std::filesystem::path(path).stem().string();
   try {
     no_unknown_keys(root, "", {"name", "seed", "precision", "min_hours", "max_hours", "failures", "training", "grid",
-                               "reference", "planning", "scavenging", "network"});
+                               "reference", "planning", "scavenging", "network", "utilization"});
     if (const toml::node* n = root.get("name")) plan.name = get_string(*n, "name");
     if (const toml::node* n = root.get("seed")) plan.seed = static_cast<uint64_t>(get_int(*n, "seed", 0, INT64_MAX));
     read_number(root, "precision", "", 1e-4, 0.5, plan.precision);
@@ -417,8 +504,9 @@ Result<SimulationPlan> parse_simulation_plan(std::string_view text, const std::s
     }
     if (const toml::node* n = root.get("scavenging"))
       plan.scavenging = read_scavenging(table_of(*n, "scavenging"), path);
-    if (plan.cells.empty() && !plan.planning && !plan.scavenging)
-      fail(root, "grid", "nothing to simulate: give a [grid], a [planning] or a [scavenging] table");
+    if (const toml::node* n = root.get("utilization")) plan.utilization = read_utilization(table_of(*n, "utilization"));
+    if (plan.cells.empty() && !plan.planning && !plan.scavenging && !plan.utilization)
+      fail(root, "grid", "nothing to simulate: give a [grid], a [planning], a [scavenging] or a [utilization] table");
   } catch (const KeyError& e) {
     return Status::invalid_argument(e.text);
   }

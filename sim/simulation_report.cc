@@ -149,6 +149,76 @@ void write_cell(JsonWriter& w, const CellResult& r) {
   w.close('}');
 }
 
+void write_utilization_row(JsonWriter& w, const SimulationReport::UtilizationRow& r) {
+  w.open(nullptr, '{');
+  w.field("model", r.model);
+  w.field("method", r.method);
+  w.field("target", r.target);
+  w.field("gbps", r.bits_per_second ? *r.bits_per_second / 1e9 : std::nan(""));  // null: no grid bandwidth reaches it
+  w.field("paper_gbps", r.paper_gbps ? *r.paper_gbps : std::nan(""));
+  if (r.paper_gbps && r.bits_per_second) w.field("grid_steps_off", r.grid_steps_off);
+  w.close('}');
+}
+
+// "what the method needs (the paper's)" per target, a line per method, a block per model.
+std::string utilization_table(const SimulationPlan& plan, const SimulationReport& report) {
+  const UtilizationView& v = *plan.utilization;
+  std::ostringstream out;
+  out << printf_string("utilization: the smallest of %zu log-spaced bandwidths from %.3g to %.3g Gbit/s at which each\n"
+                       "method keeps a share of compute busy, Gbit/s (the reference's in brackets)\n",
+                       v.grid.size(), v.grid.front() / 1e9, v.grid.back() / 1e9);
+  const auto schedule = [](const SyncSchedule& s) {
+    return printf_string("H = %d, tau = %d, %g bits, volume %g, latency %g s", s.sync_every, s.overlap,
+                         s.bits_per_parameter, s.volume_factor, s.latency_seconds);
+  };
+  out << "  dp: " << schedule(v.dp) << "\n  diloco: " << schedule(v.diloco) << "\n  streaming: " << schedule(v.streaming)
+      << ", fragments of " << v.fragment_layers << " layers\n";
+  const OuterSpec& o = plan.training.outer;
+  out << printf_string("  decoupled: %d simulated learners, H = %d, tau = %d, push %s, broadcast %s, K = %d, fragments of %d layers;\n"
+                       "    its learners wait for a broadcast later than tau steps after its push, as Streaming DiLoCo's workers do\n",
+                       v.learners, o.sync_every, o.overlap, codec_name(o.push_codec), codec_name(o.broadcast_codec),
+                       o.quorum, v.fragment_layers);
+  int compared = 0, within = 0, exact = 0;
+  for (const Workload& w : v.models) {
+    out << printf_string("\n%s: %.3g parameters, %d layers, %g s a step\n%-11s", w.name.c_str(), w.parameters, w.layers,
+                         w.step_seconds, "");
+    for (double t : v.targets) out << printf_string("%17s", printf_string("%g%%", 100.0 * t).c_str());
+    out << "\n";
+    for (const std::string& m : v.methods) {
+      out << printf_string("%-11s", m.c_str());
+      for (const auto& r : report.utilization) {
+        if (r.model != w.name || r.method != m) continue;
+        std::string cell = r.bits_per_second ? printf_string("%.1f", *r.bits_per_second / 1e9) : "-";
+        if (r.paper_gbps) {
+          cell += printf_string(" (%.1f)", *r.paper_gbps);
+          if (r.bits_per_second) {
+            ++compared;
+            within += std::abs(r.grid_steps_off) <= 1;
+            exact += r.grid_steps_off == 0;
+          }
+        }
+        out << printf_string("%17s", cell.c_str());
+      }
+      out << "\n";
+    }
+  }
+  if (!report.utilization_at.empty()) {
+    out << "\nutilization % at given bandwidths\n";
+    for (const Workload& w : v.models)
+      for (const std::string& m : v.methods) {
+        out << printf_string("%-8s%-11s", w.name.c_str(), m.c_str());
+        for (const auto& a : report.utilization_at)
+          if (a.model == w.name && a.method == m)
+            out << printf_string("   %g Gbit/s: %6.2f", a.bits_per_second / 1e9, 100.0 * a.utilization);
+        out << "\n";
+      }
+  }
+  if (compared > 0)
+    out << printf_string("\nAgainst the reference: %d of %d cells within one grid step, %d on the same step.\n", within,
+                         compared, exact);
+  return out.str();
+}
+
 }  // namespace
 
 std::string simulation_table(const SimulationPlan& plan, const SimulationReport& report) {
@@ -275,10 +345,13 @@ std::string simulation_table(const SimulationPlan& plan, const SimulationReport&
                          "longest join (machine up to welcome): %.1f s.\n",
                          static_cast<unsigned long long>(cut), static_cast<unsigned long long>(released), join_max);
   }
-  const uint64_t events = report.events();
-  out << printf_string("\n%llu events simulated in %.1f s (%.2f million events/s)\n",
-                       static_cast<unsigned long long>(events), report.wall_seconds,
-                       report.wall_seconds > 0 ? double(events) / report.wall_seconds / 1e6 : 0.0);
+  if (plan.utilization && !report.utilization.empty()) out << "\n" << utilization_table(plan, report);
+  if (const uint64_t events = report.events(); events > 0)
+    out << printf_string("\n%llu events simulated in %.1f s (%.2f million events/s)\n",
+                         static_cast<unsigned long long>(events), report.wall_seconds,
+                         report.wall_seconds > 0 ? double(events) / report.wall_seconds / 1e6 : 0.0);
+  else
+    out << printf_string("\nsimulated in %.1f s\n", report.wall_seconds);
   return out.str();
 }
 
@@ -298,8 +371,12 @@ std::string simulation_json(const SimulationPlan& plan, const SimulationReport& 
   w.field("upscale_seconds", plan.failures.upscale_seconds);
   w.field("while_down", plan.failures.while_down);
   w.close('}');
+  // A plan's rows are what it is about: its grid's cells, or else its utilization search's.
   w.open("rows", '[');
-  for (const auto& c : report.cells) write_cell(w, c);
+  if (plan.cells.empty() && plan.utilization)
+    for (const auto& r : report.utilization) write_utilization_row(w, r);
+  else
+    for (const auto& c : report.cells) write_cell(w, c);
   w.close(']');
   w.open("rule_of_thumb", '[');
   for (const auto& c : report.rule_of_thumb) write_cell(w, c);
@@ -323,6 +400,26 @@ std::string simulation_json(const SimulationPlan& plan, const SimulationReport& 
     for (const auto& c : report.scavenging) write_scavenging_cell(w, nullptr, c);
     w.close(']');
     if (report.scavenging_core) write_scavenging_cell(w, "core_alone", *report.scavenging_core);
+    w.close('}');
+  }
+  if (const auto& u = plan.utilization) {
+    w.open("utilization", '{');
+    w.open("grid_gbps", '[');
+    for (double b : u->grid) w.item(b / 1e9);
+    w.close(']');
+    w.open("rows", '[');
+    for (const auto& r : report.utilization) write_utilization_row(w, r);
+    w.close(']');
+    w.open("at", '[');
+    for (const auto& a : report.utilization_at) {
+      w.open(nullptr, '{');
+      w.field("model", a.model);
+      w.field("method", a.method);
+      w.field("gbps", a.bits_per_second / 1e9);
+      w.field("utilization", a.utilization);
+      w.close('}');
+    }
+    w.close(']');
     w.close('}');
   }
   w.field("events", report.events());

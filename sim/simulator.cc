@@ -182,6 +182,10 @@ struct SimLearner {
   };
   std::vector<Due> dues;
   uint64_t steps = 0;
+  bool held = false;  // network.wait_late: a step asked for, held until its late broadcasts are in
+  bool overdue() const {
+    return std::any_of(dues.begin(), dues.end(), [](const Due& d) { return d.pending && d.deadline >= 0; });
+  }
   double late_seconds = 0.0, late_until = 0.0;
 };
 
@@ -512,6 +516,7 @@ Status Simulator::init_protocol() {
 void Simulator::start_learner(SimLearner& l) {
   l.welcomed = false;
   l.dues.clear();  // a new process: nothing of the old one's is pending
+  l.held = false;
   l.registered_at = now_;
   LearnerSession::Options options;
   options.shards = static_cast<int>(shards());
@@ -546,10 +551,12 @@ void Simulator::carry_out(SimLearner& l, LearnerEffects& fx) {
     if (l.machine >= 0) joins_seconds_.push_back(now_ - machines_[static_cast<size_t>(l.machine)].up_since);
     else if (l.incarnation > 1) reintegrations_.push_back(now_ - l.registered_at);
   }
-  // The session asks for a step; an upscale pending pauses the chips first.
+  // The session asks for a step; an upscale pending pauses the chips first,
+  // and with wait_late a broadcast overdue holds it.
   if (fx.start_step) {
     ChipGroup& c = l.chips;
-    if (c.phase == ChipGroup::Phase::kTraining && !c.stepping && !c.upscale_pending) start_step(l.id);
+    if (plan_.network.wait_late && l.overdue()) l.held = true;
+    else if (c.phase == ChipGroup::Phase::kTraining && !c.stepping && !c.upscale_pending) start_step(l.id);
   }
   // It left in order (Done), or ended otherwise: its process goes.
   if (fx.end != LearnerEffects::End::kNone) {
@@ -690,18 +697,30 @@ bool Simulator::partitioned(uint32_t learner) const {
   return false;
 }
 
-// Encoded as the wire carries it; a payload scaled to the wire model's size.
+// Encoded as the wire carries it. With wire_parameters, a fragment's payload
+// is scaled to an equal share of the wire model (atoll balances fragments by
+// size; the simulated model's tensors are not), the moments to the whole.
 size_t Simulator::wire_bytes(const Message& m) const {
   if (!sized_) return 0;  // no rate anywhere: only the delay counts
   const double encoded = static_cast<double>(encode_message(m).size());
-  double payload = 0.0;
-  const auto add = [&](const Payload& p) { payload += static_cast<double>(p.bytes.size()); };
-  if (const auto* p = std::get_if<Push>(&m)) add(p->delta);
-  else if (const auto* b = std::get_if<Broadcast>(&m)) add(b->values);
-  else if (const auto* w = std::get_if<Welcome>(&m)) for (const auto& f : w->fragments) add(f.values);
-  else if (const auto* r = std::get_if<Register>(&m)) for (const auto& f : r->bases) add(f.values);
-  else if (const auto* o = std::get_if<Moments>(&m)) { add(o->state.m); add(o->state.v); }
-  return static_cast<size_t>(std::llround(encoded + payload * (payload_scale_ - 1.0)));
+  if (plan_.network.wire_parameters <= 0 || cores_.empty()) return static_cast<size_t>(encoded);
+  const auto& fragments = core().fragments();
+  double extra = 0.0;  // bytes beyond the encoded ones
+  // As the codec would encode that many values (a tiny fragment's block steps do not scale).
+  const auto add = [&](const Payload& p, double scale) {
+    const auto values = static_cast<size_t>(std::llround(double(p.count) * scale));
+    extra += static_cast<double>(encoded_size(p.codec, values, p.block)) - static_cast<double>(p.bytes.size());
+  };
+  const auto of = [&](uint32_t f) {
+    const double share = plan_.network.wire_parameters / double(fragments.size());
+    return f < fragments.size() ? share / double(std::max<size_t>(1, fragments[f].size)) : payload_scale_;
+  };
+  if (const auto* p = std::get_if<Push>(&m)) add(p->delta, of(p->fragment));
+  else if (const auto* b = std::get_if<Broadcast>(&m)) add(b->values, of(b->fragment));
+  else if (const auto* w = std::get_if<Welcome>(&m)) for (const auto& f : w->fragments) add(f.values, of(f.fragment));
+  else if (const auto* r = std::get_if<Register>(&m)) for (const auto& f : r->bases) add(f.values, of(f.fragment));
+  else if (const auto* o = std::get_if<Moments>(&m)) { add(o->state.m, payload_scale_); add(o->state.v, payload_scale_); }
+  return static_cast<size_t>(std::llround(encoded + extra));
 }
 
 std::optional<double> Simulator::to_syncer_at(SimLearner& l, uint32_t shard, const Message& m) {
@@ -750,6 +769,11 @@ void Simulator::on_broadcast_arrived(SimLearner& l, const Broadcast& b) {
     l.late_until = std::max(l.late_until, now_);
   }
   d.pending = false;
+  if (l.held && !l.overdue()) {
+    l.held = false;
+    const ChipGroup& c = l.chips;
+    if (c.phase == ChipGroup::Phase::kTraining && !c.stepping && !c.upscale_pending) start_step(l.id);
+  }
 }
 
 double Simulator::down_delay(uint32_t learner) const {
@@ -1212,6 +1236,9 @@ Result<SimulationReport> run_simulation(const SimulationPlan& plan,
       c.tokens_speedup = (double(c.tokens) / c.measured_hours) / (double(base.tokens) / base.measured_hours);
     }
   }
+  auto rows = utilization_rows(plan, &report.utilization_at);
+  if (!rows.ok()) return rows.status();
+  report.utilization = std::move(*rows);
   report.wall_seconds = std::chrono::duration<double>(WallClock::now() - start).count();
   return report;
 }

@@ -630,6 +630,92 @@ chips = [8]
   BOOST_TEST(p.training.step_seconds == 6e9 * 1e6 / (100 * 1e15 * 0.6), boost::test_tools::tolerance(1e-12));
 }
 
+// [utilization]: rows per model, method and target; the published cells
+// beside them; decoupled found by the simulator, and monotone in the target.
+BOOST_AUTO_TEST_CASE(a_utilization_plan_finds_the_bandwidth_each_method_needs) {
+  const SimulationPlan p = must(R"(
+[training]
+set = ["outer.sync_every=100", "outer.overlap=2"]
+[utilization]
+targets = [0.5, 0.9]
+methods = ["dp", "diloco", "decoupled"]
+at_gbps = [1]
+periods = 5
+[[utilization.model]]
+name = "1B"
+parameters = 1e9
+layers = 24
+step_seconds = 0.1
+[[utilization.reference]]
+model = "1B"
+method = "dp"
+gbps = [86.8, 184.2]
+)");
+  BOOST_REQUIRE(p.utilization);
+  auto report = run_simulation(p);
+  BOOST_REQUIRE_MESSAGE(report.ok(), report.status().to_string());
+  const auto& rows = report->utilization;
+  BOOST_REQUIRE_EQUAL(rows.size(), 6u);
+  for (const auto& r : rows) {
+    BOOST_TEST_MESSAGE(r.model << " " << r.method << " " << r.target << ": "
+                                << (r.bits_per_second ? *r.bits_per_second / 1e9 : -1) << " Gbit/s");
+    BOOST_REQUIRE(r.bits_per_second.has_value());
+  }
+  // dp's published cells, within one step of the grid.
+  BOOST_TEST(rows[0].paper_gbps.value() == 86.8);
+  BOOST_CHECK_LE(std::abs(rows[0].grid_steps_off), 1);
+  BOOST_CHECK_LE(std::abs(rows[1].grid_steps_off), 1);
+  // A higher target never needs less; decoupled (int4 fragments, overlapped) needs far less than dp.
+  for (size_t i = 0; i < rows.size(); i += 2) BOOST_CHECK_LE(*rows[i].bits_per_second, *rows[i + 1].bits_per_second);
+  BOOST_CHECK_LT(*rows[5].bits_per_second * 20, *rows[1].bits_per_second);
+  BOOST_REQUIRE_EQUAL(report->utilization_at.size(), 3u);  // at 1 Gbit/s, each method
+  BOOST_CHECK_LT(report->utilization_at[0].utilization, 0.2);  // dp at 1 Gbit/s
+  const std::string json = simulation_json(p, *report);
+  BOOST_TEST(json.find("\"method\":\"decoupled\"") != std::string::npos);
+  BOOST_TEST(json.find("\"paper_gbps\":86.8") != std::string::npos);
+  expect_error(R"(
+[utilization]
+methods = ["ring"]
+[[utilization.model]]
+name = "x"
+parameters = 1e9
+layers = 24
+step_seconds = 0.1
+)", "utilization.methods[0]");
+  expect_error(R"(
+[[utilization.model]]
+name = "x"
+parameters = 1e9
+layers = 25
+step_seconds = 0.1
+)", "utilization.model[0].layers");
+}
+
+// Streaming DiLoCo's Table 4 as examples/simulate/table4.toml states it:
+// every published dp and DiLoCo cell within one step of the grid.
+BOOST_AUTO_TEST_CASE(the_table4_plan_reproduces_the_published_dp_and_diloco_rows) {
+  auto plan = load_simulation_plan(std::string(ATOLL_SOURCE_DIR) + "/examples/simulate/table4.toml",
+                                   {"utilization.methods=[\"dp\", \"diloco\"]"});
+  BOOST_REQUIRE_MESSAGE(plan.ok(), plan.status().to_string());
+  auto report = run_simulation(*plan);
+  BOOST_REQUIRE_MESSAGE(report.ok(), report.status().to_string());
+  BOOST_REQUIRE_EQUAL(report->utilization.size(), 30u);
+  for (const auto& r : report->utilization) {
+    BOOST_REQUIRE(r.paper_gbps && r.bits_per_second);
+    BOOST_CHECK_MESSAGE(std::abs(r.grid_steps_off) <= 1, r.model << " " << r.method << " at " << r.target << ": "
+                                                                   << *r.bits_per_second / 1e9 << " Gbit/s against "
+                                                                   << *r.paper_gbps);
+  }
+}
+
+// Every example plan with links loads.
+BOOST_AUTO_TEST_CASE(the_example_plans_with_links_load) {
+  for (const char* name : {"wan_bench", "table4", "seeds_claims", "partition"}) {
+    auto plan = load_simulation_plan(std::string(ATOLL_SOURCE_DIR) + "/examples/simulate/" + name + ".toml");
+    BOOST_CHECK_MESSAGE(plan.ok(), name << ": " << plan.status().to_string());
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace atl

@@ -40,7 +40,7 @@
 // the next step starts when the new parameters (fp32) are back at all of
 // them. With [network], a dp cell has grid.learners members.
 //
-// A plan (TOML), every key optional but grid.chips, [planning] or [scavenging]:
+// A plan (TOML), every key optional but grid.chips, [planning], [scavenging] or [utilization]:
 //   name = "paper_table1"   seed = 1
 //   precision = 0.005       # half-width of each cell's 95% interval (a fraction)
 //   min_hours = 0           max_hours = 20000    # simulated time per cell
@@ -57,7 +57,7 @@
 //   [training.compute]      # instead of step_seconds: 6 N FLOPs per token
 //   parameters = 12e9       tokens_per_step = 4e6   chips = 256   peak_flops = 9.18e14   mfu = 0.6
 //   [network]               # links (default: unlimited, delay latency_seconds)
-//   link = "rate=2gbit,delay=30ms"   hub = "rate=100gbit"   wire_parameters = 12e9
+//   link = "rate=2gbit,delay=30ms"   hub = "rate=100gbit"   wire_parameters = 12e9   wait_late = false
 //   [[network.region]]      # learners whose link differs
 //   learners = [2, 3]       link = "rate=5gbit,delay=40ms"
 //   [[network.partition]]   # these learners' links carry nothing for a while
@@ -73,6 +73,17 @@
 //   core = 2                scavenged = [0, 2, 4, 8]  quorum = 1   learner_chips = 1
 //   availability = 0.5      mean_up_seconds = 3600    notice_seconds = 30
 //   trace = "trace.csv"     # instead of availability and mean_up_seconds
+//   [utilization]           # the bandwidth each method needs for a share of compute
+//   targets = [0.5, 0.8, 0.9, 0.95, 0.99]   methods = ["dp", "diloco", "streaming", "decoupled"]
+//   grid = [0.1, 1000, 50]  # from and to Gbit/s, points (log-spaced)
+//   at_gbps = [2, 5]        # also each method's utilization at these bandwidths
+//   fragment_layers = 3     learners = 4       periods = 30
+//   dp = {bits = 16, volume = 1, latency_seconds = 0}      # any SyncSchedule field by these names
+//   diloco = {sync_every = 100}   streaming = {sync_every = 100, overlap = 1, bits = 4}
+//   [[utilization.model]]
+//   name = "1B"  parameters = 1e9  layers = 24  step_seconds = 0.1
+//   [[utilization.reference]]   # published figures, Gbit/s, one per target (-1: none)
+//   model = "1B"  method = "dp"  gbps = [86.8, 152.6, 184.2, 222.3, 569.0]
 //
 // Scavenging: `core` learners hold the fixed slots and are interrupted by
 // [failures] as a decoupled learner of `learner_chips` chips is. Each
@@ -99,6 +110,7 @@
 #include "atoll/rng.h"
 #include "atoll/status.h"
 #include "atoll/topology.h"
+#include "atoll/utilization_model.h"
 
 namespace atl {
 
@@ -182,6 +194,10 @@ struct NetworkModel {
     double at_seconds = 0, seconds = 0;
   };
   std::vector<Partition> partitions;
+  // Decoupled learners wait for a fragment's broadcast that has not come
+  // outer.overlap steps after its push, as Streaming DiLoCo's workers do
+  // (atoll's learners train on: false).
+  bool wait_late = false;
   LinkShape link_of(int learner) const;  // its region's, else `link`
 };
 
@@ -246,6 +262,36 @@ struct ScavengingPlan {
   double mean_cycle_seconds(int learners) const;
 };
 
+// [utilization]: per model, the smallest grid bandwidth at which each
+// method keeps `targets` of compute busy, with Streaming DiLoCo's method
+// (atoll/utilization_model.h) for "dp", "diloco" and "streaming", and the
+// simulator for "decoupled": `learners` simulated learners, each on a link
+// of that bandwidth (no delay, an unlimited hub, no failures), running
+// atoll's protocol with training.set's [outer] keys, the model's step time
+// and messages sized for its parameters; learners that wait for a
+// broadcast later than tau steps after its push (network.wait_late), so
+// that its utilization means what Streaming DiLoCo's does.
+// Streaming and decoupled send fragments of `fragment_layers` layers:
+// P = layers / fragment_layers.
+struct UtilizationView {
+  std::vector<double> targets = {0.5, 0.8, 0.9, 0.95, 0.99};
+  std::vector<double> grid = bandwidth_grid();  // bits/s, ascending
+  std::vector<double> at;                 // bits/s: also each method's utilization at these
+  std::vector<std::string> methods = {"dp", "diloco", "streaming", "decoupled"};
+  std::vector<Workload> models;
+  SyncSchedule dp{SyncMethod::kDataParallel};
+  SyncSchedule diloco{SyncMethod::kDiLoCo, 100};
+  SyncSchedule streaming{SyncMethod::kStreaming, 100, 1, 1, 4.0};
+  int fragment_layers = 3;
+  int learners = 4;                       // decoupled
+  double periods = 30;                    // decoupled: simulated time, in H-step periods
+  struct Reference {                      // published figures, one per target (-1: none)
+    std::string model, method;
+    std::vector<double> gbps;
+  };
+  std::vector<Reference> references;
+};
+
 struct SimulationPlan {
   std::string name, path;
   uint64_t seed = 1;
@@ -258,6 +304,7 @@ struct SimulationPlan {
   std::optional<PlanningView> planning;
   std::optional<ScavengingPlan> scavenging;
   NetworkModel network;
+  std::optional<UtilizationView> utilization;
 };
 
 // Reads a plan (TOML; see examples/simulate/), then `overrides` ("key=value",
@@ -319,11 +366,30 @@ struct SimulationReport {
   std::vector<CellResult> planning;
   std::vector<CellResult> scavenging;     // one per scavenging.scavenged, with its speed-up
   std::optional<CellResult> scavenging_core;  // the core alone, when scavenged has no 0
+  struct UtilizationRow {
+    std::string model, method;
+    double target = 0;
+    std::optional<double> bits_per_second;  // none: no grid bandwidth reaches the target
+    std::optional<double> paper_gbps;       // the plan's reference
+    int grid_steps_off = 0;                 // from the reference, on the grid (+: above)
+  };
+  std::vector<UtilizationRow> utilization;
+  struct UtilizationAt {                    // [utilization] at_gbps
+    std::string model, method;
+    double bits_per_second = 0, utilization = 0;
+  };
+  std::vector<UtilizationAt> utilization_at;
   double wall_seconds = 0.0;
   uint64_t events() const;               // over every cell simulated
 };
 Result<SimulationReport> run_simulation(const SimulationPlan& plan,
                                         const std::function<void(const CellResult&)>& progress = {});
+
+// The [utilization] rows, model by model, method by method, target by target
+// (run_simulation fills SimulationReport::utilization with them).
+// at_gbps: each method's utilization at those bandwidths, into `at`.
+Result<std::vector<SimulationReport::UtilizationRow>> utilization_rows(
+    const SimulationPlan& plan, std::vector<SimulationReport::UtilizationAt>* at = nullptr);
 
 // The report as a person reads it: the failure model, the grid as a table of
 // goodput beside the plan's references, the rule of thumb, the planning view
