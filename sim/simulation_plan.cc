@@ -239,7 +239,7 @@ TrainingModel read_training(const toml::table& t, const std::string& path) {
   no_unknown_keys(t, "training.",
                   {"step_seconds", "step_jitter", "latency_seconds", "learner_failure", "parameters", "set", "compute"});
   TrainingModel m;
-  read_number(t, "step_seconds", "training.", 1e-3, 1e5, m.step_seconds);
+  read_number(t, "step_seconds", "training.", 1e-6, 1e5, m.step_seconds);
   if (const toml::node* n = t.get("compute")) {
     if (t.get("step_seconds")) fail(*n, "training.compute", "give step_seconds or [training.compute], not both");
     m.compute = read_compute(table_of(*n, "training.compute"));
