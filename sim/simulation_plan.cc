@@ -191,6 +191,11 @@ UtilizationView read_utilization(const toml::table& t) {
       fail(*r->get("gbps"), prefix + "gbps", std::to_string(arr.size()) + " figures for " +
                                                  std::to_string(v.targets.size()) + " targets");
     for (size_t i = 0; i < arr.size(); ++i) ref.gbps.push_back(get_number(arr[i], prefix + "gbps[" + std::to_string(i) + "]"));
+    if (std::none_of(v.models.begin(), v.models.end(), [&](const Workload& w) { return w.name == ref.model; }))
+      fail(*r->get("model"), prefix + "model", "'" + ref.model + "' is not a [[utilization.model]] name");
+    if (ref.method != "dp" && ref.method != "diloco" && ref.method != "streaming" && ref.method != "decoupled")
+      fail(*r->get("method"), prefix + "method",
+           "unknown method '" + ref.method + "' (expected dp, diloco, streaming or decoupled)");
     v.references.push_back(std::move(ref));
   }
   return v;
@@ -392,6 +397,14 @@ LinkShape NetworkModel::link_of(int learner) const {
   for (const auto& r : regions)
     if (std::find(r.learners.begin(), r.learners.end(), learner) != r.learners.end()) return r.link;
   return link;
+}
+
+double NetworkModel::cut_until(int learner, double t) const {
+  for (const auto& p : partitions)
+    if (t >= p.at_seconds && t < p.at_seconds + p.seconds &&
+        std::find(p.learners.begin(), p.learners.end(), learner) != p.learners.end())
+      return p.at_seconds + p.seconds;
+  return t;
 }
 
 Result<SimulationPlan> load_simulation_plan(const std::string& path, const std::vector<std::string>& overrides) {

@@ -78,6 +78,8 @@ struct ChipGroup {
   uint64_t interruptions = 0;
 
   double share() const { return elastic ? double(up) / double(slices) : 1.0; }
+  // Training, between steps, and no slice waiting to join: a step may start.
+  bool may_step() const { return phase == Phase::kTraining && !stepping && !upscale_pending; }
   void advance(double now) {
     if (phase == Phase::kTraining) trained += now - last;
     last = now;
@@ -268,14 +270,12 @@ class Simulator {
   // Goodput so far, as the cell defines it (a share of chip time).
   double good_chip_seconds() const;
 
-  // Links: when a message sent now reaches the syncer shard / the learner
-  // (nullopt: a partition drops it).
+  // Links: when `bytes` sent now reach the syncer shard / the learner
+  // (nullopt: a partition drops them).
   void init_links();
-  std::optional<double> to_syncer_at(SimLearner& l, uint32_t shard, const Message& m);
-  std::optional<double> to_learner_at(SimLearner& l, uint32_t shard, const Message& m);
-  bool partitioned(uint32_t learner) const;
+  std::optional<double> to_syncer_at(SimLearner& l, uint32_t shard, size_t bytes);
+  std::optional<double> to_learner_at(SimLearner& l, uint32_t shard, size_t bytes);
   size_t wire_bytes(const Message& m) const;
-  double down_delay(uint32_t learner) const;  // the syncer notices a lost connection after this
   double dp_exchange();                        // dp: when the step's exchange is over, from now
   // On time: a push sent, a step ended, a broadcast arrived.
   void on_pushed(SimLearner& l, const Push& p);
@@ -402,7 +402,7 @@ void Simulator::stop_training(uint32_t g, ChipGroup::Phase phase) {
     // The learner's process is gone: its unmerged progress with it. The syncer
     // notices when the connection drops (one latency later).
     l.session.reset();
-    schedule(now_ + down_delay(g), Event::Kind::kDown, g, l.incarnation);
+    schedule(now_ + l.down.shape().delay_ms * 1e-3, Event::Kind::kDown, g, l.incarnation);
   }
 }
 
@@ -538,7 +538,7 @@ void Simulator::in_session(SimLearner& l, F&& event) {
 void Simulator::carry_out(SimLearner& l, LearnerEffects& fx) {
   for (auto& send : fx.sends) {
     if (const auto* p = std::get_if<Push>(&send.message)) on_pushed(l, *p);
-    const std::optional<double> at = to_syncer_at(l, send.shard, send.message);
+    const std::optional<double> at = to_syncer_at(l, send.shard, wire_bytes(send.message));
     if (!at) continue;
     schedule(*at, Event::Kind::kToSyncer, l.id,
              mail_.put(Mail{std::make_shared<const Message>(std::move(send.message)), l.incarnation, send.shard}));
@@ -556,7 +556,7 @@ void Simulator::carry_out(SimLearner& l, LearnerEffects& fx) {
   if (fx.start_step) {
     ChipGroup& c = l.chips;
     if (plan_.network.wait_late && l.overdue()) l.held = true;
-    else if (c.phase == ChipGroup::Phase::kTraining && !c.stepping && !c.upscale_pending) start_step(l.id);
+    else if (c.may_step()) start_step(l.id);
   }
   // It left in order (Done), or ended otherwise: its process goes.
   if (fx.end != LearnerEffects::End::kNone) {
@@ -597,16 +597,17 @@ SyncerStats Simulator::merged_stats() const {
 
 void Simulator::carry_out(SyncerEffects& fx, uint32_t shard) {
   for (auto& s : fx.sends) {
-    const std::optional<double> at = to_learner_at(learners_[s.learner], shard, s.message);
+    const std::optional<double> at = to_learner_at(learners_[s.learner], shard, wire_bytes(s.message));
     if (!at) continue;
     schedule(*at, Event::Kind::kToLearner, s.learner,
              mail_.put(Mail{std::make_shared<const Message>(std::move(s.message)), 0, shard}));
   }
   for (auto& m : fx.to_all) {
     const auto shared = std::make_shared<const Message>(std::move(m));
+    const size_t bytes = wire_bytes(*shared);  // one encoding for every copy
     for (uint32_t id = 0; id < learners_.size(); ++id) {
       if (!cores_[shard]->learners()[id].connected) continue;
-      const std::optional<double> at = to_learner_at(learners_[id], shard, *shared);
+      const std::optional<double> at = to_learner_at(learners_[id], shard, bytes);
       if (at) schedule(*at, Event::Kind::kToLearner, id, mail_.put(Mail{shared, 0, shard}));
     }
   }
@@ -689,14 +690,6 @@ void Simulator::init_links() {
   dp_parameters_ = net.wire_parameters > 0 ? net.wire_parameters : double(std::max<int64_t>(1, plan_.training.parameters));
 }
 
-bool Simulator::partitioned(uint32_t learner) const {
-  for (const auto& p : plan_.network.partitions)
-    if (now_ >= p.at_seconds && now_ < p.at_seconds + p.seconds &&
-        std::find(p.learners.begin(), p.learners.end(), static_cast<int>(learner)) != p.learners.end())
-      return true;
-  return false;
-}
-
 // Encoded as the wire carries it. With wire_parameters, a fragment's payload
 // is scaled to an equal share of the wire model (atoll balances fragments by
 // size; the simulated model's tensors are not), the moments to the whole.
@@ -723,21 +716,19 @@ size_t Simulator::wire_bytes(const Message& m) const {
   return static_cast<size_t>(std::llround(encoded + extra));
 }
 
-std::optional<double> Simulator::to_syncer_at(SimLearner& l, uint32_t shard, const Message& m) {
-  if (partitioned(l.id)) {
+std::optional<double> Simulator::to_syncer_at(SimLearner& l, uint32_t shard, size_t bytes) {
+  if (plan_.network.cut_until(static_cast<int>(l.id), now_) > now_) {
     ++lost_to_partition_;
     return std::nullopt;
   }
-  const size_t bytes = wire_bytes(m);
   return hub_in_[shard].arrival(l.up.arrival(now_, bytes), bytes);
 }
 
-std::optional<double> Simulator::to_learner_at(SimLearner& l, uint32_t shard, const Message& m) {
-  if (partitioned(l.id)) {
+std::optional<double> Simulator::to_learner_at(SimLearner& l, uint32_t shard, size_t bytes) {
+  if (plan_.network.cut_until(static_cast<int>(l.id), now_) > now_) {
     ++lost_to_partition_;
     return std::nullopt;
   }
-  const size_t bytes = wire_bytes(m);
   return l.down.arrival(hub_out_[shard].arrival(now_, bytes), bytes);
 }
 
@@ -771,14 +762,8 @@ void Simulator::on_broadcast_arrived(SimLearner& l, const Broadcast& b) {
   d.pending = false;
   if (l.held && !l.overdue()) {
     l.held = false;
-    const ChipGroup& c = l.chips;
-    if (c.phase == ChipGroup::Phase::kTraining && !c.stepping && !c.upscale_pending) start_step(l.id);
+    if (l.chips.may_step()) start_step(l.id);
   }
-}
-
-double Simulator::down_delay(uint32_t learner) const {
-  return plan_.network.given ? plan_.network.link_of(static_cast<int>(learner)).delay_ms * 1e-3
-                             : plan_.training.latency_seconds;
 }
 
 // atoll's dp: every member's gradient to the syncer, then the new
@@ -788,11 +773,7 @@ double Simulator::dp_exchange() {
   const size_t up = sized_ ? encoded_size(Codec::kFp32, static_cast<size_t>(dp_parameters_), 0) : 0;
   double merged = now_;
   for (int m = 0; m < cell_.learners; ++m) {
-    double start = now_;
-    for (const auto& p : plan_.network.partitions)
-      if (std::find(p.learners.begin(), p.learners.end(), m) != p.learners.end() && start >= p.at_seconds &&
-          start < p.at_seconds + p.seconds)
-        start = p.at_seconds + p.seconds;
+    const double start = plan_.network.cut_until(m, now_);
     merged = std::max(merged, hub_in_[0].arrival(members_up_[static_cast<size_t>(m)].arrival(start, up), up));
   }
   double ready = merged;

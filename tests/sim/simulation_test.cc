@@ -673,15 +673,9 @@ gbps = [86.8, 184.2]
   const std::string json = simulation_json(p, *report);
   BOOST_TEST(json.find("\"method\":\"decoupled\"") != std::string::npos);
   BOOST_TEST(json.find("\"paper_gbps\":86.8") != std::string::npos);
-  expect_error(R"(
-[utilization]
-methods = ["ring"]
-[[utilization.model]]
-name = "x"
-parameters = 1e9
-layers = 24
-step_seconds = 0.1
-)", "utilization.methods[0]");
+  // One model, 1B of 24 layers, for the bad plans below.
+  const std::string one_model = "[[utilization.model]]\nname = \"1B\"\nparameters = 1e9\nlayers = 24\nstep_seconds = 0.1\n";
+  expect_error("[utilization]\nmethods = [\"ring\"]\n" + one_model, "utilization.methods[0]");
   expect_error(R"(
 [[utilization.model]]
 name = "x"
@@ -689,6 +683,8 @@ parameters = 1e9
 layers = 25
 step_seconds = 0.1
 )", "utilization.model[0].layers");
+  expect_error(one_model + "[[utilization.reference]]\nmodel = \"2B\"\nmethod = \"dp\"\ngbps = [1, 2, 3, 4, 5]\n",
+               "utilization.reference[0].model");
 }
 
 // Streaming DiLoCo's Table 4 as examples/simulate/table4.toml states it:

@@ -199,6 +199,8 @@ struct NetworkModel {
   // (atoll's learners train on: false).
   bool wait_late = false;
   LinkShape link_of(int learner) const;  // its region's, else `link`
+  // When a partition that cuts `learner` off at time t ends (t: none does).
+  double cut_until(int learner, double t) const;
 };
 
 struct SimulationCell {
