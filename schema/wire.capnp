@@ -68,6 +68,8 @@ struct Push {
   tokens @6 :UInt64;        # tokens trained in those steps
   delta @7 :Payload;        # encode(theta - base): minus the outer gradient
   seconds @8 :Float64;      # device time of those steps (for goodput)
+  since @9 :UInt64;         # the delta holds the learner's progress over its inner steps (since, through]:
+  through @10 :UInt64;      # since = the last step a merge credited it with (or where it dropped progress)
 }
 
 # syncer -> learners: a fragment's new global version.
@@ -78,6 +80,7 @@ struct Broadcast {
   delta @3 :Bool;           # values are a difference (int codecs: quantized, with error feedback)
   baseVersion @4 :UInt64;   # with `delta`: the version the difference applies to
   merged @5 :List(UInt32);  # learners whose progress this version merged
+  mergedThrough @6 :List(UInt64);  # by `merged`: the `through` of the push merged (empty from older syncers)
 }
 
 struct FragmentProgress {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -128,11 +129,15 @@ struct SyncerCoreDriver {
   SyncerEffects push_from_base(uint32_t m, uint64_t round, uint64_t base, uint64_t steps, float delta, double t,
                                uint64_t incarnation = 1) {
     SyncerEffects fx;
-    core->on_push(Push{m, incarnation, 0, round, base, steps, steps * 8, 0.1 * double(steps),
-                       encode_payload(Codec::kFp32, 0, std::vector<float>(n, delta))},
-                  at(t), fx);
+    Push p{m, incarnation, 0, round, base, steps, steps * 8, 0.1 * double(steps),
+           encode_payload(Codec::kFp32, 0, std::vector<float>(n, delta))};
+    // The progress since its previous push (steps (since, through] of its own).
+    p.since = pushed_through[m];
+    p.through = pushed_through[m] += steps;
+    core->on_push(p, at(t), fx);
     return fx;
   }
+  std::map<uint32_t, uint64_t> pushed_through;  // by learner
   SyncerEffects leave(uint32_t m, double t, uint64_t incarnation = 1) {
     SyncerEffects fx;
     core->on_leave(Leave{m, incarnation, "asked to stop"}, at(t), fx);

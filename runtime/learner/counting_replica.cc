@@ -53,14 +53,16 @@ void CountingReplica::finish_step(const StepResult& r, double step_seconds) {
 
 Push CountingReplica::make_push(uint32_t p, uint64_t round) {
   Track& t = tracks_[p];
-  if (model_->topology.outer.carry_progress) {
-    t.steps_at_push = t.steps;
-    t.tokens_at_push = t.tokens;
-    t.seconds_at_push = t.seconds;
+  if (model_->topology.outer.carry_progress) {  // LearnerCore::make_push's bookkeeping
+    if (!t.in_flight.empty() && t.in_flight.back().through == steps_) t.in_flight.pop_back();
+    t.in_flight.push_back({steps_, t.steps, t.tokens, t.seconds});
+    if (t.in_flight.size() > kMaxInFlight) t.in_flight.pop_front();
   }
   t.pushed = true;
-  t.pushed_at_version = true;
-  return Push{id_, incarnation_, p, round, t.version, t.steps, t.tokens, t.seconds, model_->zero_deltas[p]};
+  Push push{id_, incarnation_, p, round, t.version, t.steps, t.tokens, t.seconds, model_->zero_deltas[p]};
+  push.since = t.since;
+  push.through = steps_;
+  return push;
 }
 
 Result<Push> CountingReplica::answer(const Pull& pull) {
@@ -101,12 +103,23 @@ Status CountingReplica::apply(const Broadcast& b) {
   const uint64_t carry_limit = kMaxCarriedIntervals * static_cast<uint64_t>(std::max(1, sync_interval(o, t.version)));
   Track next;
   next.welcomed = true;
-  if (o.carry_progress && b.version == t.version + 1 && t.steps <= carry_limit) {
-    // The progress the new version did not merge stays (LearnerCore::adopt).
-    const bool merged = t.pushed_at_version && std::find(b.merged.begin(), b.merged.end(), id_) != b.merged.end();
-    next.steps = t.steps - (merged ? t.steps_at_push : 0);
-    next.tokens = t.tokens - (merged ? t.tokens_at_push : 0);
-    next.seconds = t.seconds - (merged ? t.seconds_at_push : 0.0);
+  next.since = steps_;  // dropped, unless carried below
+  // The progress the new version did not merge stays (LearnerCore::adopt).
+  const auto named = std::find(b.merged.begin(), b.merged.end(), id_);
+  const bool credited = named != b.merged.end();
+  const Track::InFlight* merged = nullptr;
+  if (credited && !t.in_flight.empty()) {
+    const auto at = static_cast<size_t>(named - b.merged.begin());
+    const uint64_t through = b.merged_through.empty() ? t.in_flight.back().through : b.merged_through[at];
+    for (const auto& f : t.in_flight)
+      if (f.through == through) merged = &f;
+  }
+  if (o.carry_progress && b.version == t.version + 1 && t.steps <= carry_limit && (merged || !credited)) {
+    next.steps = t.steps - (merged ? merged->steps : 0);
+    next.tokens = t.tokens - (merged ? merged->tokens : 0);
+    next.seconds = t.seconds - (merged ? merged->seconds : 0.0);
+    next.since = merged ? merged->through : t.since;
+    if (!merged) next.in_flight = std::move(t.in_flight);
   }
   next.version = b.version;
   next.stale_version = t.stale_version;

@@ -168,6 +168,7 @@ Status LearnerCore::welcome(const Welcome& w) {
     scatter(fragments_[p], values[p], params_);
     adopted(static_cast<uint32_t>(p), 0.0f, values[p]);
     t = Track{};
+    t.since = steps_;  // the progress so far is dropped
     t.version = versions[p];
     t.base = std::move(values[p]);
     fragment_welcomed_[p] = true;
@@ -207,16 +208,19 @@ Push LearnerCore::make_push(uint32_t fragment, uint64_t round) {
   std::vector<float> delta(f.size);
   gather(f, params_, delta);
   const auto& o = topology().outer;
-  if (o.carry_progress) {
-    t.at_push = delta;
-    t.steps_at_push = t.steps;
-    t.tokens_at_push = t.tokens;
-    t.seconds_at_push = t.seconds;
+  if (o.carry_progress && !data_parallel()) {
+    // Pushes at the same step boundary hold the same progress: keep one.
+    if (!t.in_flight.empty() && t.in_flight.back().through == steps_) t.in_flight.pop_back();
+    t.in_flight.push_back(InFlight{steps_, delta, t.steps, t.tokens, t.seconds});
+    if (t.in_flight.size() > kMaxInFlight) t.in_flight.pop_front();
   }
   for (size_t i = 0; i < delta.size(); ++i) delta[i] -= t.base[i];
   t.pushed = true;
-  return Push{id_, incarnation_, fragment, round, t.version, t.steps, t.tokens, t.seconds,
-              encode_payload(o.push_codec, o.push_block, delta)};
+  Push push{id_, incarnation_, fragment, round, t.version, t.steps, t.tokens, t.seconds,
+            encode_payload(o.push_codec, o.push_block, delta)};
+  push.since = t.since;
+  push.through = steps_;
+  return push;
 }
 
 Result<Push> LearnerCore::answer(const Pull& pull) {
@@ -322,22 +326,40 @@ Status LearnerCore::adopt(const Broadcast& b) {
   // time) is dropped rather than pushed at many times a push's weight.
   const uint64_t carry_limit =
       kMaxCarriedIntervals * static_cast<uint64_t>(std::max(1, sync_interval(o, t.version)));
-  if (!data_parallel() && o.carry_progress && b.version == t.version + 1 && t.steps <= carry_limit) {
+  // Which of its pushes in flight the new version merged, if any: the one
+  // the broadcast names (an older syncer names none: the last one).
+  const auto named = std::find(b.merged.begin(), b.merged.end(), id_);
+  const bool credited = named != b.merged.end();
+  const InFlight* merged = nullptr;
+  if (credited && !t.in_flight.empty()) {
+    const auto at = static_cast<size_t>(named - b.merged.begin());
+    const uint64_t through = b.merged_through.empty() ? t.in_flight.back().through : b.merged_through[at];
+    for (const InFlight& push : t.in_flight)
+      if (push.through == through) merged = &push;
+  }
+  if (!data_parallel() && o.carry_progress && b.version == t.version + 1 && t.steps <= carry_limit &&
+      (merged || !credited)) {
     // What the new version did not merge: the steps since the merged push, or
     // every step since the base when this learner was not merged.
-    // Whether it pushed at this version, not `pushed`: a welcome at the same
-    // version clears that, and the merged push's steps would be carried twice.
-    const bool merged = !t.at_push.empty() &&
-                        std::find(b.merged.begin(), b.merged.end(), id_) != b.merged.end();
-    const std::vector<float>& reference = merged ? t.at_push : t.base;
+    const std::vector<float>& reference = merged ? merged->values : t.base;
     for (size_t i = 0; i < local.size(); ++i) local[i] = global[i] + (local[i] - reference[i]);
     scale = 1.0f;
     offset.resize(global.size());
     for (size_t i = 0; i < global.size(); ++i) offset[i] = global[i] - reference[i];
-    next.steps = t.steps - (merged ? t.steps_at_push : 0);
-    next.tokens = t.tokens - (merged ? t.tokens_at_push : 0);
-    next.seconds = t.seconds - (merged ? t.seconds_at_push : 0.0);
+    next.steps = t.steps - (merged ? merged->steps : 0);
+    next.tokens = t.tokens - (merged ? merged->tokens : 0);
+    next.seconds = t.seconds - (merged ? merged->seconds : 0.0);
+    if (merged) {
+      // Later pushes hold the merged progress too: the syncer takes none of them.
+      next.since = merged->through;
+    } else {
+      next.since = t.since;
+      next.in_flight = std::move(t.in_flight);
+      for (InFlight& push : next.in_flight)
+        for (size_t i = 0; i < offset.size(); ++i) push.values[i] += offset[i];
+    }
   } else {
+    next.since = steps_;  // the progress so far is dropped (a credit for a push no longer known, too)
     const float alpha = data_parallel() ? 0.0f : o.blend_alpha;
     if (alpha > 0.0f)
       for (size_t i = 0; i < local.size(); ++i) local[i] = alpha * local[i] + (1.0f - alpha) * global[i];

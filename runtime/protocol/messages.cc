@@ -310,6 +310,8 @@ struct Encoder {
     b.setSteps(m.steps);
     b.setTokens(m.tokens);
     b.setSeconds(m.seconds);
+    b.setSince(m.since);
+    b.setThrough(m.through);
     put(m.delta, b.initDelta());
   }
   void operator()(const Broadcast& m) {
@@ -321,6 +323,8 @@ struct Encoder {
     b.setBaseVersion(m.base_version);
     auto merged = b.initMerged(static_cast<unsigned>(m.merged.size()));
     for (unsigned i = 0; i < merged.size(); ++i) merged.set(i, m.merged[i]);
+    auto through = b.initMergedThrough(static_cast<unsigned>(m.merged_through.size()));
+    for (unsigned i = 0; i < through.size(); ++i) through.set(i, m.merged_through[i]);
   }
   void operator()(const Progress& m) {
     auto b = env.initProgress();
@@ -378,13 +382,23 @@ Message decode_envelope(s::Envelope::Reader env) {
     }
     case s::Envelope::PUSH: {
       auto r = env.getPush();
-      return Push{r.getLearner(), r.getIncarnation(), r.getFragment(), r.getRound(),
-                  r.getBaseVersion(), r.getSteps(), r.getTokens(), r.getSeconds(), get(r.getDelta())};
+      Push p{r.getLearner(), r.getIncarnation(), r.getFragment(), r.getRound(),
+             r.getBaseVersion(), r.getSteps(), r.getTokens(), r.getSeconds(), get(r.getDelta())};
+      p.since = r.getSince();
+      p.through = r.getThrough();
+      if (p.since > p.through)
+        throw DecodeError{"push: progress since step " + std::to_string(p.since) + " through step " +
+                          std::to_string(p.through)};
+      return p;
     }
     case s::Envelope::BROADCAST: {
       auto r = env.getBroadcast();
       Broadcast b{r.getFragment(), r.getVersion(), get(r.getValues()), r.getDelta(), r.getBaseVersion(), {}};
       for (uint32_t m : r.getMerged()) b.merged.push_back(m);
+      for (uint64_t t : r.getMergedThrough()) b.merged_through.push_back(t);
+      if (!b.merged_through.empty() && b.merged_through.size() != b.merged.size())
+        throw DecodeError{"broadcast: " + std::to_string(b.merged_through.size()) + " merged steps for " +
+                          std::to_string(b.merged.size()) + " merged learners"};
       return b;
     }
     case s::Envelope::PROGRESS: {

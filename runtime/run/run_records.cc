@@ -248,12 +248,12 @@ SyncerSample merge_shard_samples(const std::vector<std::shared_ptr<const SyncerS
       l.merged += r.merged;
       seen = true;
     }
-    for (size_t p = 0; p < l.progress.size() || p < l.merged_base.size(); ++p) {
+    for (size_t p = 0; p < l.progress.size() || p < l.merged_through.size(); ++p) {
       const SyncerSample* o = owner(p);
       if (!o || id >= o->learners.size()) continue;
       const LearnerRecord& r = o->learners[id];
       if (p < l.progress.size() && p < r.progress.size()) l.progress[p] = r.progress[p];
-      if (p < l.merged_base.size() && p < r.merged_base.size()) l.merged_base[p] = r.merged_base[p];
+      if (p < l.merged_through.size() && p < r.merged_through.size()) l.merged_through[p] = r.merged_through[p];
     }
   }
   return out;

@@ -86,15 +86,16 @@ class DecoupledRounds final : public RoundProtocol {
         return;
       }
       unwait(r, m.learner);
-      if (!fold(p, m.learner, a)) ++s_.stats.late;  // folded in already (a duplicate)
+      if (!fold(p, m, a)) ++s_.stats.late;  // folded in already (a duplicate)
       refresh_due(p, m.learner);  // counts if the round is cancelled and due again
       return check_round(p, now, fx);
     }
-    if (flushing() || m.base_version != s_.global[p].version) {
-      ++s_.stats.late;  // the last round pulls it; or pushed unasked on a version already replaced
+    if (flushing()) {
+      ++s_.stats.late;  // the last round pulls it
       return;
     }
-    if (a.steps > 0 && !fold(p, m.learner, a)) ++s_.stats.late;  // early: counts when the round opens
+    // Early, and within max_staleness (SyncerCore checked): counts when the round opens.
+    if (a.steps > 0 && !fold(p, m, a)) ++s_.stats.late;
     refresh_due(p, m.learner);
     check_due(p, now, fx);
   }
@@ -195,6 +196,7 @@ class DecoupledRounds final : public RoundProtocol {
     uint64_t steps = 0, tokens = 0;
     double seconds = 0.0;
     double weight = 0.0;
+    uint64_t through = 0;  // Push::through: the learner's progress merged goes up to this step
   };
 
   // One fragment's round: collecting while open.
@@ -295,14 +297,14 @@ class DecoupledRounds final : public RoundProtocol {
     r.answers_version = s_.global[p].version;
   }
 
-  // Folds `a` into fragment p's round. False when learner m is folded in already.
-  bool fold(uint32_t p, uint32_t m, const Answer& a) {
+  // Folds `a`, from push `push`, into fragment p's round. False when its learner is folded in already.
+  bool fold(uint32_t p, const Push& push, const Answer& a) {
     Round& r = rounds_[p];
     if (a.steps == 0) return true;  // nothing to merge; it answered all the same
-    if (r.answers.count(m)) return false;
+    if (r.answers.count(push.learner)) return false;
     const double w = s_.topology.outer.weighting == Weighting::kUniform ? 1.0 : token_weight(a.tokens, a.steps);
     r.acc.add(a.delta, w);
-    r.answers[m] = Folded{a.base_version, a.steps, a.tokens, a.seconds, w};
+    r.answers[push.learner] = Folded{a.base_version, a.steps, a.tokens, a.seconds, w, push.through};
     return true;
   }
 
@@ -464,18 +466,23 @@ class DecoupledRounds final : public RoundProtocol {
         good * static_cast<double>(s_.fragments[p].size) / static_cast<double>(s_.layout().size());
     st.round_ends.push_back(s_.elapsed(now));
     std::vector<uint32_t> merged;
+    std::vector<uint64_t> merged_through;
     merged.reserve(r.answers.size());
+    merged_through.reserve(r.answers.size());
     for (const auto& [m, a] : r.answers) {
       merged.push_back(m);
+      merged_through.push_back(a.through);
       LearnerRecord& l = s_.learners[m];
-      if (p < l.merged_base.size()) l.merged_base[p] = a.base_version;
+      if (p < l.merged_through.size()) l.merged_through[p] = std::max(l.merged_through[p], a.through);
       s_.note_merged(m, now, fx);
       refresh_quorum(m);  // merged progress qualifies a newcomer
     }
     forget_answers(r);
     r.answers_version = g.version;
     sync_due(p);  // a new version: nobody is due on it yet, unless its Progress says so
-    fx.to_all.push_back(s_.broadcast(p, std::move(merged), now));
+    Broadcast b = s_.broadcast(p, std::move(merged), now);
+    b.merged_through = std::move(merged_through);
+    fx.to_all.push_back(std::move(b));
   }
 
   void open_last_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {

@@ -488,13 +488,15 @@ void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<O
       l.past_steps += l.steps;
       l.past_tokens += l.tokens;
       l.steps = l.tokens = 0;
+      l.merged_through.clear();
     }
+    // What was merged of an incarnation's progress stays known while it registers again.
+    if (l.merged_through.size() != s_->global.size()) l.merged_through.assign(s_->global.size(), 0);
     l.connected = true;
     l.incarnation = incarnation;
     ++l.registrations;
     l.progress.assign(s_->global.size(), {});
     for (size_t p = 0; p < s_->global.size(); ++p) l.progress[p].version = s_->global[p].version;
-    l.merged_base.assign(s_->global.size(), std::nullopt);
     l.dropped = false;
     if (l.leaving == LearnerRecord::Leaving::kMerging) --s_->merging;  // a new incarnation replaces a leaver
     l.leaving = LearnerRecord::Leaving::kNo;
@@ -750,9 +752,9 @@ void SyncerCore::check_push(const Push& m, SteadyTime now, SyncerEffects& fx) {
   DecodeFault fault = DecodeFault::kNone;
   if (Status st = decode_payload(m.delta, a.delta, fault); !st.ok())
     return refuse_answer(reject_reason(fault), std::string(st.message()));
-  const auto& merged = s_->learners[m.learner].merged_base[m.fragment];
-  if (merged && m.base_version <= *merged) {
-    ++s_->stats.late;  // this progress (from this base) is in the global model already
+  const auto& merged = s_->learners[m.learner].merged_through;
+  if (m.fragment < merged.size() && m.since < merged[m.fragment]) {
+    ++s_->stats.late;  // some of this progress is in the global model already
     return rounds_->on_no_answer(m.learner, m.fragment, now, fx);
   }
   rounds_->on_answer(m, std::move(a), now, fx);

@@ -2,6 +2,8 @@
 // on CAF's deterministic scheduler in virtual time. The syncer is the real
 // actor; the learners are stand-ins that record what they receive, and the
 // test speaks for them.
+#include <map>
+
 #include <boost/test/unit_test.hpp>
 
 #include <caf/all.hpp>
@@ -140,9 +142,14 @@ struct Fixture : test_coordinator_fixture<TestConfig> {
     send(m, Progress{uint32_t(m), 1, steps, steps * 8, kStepSeconds, {{version, steps}}, 1.0f});
   }
   Payload constant(float v) const { return encode_payload(Codec::kFp32, 0, std::vector<float>(params, v)); }
-  Push push(size_t m, uint64_t round, uint64_t base, uint64_t steps, uint64_t tokens, float v) const {
-    return Push{uint32_t(m), 1, 0, round, base, steps, tokens, double(steps) * kStepSeconds, constant(v)};
+  // A learner's push of the progress since its previous one (steps (since, through] of its own).
+  Push push(size_t m, uint64_t round, uint64_t base, uint64_t steps, uint64_t tokens, float v) {
+    Push p{uint32_t(m), 1, 0, round, base, steps, tokens, double(steps) * kStepSeconds, constant(v)};
+    p.since = pushed_through[m];
+    p.through = pushed_through[m] += steps;
+    return p;
   }
+  std::map<size_t, uint64_t> pushed_through;
 
   OptimizerState moments_of(float v) const {
     return OptimizerState{100, encode_payload(Codec::kBf16, 0, std::vector<float>(params, v)),
@@ -567,6 +574,29 @@ BOOST_AUTO_TEST_CASE(the_same_progress_is_never_merged_twice) {
   progress(1, 4, 1);  // a round of version 1 opens ...
   BOOST_REQUIRE_EQUAL(received<Pull>(0).size(), 1u);
   send(0, due);       // ... and a duplicate of the merged push arrives
+  const auto s = stats();
+  BOOST_CHECK_EQUAL(s.late, 1u);
+  BOOST_CHECK_EQUAL(s.merged_pushes, 2u);
+}
+
+// Two pushes of one learner in flight, from the same base: once the later
+// (which holds the earlier's progress too) is merged, the earlier is late, and
+// the broadcast names the steps it merged.
+BOOST_AUTO_TEST_CASE(a_push_holding_progress_already_merged_is_late) {
+  for (size_t m = 0; m < 2; ++m) join(m);
+  Push earlier = push(0, 0, 0, 4, 32, 1.0f);  // steps (0, 4]
+  Push later = push(0, 0, 0, 8, 64, 1.0f);
+  later.since = 0;  // steps (0, 12]: the earlier one's too
+  progress(1, 1);
+  send(0, later);
+  send(1, push(1, received<Pull>(1)[0].round, 0, 1, 8, 1.0f));
+  const auto b = received<Broadcast>(0);
+  BOOST_REQUIRE_EQUAL(b.size(), 1u);
+  BOOST_REQUIRE_EQUAL(b[0].merged.size(), b[0].merged_through.size());
+  for (size_t i = 0; i < b[0].merged.size(); ++i)
+    if (b[0].merged[i] == 0) BOOST_CHECK_EQUAL(b[0].merged_through[i], 12u);
+  progress(1, 4, 1);  // a round of version 1 opens ...
+  send(0, earlier);   // ... and the earlier push arrives, reordered
   const auto s = stats();
   BOOST_CHECK_EQUAL(s.late, 1u);
   BOOST_CHECK_EQUAL(s.merged_pushes, 2u);

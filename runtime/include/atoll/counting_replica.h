@@ -10,6 +10,7 @@
 // deliver in order).
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <vector>
 
@@ -60,9 +61,12 @@ class CountingReplica final : public LearnerReplica {
     uint64_t steps = 0, tokens = 0;
     double seconds = 0.0;
     bool pushed = false;
-    bool pushed_at_version = false;  // pushed since adopting `version` (a welcome clears `pushed` only)
-    uint64_t steps_at_push = 0, tokens_at_push = 0;
-    double seconds_at_push = 0.0;
+    uint64_t since = 0;  // progress over the learner's steps (since, now]
+    struct InFlight {  // a push not yet known merged, and the counts when it went
+      uint64_t through = 0, steps = 0, tokens = 0;
+      double seconds = 0.0;
+    };
+    std::deque<InFlight> in_flight;  // oldest first, at most kMaxInFlight
     std::optional<uint64_t> stale_version;  // the version held at the last stale refusals
     int stale_refusals = 0;                 // how many came while it was held
   };

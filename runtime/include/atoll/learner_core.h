@@ -155,17 +155,26 @@ class LearnerCore : public LearnerReplica {
   std::vector<float> params_;  // the replica's values (a mirror for an ExchangeReplica)
 
  private:
-  struct Track {    uint64_t version = 0;
+  // carry_progress: a push not yet known merged, and the fragment's values
+  // and counts when it went (what a broadcast that merged it takes off).
+  struct InFlight {
+    uint64_t through = 0;       // Push::through
+    std::vector<float> values;  // moved along with the values by every version adopted since
+    uint64_t steps = 0, tokens = 0;
+    double seconds = 0.0;
+  };
+  struct Track {
+    uint64_t version = 0;
     std::vector<float> base;
+    // Progress on top of base: the learner's steps (since, now], carried
+    // over versions that did not merge it (carry_progress).
+    uint64_t since = 0;
     uint64_t steps = 0, tokens = 0;
     double seconds = 0.0;
     bool pushed = false;   // pushed unasked (or answered) since adopting `version`
-    // carry_progress: the fragment's values and counts at the last push (what
-    // the syncer merges if it merges this learner).
-    std::vector<float> at_push;
-    uint64_t steps_at_push = 0, tokens_at_push = 0;
-    double seconds_at_push = 0.0;
+    std::deque<InFlight> in_flight;  // oldest first, at most kMaxInFlight
   };
+
   // Adopts `b`, the version after the one held (or, for an absolute one, any newer).
   Status adopt(const Broadcast& b);
   // Adopts the held broadcasts that now follow the version held, in order.

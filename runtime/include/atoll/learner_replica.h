@@ -52,6 +52,9 @@ class LearnerReplica {
   // Progress carried over more sync intervals than this is dropped at the
   // next version: a learner that is never merged must not build an unbounded push.
   static constexpr uint64_t kMaxCarriedIntervals = 8;
+  // Pushes of a fragment remembered until a broadcast says which one it
+  // merged; a credit for an older one drops the progress (it cannot be told apart).
+  static constexpr size_t kMaxInFlight = 4;
 
   virtual ~LearnerReplica() = default;
 

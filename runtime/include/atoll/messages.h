@@ -78,6 +78,12 @@ struct Push {
   uint64_t tokens = 0;         // trained in those steps
   double seconds = 0.0;        // device time of those steps (for goodput)
   Payload delta;               // theta - base; dp modes: the gradient of one step
+  // Which progress the delta holds: the learner's inner steps (since,
+  // through], counted over its incarnation. `since` is the last step a merge
+  // credited it with (Broadcast::merged_through), or the step where it last
+  // dropped its progress. A push whose `since` is older than what the syncer
+  // merged of this learner would merge some progress twice.
+  uint64_t since = 0, through = 0;
   friend bool operator==(const Push&, const Push&) = default;
 };
 
@@ -92,6 +98,9 @@ struct Broadcast {
   bool delta = false;
   uint64_t base_version = 0;     // with delta
   std::vector<uint32_t> merged;  // learners whose progress this version merged
+  // By `merged`: the Push::through of the push merged, so that a learner with
+  // several pushes in flight credits the right one. Empty or as long as `merged`.
+  std::vector<uint64_t> merged_through = {};
   friend bool operator==(const Broadcast&, const Broadcast&) = default;
 };
 

@@ -31,9 +31,9 @@ struct LearnerRecord {
   uint64_t failures = 0;
   std::optional<SteadyTime> awaiting_first_merge;  // welcomed after a failure, at this time
   SteadyTime registered_at{};       // its last Register that was admitted
-  // Per fragment: the newest base version whose progress was merged; a push
-  // from that base (or an older one) would merge the same progress twice.
-  std::vector<std::optional<uint64_t>> merged_base;
+  // Per fragment: the current incarnation's progress merged goes up to this
+  // inner step (Push::through); a push with an older `since` would merge some twice.
+  std::vector<uint64_t> merged_through;
   uint64_t merged = 0;              // pushes merged
   uint32_t initial_crc = 0;         // of its initialization, from its last Register
   std::vector<FragmentProgress> progress;  // per fragment, as reported

@@ -128,6 +128,69 @@ BOOST_AUTO_TEST_CASE(a_merged_learner_carries_only_its_steps_since_the_push) {
   BOOST_CHECK_EQUAL(l.fragment_steps(), 2u);
 }
 
+// Two pushes in flight (an unasked one, then an answer): the broadcast names
+// the steps of the one it merged, and the learner keeps every step after those,
+// not only the steps after its last push.
+BOOST_AUTO_TEST_CASE(a_learner_with_two_pushes_in_flight_is_credited_with_the_one_merged) {
+  Learner l(small_topology(/*carry=*/true));
+  l.steps(3);
+  auto first = l.core->answer(Pull{0, 7, false});
+  BOOST_REQUIRE(first.ok());
+  BOOST_CHECK_EQUAL(first->since, 0u);
+  BOOST_CHECK_EQUAL(first->through, 3u);
+  const auto at_first = l.params();
+  l.steps(2);
+  auto second = l.core->answer(Pull{0, 8, false});
+  BOOST_REQUIRE(second.ok());
+  BOOST_CHECK_EQUAL(second->since, 0u);  // nothing credited yet: all of it again
+  BOOST_CHECK_EQUAL(second->through, 5u);
+  l.steps(1);
+  const auto before = l.params();
+  const auto global = shifted(l.theta0, 0.5f);
+  Broadcast b = absolute(1, global, {0});
+  b.merged_through = {first->through};  // the first one was merged
+  BOOST_REQUIRE(l.core->apply(b).ok());
+  const auto after = l.params();
+  double worst = 0.0;
+  for (size_t i = 0; i < after.size(); ++i)
+    worst = std::max(worst, std::fabs(double(after[i]) - (double(global[i]) + before[i] - at_first[i])));
+  BOOST_CHECK_LE(worst, 1e-6);
+  BOOST_CHECK_EQUAL(l.fragment_steps(), 3u);  // steps 4 to 6
+  auto next = l.core->answer(Pull{0, 9, false});
+  BOOST_REQUIRE(next.ok());
+  BOOST_CHECK_EQUAL(next->since, 3u);
+  BOOST_CHECK_EQUAL(next->through, 6u);
+  BOOST_CHECK_EQUAL(next->steps, 3u);
+}
+
+// A version that did not merge it moves its pushes in flight along with its
+// values: a later version that merges one of them takes off exactly that push.
+BOOST_AUTO_TEST_CASE(pushes_in_flight_are_credited_across_versions_that_did_not_merge_them) {
+  Learner l(small_topology(/*carry=*/true));
+  l.steps(3);
+  auto push = l.core->answer(Pull{0, 7, false});
+  BOOST_REQUIRE(push.ok());
+  const auto at_push = l.params();
+  l.steps(1);
+  const auto g1 = shifted(l.theta0, -0.25f);
+  BOOST_REQUIRE(l.core->apply(absolute(1, g1, {1})).ok());  // not merged: carried
+  l.steps(1);
+  const auto before = l.params();
+  const auto g2 = shifted(l.theta0, 0.5f);
+  Broadcast b = absolute(2, g2, {0});
+  b.merged_through = {push->through};  // merged late, from its older base
+  BOOST_REQUIRE(l.core->apply(b).ok());
+  const auto after = l.params();
+  // What is left is the progress since the push: before - (at_push moved by g1 - theta0).
+  double worst = 0.0;
+  for (size_t i = 0; i < after.size(); ++i) {
+    const double at_push_moved = double(at_push[i]) + g1[i] - l.theta0[i];
+    worst = std::max(worst, std::fabs(double(after[i]) - (double(g2[i]) + before[i] - at_push_moved)));
+  }
+  BOOST_CHECK_LE(worst, 1e-5);
+  BOOST_CHECK_EQUAL(l.fragment_steps(), 2u);
+}
+
 BOOST_AUTO_TEST_CASE(a_learner_left_out_of_the_merge_carries_all_its_progress) {
   Learner l(small_topology(/*carry=*/true));
   l.steps(3);
