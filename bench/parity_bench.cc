@@ -2,7 +2,7 @@
 // at equal tokens and at equal wall-clock time, every variant over seeds.
 //
 //   atoll_parity_bench [TOPOLOGY.toml] [--set key=value]... [--seeds N] [--out DIR]
-//                      [--only headline|quality|controls|levers|NAME,...]
+//                      [--only headline|quality|noise|controls|levers|NAME,...]
 //
 // Groups (default: headline), each on the topology with its own settings:
 //   headline  decoupled (4 learners of speeds 1, 1, 0.7, 0.5, K = 1 with
@@ -14,6 +14,9 @@
 //             against plain training, the same batch, lr and budget
 //   quality   the headline with one quality lever each, on dedicated hardware: DyLU
 //             (outer.sync_by_speed)
+//   noise     the headline's decoupled run twice at every seed: how far a
+//             run's asynchronous timing moves its quality at a fixed seed,
+//             against the spread over seeds (dp is deterministic per seed)
 //   levers    the default job (4M bytes) with one setting changed: what each
 //             lever buys, against the default and against `--set mode=dp`
 //
@@ -24,6 +27,7 @@
 // efficiency column reads the tokens dp needed for a variant's quality off
 // dp's curve. Records go to --out (default atoll-out/bench/parity); the same
 // command resumes. A --set applies to every group, after the group's settings.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -70,6 +74,7 @@ std::vector<Group> groups() {
         {"dp", {"mode=dp", kDpLr}},
         {"DyLU", {"outer.sync_by_speed=true"}}},
        {"decoupled"}},
+      {"noise", headline, "dp", {{"decoupled", {}}, {"decoupled, again", {}}, {"dp", {"mode=dp", kDpLr}}}},
       {"controls", with(kSmallModel, {"tokens=2500000"}), "1 learner alone",
        {{"1 learner, decoupled", {kOneLearner}}, {"1 learner alone", {"mode=dp", kOneLearner}}}},
       {"levers", {}, "default job",
@@ -178,6 +183,35 @@ bool dp_baseline(const Group& g) {
   return false;
 }
 
+// A variant run twice per seed (its ", again" twin): the spread of the
+// quality over seeds and repeats together, and how far the two runs of one
+// seed lie apart. Empty if the group has no twin.
+std::string repeat_lines(const Group& g, const std::vector<TrialRecord>& records) {
+  std::string out;
+  char buf[512];
+  for (const auto& v : g.variants) {
+    const std::string twin = v.label + ", again";
+    const auto first = by_seed(records, v.label), second = by_seed(records, twin);
+    if (second.empty()) continue;
+    std::vector<double> all, apart, gaps;
+    const auto base = by_seed(records, g.baseline);
+    for (const auto* runs : {&first, &second})
+      for (const auto& [seed, r] : *runs) {
+        all.push_back(r->quality());
+        if (const auto b = base.find(seed); b != base.end()) gaps.push_back(r->quality() / b->second->quality() - 1.0);
+      }
+    for (const auto& [seed, r] : first)
+      if (const auto t = second.find(seed); t != second.end()) apart.push_back(std::fabs(r->quality() - t->second->quality()));
+    std::snprintf(buf, sizeof buf,
+                  "  %s, every run (%zu): %.4f +- %.4f; equal tokens against '%s' %s; the two runs of a seed "
+                  "%.4f apart on average (most %.4f)\n",
+                  v.label.c_str(), all.size(), mean(all), stddev(all), g.baseline.c_str(), percent(gaps).c_str(),
+                  mean(apart), apart.empty() ? NAN : *std::max_element(apart.begin(), apart.end()));
+    out += buf;
+  }
+  return out;
+}
+
 std::string comparison_table(const std::vector<Group>& chosen, const std::vector<TrialRecord>& records) {
   std::string out;
   char buf[640];
@@ -202,6 +236,7 @@ std::string comparison_table(const std::vector<Group>& chosen, const std::vector
                     row.tokens_per_second.mean, row.bytes_per_token.mean, row.wall_seconds.mean);
       out += buf;
     }
+    out += repeat_lines(g, records);
   }
   out +=
       "\nequal wall time: against a dp run whose budget ends at the variant's mean wall time (its cosine\n"
@@ -220,8 +255,8 @@ int main(int argc, char** argv) {
   options.curve_points = 10;
   const char* usage =
       "Held-out quality of decoupled against dp (tuned lr) at equal tokens and at equal wall time,\n"
-      "every variant over --seeds seeds (default 3). --only picks groups (headline, quality, controls, levers)\n"
-      "or variants by name; default: headline. A --set (say tokens=N) applies after each group's\n"
+      "every variant over --seeds seeds (default 3). --only picks groups (headline, quality, noise, controls,\n"
+      "levers) or variants by name; default: headline. A --set (say tokens=N) applies after each group's\n"
       "own settings. Records go to --out (default atoll-out/bench/parity); the same command resumes.\n";
   if (int status = atl::bench::parse_bench_args(argc, argv, usage, options); status >= 0) return status;
   if (options.only.empty()) options.only = {"headline"};
@@ -249,7 +284,7 @@ int main(int argc, char** argv) {
   }
   options.overrides.clear();  // applied per variant above
   for (const auto& o : options.only)
-    if (o != "headline" && o != "quality" && o != "controls" && o != "levers" && !known.count(o)) {
+    if (o != "headline" && o != "quality" && o != "noise" && o != "controls" && o != "levers" && !known.count(o)) {
       std::fprintf(stderr, "%s: --only %s: no such group or variant\n", argv[0], o.c_str());
       return 2;
     }

@@ -28,6 +28,9 @@ struct FragmentValues {
   fragment @0 :UInt32;
   version @1 :UInt64;
   values @2 :Payload;
+  # In a Welcome: this learner's progress the version holds goes up to this inner step (Push.through);
+  # all ones: the syncer does not know (it restarted, or an older syncer).
+  mergedThrough @3 :UInt64 = 0xffffffffffffffff;
 }
 
 # AdamW state of a healthy peer, handed to a restarted learner.

@@ -26,8 +26,19 @@ Status CountingReplica::welcome(const Welcome& w) {
       t.pushed = false;
       continue;
     }
+    if (t.welcomed) {  // a newer version (a resync): LearnerCore::welcome carries what it did not merge
+      const uint64_t merged = fv.merged_through;
+      Broadcast as_broadcast{fv.fragment, fv.version, {}, false, 0, {}};
+      if (merged > t.since) {
+        as_broadcast.merged = {id_};
+        as_broadcast.merged_through = {merged};
+      }
+      move_onto(t, as_broadcast, /*may_carry=*/true);
+      continue;
+    }
     t = Track{};
     t.welcomed = true;
+    t.since = steps_;
     t.version = fv.version;
   }
   welcomed_ = std::all_of(tracks_.begin(), tracks_.end(), [](const Track& t) { return t.welcomed; });
@@ -56,7 +67,9 @@ Push CountingReplica::make_push(uint32_t p, uint64_t round) {
   if (model_->topology.outer.carry_progress) {  // LearnerCore::make_push's bookkeeping
     if (!t.in_flight.empty() && t.in_flight.back().through == steps_) t.in_flight.pop_back();
     t.in_flight.push_back({steps_, t.steps, t.tokens, t.seconds});
-    if (t.in_flight.size() > kMaxInFlight) t.in_flight.pop_front();
+    // The oldest is kept: pushes since the same credit overlap, so the syncer
+    // merges the first of them to arrive (a later one only if that was lost).
+    if (t.in_flight.size() > kMaxInFlight) t.in_flight.erase(t.in_flight.begin() + 1);
   }
   t.pushed = true;
   Push push{id_, incarnation_, p, round, t.version, t.steps, t.tokens, t.seconds, model_->zero_deltas[p]};
@@ -99,12 +112,16 @@ Status CountingReplica::apply(const Broadcast& b) {
                                std::to_string(b.version) + " is a difference to version " +
                                std::to_string(b.base_version) + ", and this learner holds version " +
                                std::to_string(t.version));
+  move_onto(t, b, /*may_carry=*/b.version == t.version + 1);
+  return {};
+}
+
+// LearnerCore::move_onto, on counts: the progress `b` did not merge stays.
+void CountingReplica::move_onto(Track& t, const Broadcast& b, bool may_carry) {
   const auto& o = model_->topology.outer;
-  const uint64_t carry_limit = kMaxCarriedIntervals * static_cast<uint64_t>(std::max(1, sync_interval(o, t.version)));
   Track next;
   next.welcomed = true;
   next.since = steps_;  // dropped, unless carried below
-  // The progress the new version did not merge stays (LearnerCore::adopt).
   const auto named = std::find(b.merged.begin(), b.merged.end(), id_);
   const bool credited = named != b.merged.end();
   const Track::InFlight* merged = nullptr;
@@ -114,8 +131,16 @@ Status CountingReplica::apply(const Broadcast& b) {
     for (const auto& f : t.in_flight)
       if (f.through == through) merged = &f;
   }
-  if (o.carry_progress && b.version == t.version + 1 && t.steps <= carry_limit && (merged || !credited)) {
-    next.steps = t.steps - (merged ? merged->steps : 0);
+  if (merged) {  // LearnerCore's merge lag
+    const auto lag = static_cast<double>(steps_ - merged->through);
+    credit_lag_ = credits_++ == 0 ? lag : credit_lag_ + 0.2 * (lag - credit_lag_);
+  }
+  const uint64_t carried = t.steps - (merged ? merged->steps : 0);
+  const auto carry_limit = static_cast<uint64_t>(
+      static_cast<double>(kMaxCarriedIntervals * static_cast<uint64_t>(std::max(1, sync_interval(o, t.version)))) +
+      kCarriedLags * credit_lag_);
+  if (o.carry_progress && may_carry && carried <= carry_limit && (merged || !credited)) {
+    next.steps = carried;
     next.tokens = t.tokens - (merged ? merged->tokens : 0);
     next.seconds = t.seconds - (merged ? merged->seconds : 0.0);
     next.since = merged ? merged->through : t.since;
@@ -124,8 +149,7 @@ Status CountingReplica::apply(const Broadcast& b) {
   next.version = b.version;
   next.stale_version = t.stale_version;
   next.stale_refusals = t.stale_refusals;
-  t = next;
-  return {};
+  t = std::move(next);
 }
 
 Progress CountingReplica::progress() const {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -113,7 +114,7 @@ Status LearnerCore::welcome(const Welcome& w) {
                                     std::to_string(expected) +
                                     (shards > 1 ? " (those of syncer shard " + std::to_string(shard) + ")" : ""));
   std::vector<std::vector<float>> values(fragments_.size());
-  std::vector<uint64_t> versions(fragments_.size());
+  std::vector<uint64_t> versions(fragments_.size()), merged_through(fragments_.size());
   std::vector<bool> named(fragments_.size(), false);
   std::vector<float> initial;  // made once, if a fragment comes without values
   for (const auto& fv : w.fragments) {
@@ -123,6 +124,7 @@ Status LearnerCore::welcome(const Welcome& w) {
     named[fv.fragment] = true;
     values[fv.fragment].resize(fragments_[fv.fragment].size);
     versions[fv.fragment] = fv.version;
+    merged_through[fv.fragment] = fv.merged_through;
     if (fv.values.count == 0 && fv.version == 0) {  // the seed's initialization, which we have too
       if (initial.empty()) {
         auto made = initial_values();
@@ -165,10 +167,18 @@ Status LearnerCore::welcome(const Welcome& w) {
       t.pushed = false;  // what we pushed may be lost: push again when due
       continue;
     }
+    if (fragment_welcomed_[p]) {
+      // A newer version (a resync): the progress it did not merge stays where
+      // the syncer says what it merged of this learner's.
+      std::optional<uint64_t> merged;
+      if (merged_through[p] > t.since) merged = merged_through[p];  // kUnknownMerged: dropped
+      move_onto(static_cast<uint32_t>(p), versions[p], std::move(values[p]), /*may_carry=*/true, merged);
+      continue;
+    }
     scatter(fragments_[p], values[p], params_);
     adopted(static_cast<uint32_t>(p), 0.0f, values[p]);
     t = Track{};
-    t.since = steps_;  // the progress so far is dropped
+    t.since = steps_;
     t.version = versions[p];
     t.base = std::move(values[p]);
     fragment_welcomed_[p] = true;
@@ -212,7 +222,9 @@ Push LearnerCore::make_push(uint32_t fragment, uint64_t round) {
     // Pushes at the same step boundary hold the same progress: keep one.
     if (!t.in_flight.empty() && t.in_flight.back().through == steps_) t.in_flight.pop_back();
     t.in_flight.push_back(InFlight{steps_, delta, t.steps, t.tokens, t.seconds});
-    if (t.in_flight.size() > kMaxInFlight) t.in_flight.pop_front();
+    // The oldest is kept: pushes since the same credit overlap, so the syncer
+    // merges the first of them to arrive (a later one only if that was lost).
+    if (t.in_flight.size() > kMaxInFlight) t.in_flight.erase(t.in_flight.begin() + 1);
   }
   for (size_t i = 0; i < delta.size(); ++i) delta[i] -= t.base[i];
   t.pushed = true;
@@ -315,6 +327,23 @@ Status LearnerCore::adopt(const Broadcast& b) {
                                  std::to_string(t.version));
     for (size_t i = 0; i < global.size(); ++i) global[i] += t.base[i];
   }
+  // Which of its pushes the new version merged: the one the broadcast names
+  // (an older syncer names none: the last one in flight).
+  std::optional<uint64_t> merged_through;
+  if (const auto named = std::find(b.merged.begin(), b.merged.end(), id_); named != b.merged.end()) {
+    const auto at = static_cast<size_t>(named - b.merged.begin());
+    merged_through = !b.merged_through.empty() ? b.merged_through[at]
+                     : t.in_flight.empty()     ? FragmentValues::kUnknownMerged
+                                               : t.in_flight.back().through;
+  }
+  move_onto(b.fragment, b.version, std::move(global), /*may_carry=*/b.version == t.version + 1, merged_through);
+  return {};
+}
+
+void LearnerCore::move_onto(uint32_t p, uint64_t version, std::vector<float> global, bool may_carry,
+                            std::optional<uint64_t> merged_through) {
+  Track& t = tracks_[p];
+  const Fragment& f = fragments_[p];
   std::vector<float> local(f.size);
   gather(f, params_, local);
   const auto& o = topology().outer;
@@ -322,23 +351,19 @@ Status LearnerCore::adopt(const Broadcast& b) {
   // The same step as an update, for a replica elsewhere: s * values + b.
   float scale = 0.0f;
   std::vector<float> offset;
-  // Progress carried over many versions (a learner that is never merged in
-  // time) is dropped rather than pushed at many times a push's weight.
-  const uint64_t carry_limit =
-      kMaxCarriedIntervals * static_cast<uint64_t>(std::max(1, sync_interval(o, t.version)));
-  // Which of its pushes in flight the new version merged, if any: the one
-  // the broadcast names (an older syncer names none: the last one).
-  const auto named = std::find(b.merged.begin(), b.merged.end(), id_);
-  const bool credited = named != b.merged.end();
   const InFlight* merged = nullptr;
-  if (credited && !t.in_flight.empty()) {
-    const auto at = static_cast<size_t>(named - b.merged.begin());
-    const uint64_t through = b.merged_through.empty() ? t.in_flight.back().through : b.merged_through[at];
+  if (merged_through)
     for (const InFlight& push : t.in_flight)
-      if (push.through == through) merged = &push;
-  }
-  if (!data_parallel() && o.carry_progress && b.version == t.version + 1 && t.steps <= carry_limit &&
-      (merged || !credited)) {
+      if (push.through == *merged_through) merged = &push;
+  if (merged) credit_lag_ = ema(credit_lag_, static_cast<double>(steps_ - merged->through), ++credits_);
+  // Progress carried longer than a few sync intervals beyond the learner's
+  // merge lag (a learner that is never merged in time) is dropped rather than
+  // pushed at many times a push's weight.
+  const uint64_t carried = t.steps - (merged ? merged->steps : 0);
+  const auto carry_limit = static_cast<uint64_t>(
+      static_cast<double>(kMaxCarriedIntervals * static_cast<uint64_t>(std::max(1, sync_interval(o, t.version)))) +
+      kCarriedLags * credit_lag_);
+  if (!data_parallel() && o.carry_progress && may_carry && carried <= carry_limit && (merged || !merged_through)) {
     // What the new version did not merge: the steps since the merged push, or
     // every step since the base when this learner was not merged.
     const std::vector<float>& reference = merged ? merged->values : t.base;
@@ -346,7 +371,7 @@ Status LearnerCore::adopt(const Broadcast& b) {
     scale = 1.0f;
     offset.resize(global.size());
     for (size_t i = 0; i < global.size(); ++i) offset[i] = global[i] - reference[i];
-    next.steps = t.steps - (merged ? merged->steps : 0);
+    next.steps = carried;
     next.tokens = t.tokens - (merged ? merged->tokens : 0);
     next.seconds = t.seconds - (merged ? merged->seconds : 0.0);
     if (merged) {
@@ -371,11 +396,10 @@ Status LearnerCore::adopt(const Broadcast& b) {
       for (float& x : offset) x *= 1.0f - alpha;
   }
   scatter(f, local, params_);
-  adopted(b.fragment, scale, std::move(offset));
-  next.version = b.version;
+  adopted(p, scale, std::move(offset));
+  next.version = version;
   next.base = std::move(global);
   t = std::move(next);
-  return {};
 }
 
 Progress LearnerCore::progress() const {

@@ -59,11 +59,12 @@ void put(const std::vector<FragmentValues>& fs, capnp::List<s::FragmentValues>::
     b[i].setFragment(fs[i].fragment);
     b[i].setVersion(fs[i].version);
     put(fs[i].values, b[i].initValues());
+    b[i].setMergedThrough(fs[i].merged_through);
   }
 }
 std::vector<FragmentValues> get(capnp::List<s::FragmentValues>::Reader r) {
   std::vector<FragmentValues> out;
-  for (auto f : r) out.push_back({f.getFragment(), f.getVersion(), get(f.getValues())});
+  for (auto f : r) out.push_back({f.getFragment(), f.getVersion(), get(f.getValues()), f.getMergedThrough()});
   return out;
 }
 void put(const OptimizerState& o, s::OptimizerState::Builder b) {

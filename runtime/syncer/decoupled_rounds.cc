@@ -51,7 +51,8 @@ constexpr uint64_t kOpenLastRounds = ~uint64_t{0};
 
 class DecoupledRounds final : public RoundProtocol {
  public:
-  explicit DecoupledRounds(SyncerState& s) : s_(s), counts_(s.learners.size(), 0) {
+  explicit DecoupledRounds(SyncerState& s)
+      : s_(s), counts_(s.learners.size(), 0), answer_seconds_(s.learners.size(), 0.0) {
     rounds_.reserve(s.fragments.size());
     for (const Fragment& f : s.fragments) {
       Fragment rule_of = f;
@@ -76,10 +77,17 @@ class DecoupledRounds final : public RoundProtocol {
     return m.round != 0 && (!r.open || m.round != r.id);
   }
 
+  void on_late_answer(const Push& m, SteadyTime now) override {
+    const Round& r = rounds_[m.fragment];
+    if (m.round == r.id) note_answer_time(m.learner, seconds_between(r.opened, now));
+  }
+
   void on_answer(const Push& m, Answer a, SteadyTime now, SyncerEffects& fx) override {
     const uint32_t p = m.fragment;
     Round& r = rounds_[p];
     sync_version(p);
+    if (r.open && m.round == r.id && m.learner < r.waiting.size() && r.waiting[m.learner])
+      note_answer_time(m.learner, seconds_between(r.opened, now));
     if (r.open) {
       if (r.last && m.round == 0 && r.waiting[m.learner]) {
         ++s_.stats.late;  // an unasked push does not answer a last pull: the answer to come holds more progress
@@ -384,15 +392,39 @@ class DecoupledRounds final : public RoundProtocol {
     check_round(p, now, fx);
   }
 
-  // Generous: a due learner answers within about one of its steps.
-  double quorum_deadline_seconds() const { return std::max(1.0, 20.0 * s_.slowest_step_seconds()); }
+  // Generous: a due learner answers within about one of its steps, plus what
+  // answers lately took over their links. At least kMinQuorumSeconds: on a
+  // lossy link a pull or an answer may be lost, and pulling again beats a
+  // fragment that stands still.
+  double quorum_deadline_seconds() const {
+    double answer = 0.0;
+    for (double a : answer_seconds_) answer = std::max(answer, a);
+    return std::max({kMinQuorumSeconds, 20.0 * s_.slowest_step_seconds(), 4.0 * answer});
+  }
+  static constexpr double kMinQuorumSeconds = 0.1;
 
+  // The paper's grace window, gamma * (tau * step - to_quorum), with the sync
+  // time it leaves out measured: a round also waits as long as the learners
+  // it still waits for took lately to answer a pull (a slow or jittery link),
+  // up to the quorum deadline. Rounds then merge the learners whose answers
+  // are on their way, where rounds that each merged one learner's long carried
+  // progress would apply it at full length, one learner after another.
   double grace_seconds(const Round& r) const {
     const auto& o = s_.topology.outer;
     const double step = s_.slowest_step_seconds();
     const double to_quorum = seconds_between(r.opened, r.quorum_at);
-    const double grace = o.grace_gamma * (o.overlap * step - to_quorum);
-    return std::clamp(grace, 0.0, o.grace_cap_steps * step);
+    const double by_steps = std::clamp(o.grace_gamma * (o.overlap * step - to_quorum), 0.0, o.grace_cap_steps * step);
+    double answer = 0.0;
+    for (uint32_t m = 0; m < r.waiting.size(); ++m)
+      if (r.waiting[m]) answer = std::max(answer, answer_seconds_[m]);
+    return std::max(by_steps, std::min(answer - to_quorum, quorum_deadline_seconds()));
+  }
+
+  // Moving average of how long learner m took to answer a pull.
+  void note_answer_time(uint32_t m, double seconds) {
+    if (m >= answer_seconds_.size()) return;
+    double& avg = answer_seconds_[m];
+    avg = avg == 0.0 ? seconds : avg + 0.2 * (seconds - avg);
   }
 
   void check_round(uint32_t p, SteadyTime now, SyncerEffects& fx) {
@@ -527,6 +559,7 @@ class DecoupledRounds final : public RoundProtocol {
   SyncerState& s_;
   std::vector<Round> rounds_;  // by fragment
   std::vector<uint8_t> counts_;  // by learner: counts toward the quorum cap
+  std::vector<double> answer_seconds_;  // by learner: how long it took to answer a pull, moving average
   int counted_ = 0;
   uint64_t next_round_ = 1;
   enum class Flush { kNone, kFlushing, kDone };

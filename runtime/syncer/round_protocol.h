@@ -37,6 +37,8 @@ class RoundProtocol {
   // Decoupled: true if `push` answers a pull of a round that has closed. It
   // is counted late and goes no further (checked before staleness).
   virtual bool answers_closed_round(const Push& push) const = 0;
+  // Such an answer arrived (it is counted late): how long learners take to answer.
+  virtual void on_late_answer(const Push& /*push*/, SteadyTime /*now*/) {}
   // A push that passed every check.
   virtual void on_answer(const Push& push, Answer answer, SteadyTime now, SyncerEffects& fx) = 0;
   // A push from `learner` was refused, or carried progress merged already:

@@ -489,6 +489,8 @@ void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<O
       l.past_tokens += l.tokens;
       l.steps = l.tokens = 0;
       l.merged_through.clear();
+      // A restored syncer knows the incarnation (and not what its predecessor merged of it).
+      l.merges_known = incarnation != l.incarnation;
     }
     // What was merged of an incarnation's progress stays known while it registers again.
     if (l.merged_through.size() != s_->global.size()) l.merged_through.assign(s_->global.size(), 0);
@@ -534,6 +536,9 @@ void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<O
       w.fragments.push_back({p, 0, Payload{}});  // the learner makes the same values from the seed
     else
       w.fragments.push_back(s_->held_values(p));
+    // What it merged of this incarnation, where it knows (a restarted syncer
+    // does not know what its predecessor merged).
+    if (l.merges_known && p < l.merged_through.size()) w.fragments.back().merged_through = l.merged_through[p];
   }
   if (moments) ++s_->stats.moments_handed;
   w.moments = std::move(moments);
@@ -734,7 +739,7 @@ void SyncerCore::check_push(const Push& m, SteadyTime now, SyncerEffects& fx) {
                                                        " is ahead of the global version " + std::to_string(version));
   if (rounds_->answers_closed_round(m)) {
     ++s_->stats.late;  // answers a round that already closed: late, whatever its base (not an offence)
-    return;
+    return rounds_->on_late_answer(m, now);
   }
   const auto staleness = static_cast<uint64_t>(s_->topology.outer.max_staleness);
   if (m.base_version + staleness < version)

@@ -71,6 +71,7 @@ class CountingReplica final : public LearnerReplica {
     int stale_refusals = 0;                 // how many came while it was held
   };
   Push make_push(uint32_t fragment, uint64_t round);
+  void move_onto(Track& t, const Broadcast& b, bool may_carry);
 
   uint32_t id_;
   uint64_t incarnation_;
@@ -79,6 +80,8 @@ class CountingReplica final : public LearnerReplica {
   bool welcomed_ = false;
   uint64_t steps_ = 0, tokens_ = 0;
   double step_ema_ = 0.0;
+  double credit_lag_ = 0.0;  // steps from a push to the broadcast that merged it, moving average
+  uint64_t credits_ = 0;
   uint64_t regressions_refused_ = 0;
 };
 

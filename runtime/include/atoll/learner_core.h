@@ -177,6 +177,14 @@ class LearnerCore : public LearnerReplica {
 
   // Adopts `b`, the version after the one held (or, for an absolute one, any newer).
   Status adopt(const Broadcast& b);
+  // Fragment p takes the global values of `version`. With carry_progress and
+  // `may_carry`, the progress that version did not merge stays on top of
+  // them: all of it when `merged_through` is empty (none of this learner's
+  // progress since `since` was merged), else what followed its push through
+  // that step. Otherwise (or when that push is no longer remembered) the
+  // progress is dropped, or blended with blend_alpha.
+  void move_onto(uint32_t p, uint64_t version, std::vector<float> global, bool may_carry,
+                 std::optional<uint64_t> merged_through);
   // Adopts the held broadcasts that now follow the version held, in order.
   Status adopt_held(uint32_t fragment);
 
@@ -220,6 +228,9 @@ class LearnerCore : public LearnerReplica {
   };
   std::vector<StaleMark> stale_;
   uint64_t broadcasts_held_ = 0;
+  // Steps from a push to the broadcast that merged it, moving average, over `credits_` merges.
+  double credit_lag_ = 0.0;
+  uint64_t credits_ = 0;
 };
 
 }  // namespace atl

@@ -49,9 +49,12 @@ class LearnerReplica {
   //             same base
   enum class RejectAction { kGoOn, kStop, kRestart, kResync };
   static constexpr int kStaleRefusalsBeforeResync = 3;
-  // Progress carried over more sync intervals than this is dropped at the
-  // next version: a learner that is never merged must not build an unbounded push.
+  // Progress carried over more sync intervals than this, plus kCarriedLags
+  // times the learner's merge lag (the steps from a push to the broadcast
+  // that merged it, a moving average), is dropped at the next version: a
+  // learner that is never merged must not build an unbounded push.
   static constexpr uint64_t kMaxCarriedIntervals = 8;
+  static constexpr double kCarriedLags = 4.0;
   // Pushes of a fragment remembered until a broadcast says which one it
   // merged; a credit for an older one drops the progress (it cannot be told apart).
   static constexpr size_t kMaxInFlight = 4;

@@ -25,6 +25,11 @@ struct FragmentValues {
   uint32_t fragment = 0;
   uint64_t version = 0;
   Payload values;
+  // In a Welcome: the welcomed learner's progress this version holds goes up
+  // to this inner step (Push::through); kUnknownMerged: the syncer does not
+  // know (it restarted since), and the learner must not carry its progress.
+  uint64_t merged_through = kUnknownMerged;
+  static constexpr uint64_t kUnknownMerged = ~uint64_t{0};
   friend bool operator==(const FragmentValues&, const FragmentValues&) = default;
 };
 

@@ -34,6 +34,7 @@ struct LearnerRecord {
   // Per fragment: the current incarnation's progress merged goes up to this
   // inner step (Push::through); a push with an older `since` would merge some twice.
   std::vector<uint64_t> merged_through;
+  bool merges_known = false;  // merged_through covers the whole incarnation: this syncer welcomed it first
   uint64_t merged = 0;              // pushes merged
   uint32_t initial_crc = 0;         // of its initialization, from its last Register
   std::vector<FragmentProgress> progress;  // per fragment, as reported

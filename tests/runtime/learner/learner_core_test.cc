@@ -191,6 +191,36 @@ BOOST_AUTO_TEST_CASE(pushes_in_flight_are_credited_across_versions_that_did_not_
   BOOST_CHECK_EQUAL(l.fragment_steps(), 2u);
 }
 
+// A learner that missed broadcasts registers again; the welcome says how far
+// the syncer merged its progress, so it keeps what followed (and drops all of
+// it when the syncer cannot say, after a restart).
+BOOST_AUTO_TEST_CASE(a_welcome_to_a_newer_version_keeps_the_progress_it_did_not_merge) {
+  for (const bool known : {true, false}) {
+    Learner l(small_topology(/*carry=*/true));
+    l.steps(3);
+    auto push = l.core->answer(Pull{0, 7, false});
+    BOOST_REQUIRE(push.ok());
+    const auto at_push = l.params();
+    l.steps(2);
+    const auto before = l.params();
+    const auto global = shifted(l.theta0, 0.5f);
+    Welcome w;
+    w.topology = l.core->topology();
+    w.fragments = {{0, 3, encode_payload(Codec::kFp32, 0, global)}};
+    w.fragments[0].merged_through = known ? push->through : FragmentValues::kUnknownMerged;
+    BOOST_REQUIRE(l.core->welcome(w).ok());
+    BOOST_CHECK_EQUAL(l.core->version(0), 3u);
+    const auto after = l.params();
+    double worst = 0.0;
+    for (size_t i = 0; i < after.size(); ++i) {
+      const double expected = known ? double(global[i]) + before[i] - at_push[i] : double(global[i]);
+      worst = std::max(worst, std::fabs(double(after[i]) - expected));
+    }
+    BOOST_CHECK_LE(worst, 1e-6);
+    BOOST_CHECK_EQUAL(l.fragment_steps(), known ? 2u : 0u);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_learner_left_out_of_the_merge_carries_all_its_progress) {
   Learner l(small_topology(/*carry=*/true));
   l.steps(3);

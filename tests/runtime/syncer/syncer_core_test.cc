@@ -172,6 +172,34 @@ BOOST_AUTO_TEST_CASE(decoupled_due_pull_quorum_grace_merge_in_virtual_time) {
   BOOST_CHECK_CLOSE(c.core->stats().adopted_seconds_max, 0.3, 1e-6);  // 0.6 to 0.9
 }
 
+// The grace window also covers the time a learner's answers take over its
+// link: learner 1 answered its last pull 1.5 s after it went out (a slow
+// link), so the next round waits for it beyond its step-sized window.
+BOOST_AUTO_TEST_CASE(decoupled_grace_waits_as_long_as_answers_lately_took) {
+  Topology t = testing::tiny_mlp_topology();
+  t.outer.quorum = 1;
+  Core c(t);
+  c.must_join(0);
+  c.must_join(1);
+  c.progress(1, 1, 0.1, 0.2);
+  SyncerEffects fx = c.progress(0, 4, 0.4);
+  const uint64_t first = sent_to<Pull>(fx, 0)->round;
+  fx = c.push(0, first, 4, 0.1f, 0.5);
+  const SyncerEffects::Timer grace = *timer(fx, SyncerEffects::TimerKind::kGrace);
+  BOOST_CHECK_CLOSE(grace.seconds, 0.3, 1e-6);  // no answer timed yet: the steps' window
+  fx = {};
+  c.core->on_timer(grace, at(0.8), fx);  // closes without learner 1
+  BOOST_REQUIRE(broadcasts(fx));
+  c.push(1, first, 2, 0.4f, 1.9);  // its answer, 1.5 s after the pull: late
+  BOOST_CHECK_EQUAL(c.core->stats().late, 1u);
+  c.progress(1, 1, 2.0, 0.2);
+  fx = c.progress(0, 4, 2.1);  // the next round
+  const uint64_t second = sent_to<Pull>(fx, 0)->round;
+  fx = c.push(0, second, 4, 0.1f, 2.2);
+  BOOST_REQUIRE(timer(fx, SyncerEffects::TimerKind::kGrace));
+  BOOST_CHECK_CLOSE(timer(fx, SyncerEffects::TimerKind::kGrace)->seconds, 1.5 - 0.1, 1e-6);
+}
+
 BOOST_AUTO_TEST_CASE(decoupled_a_dead_learner_leaves_the_round_it_was_pulled_for) {
   Topology t = testing::tiny_mlp_topology();
   t.outer.quorum = 2;
