@@ -158,7 +158,7 @@ FIGURES = {
     ],
     "goodput / alive, reorder while a learner restarts": [
         r"reorder on one link while a learner restarts \(seeds 1-3\) \| (\d\.\d+)",
-        r"reorder on learner 2, duplicate \(p 0\.5\) on learner 0 \|[^|]*\|[^|]*\| (\d\.\d+) ±",
+        r"reorder on learner 2, duplicate \(p 0\.5\) on learner 0, learner 1 restarting \| \*\*(\d\.\d+) ±",
         r"goodput (\d\.\d+) of the alive share",
     ],
     "syncer peak RSS, 64 learners against 8 (growth)": [
