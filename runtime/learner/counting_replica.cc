@@ -65,11 +65,7 @@ void CountingReplica::finish_step(const StepResult& r, double step_seconds) {
 Push CountingReplica::make_push(uint32_t p, uint64_t round) {
   Track& t = tracks_[p];
   if (model_->topology.outer.carry_progress) {  // LearnerCore::make_push's bookkeeping
-    if (!t.in_flight.empty() && t.in_flight.back().through == steps_) t.in_flight.pop_back();
-    t.in_flight.push_back({steps_, t.steps, t.tokens, t.seconds});
-    // The oldest is kept: pushes since the same credit overlap, so the syncer
-    // merges the first of them to arrive (a later one only if that was lost).
-    if (t.in_flight.size() > kMaxInFlight) t.in_flight.erase(t.in_flight.begin() + 1);
+    remember_push(t.in_flight, Track::InFlight{steps_, t.steps, t.tokens, t.seconds});
   }
   t.pushed = true;
   Push push{id_, incarnation_, p, round, t.version, t.steps, t.tokens, t.seconds, model_->zero_deltas[p]};
@@ -136,10 +132,7 @@ void CountingReplica::move_onto(Track& t, const Broadcast& b, bool may_carry) {
     credit_lag_ = credits_++ == 0 ? lag : credit_lag_ + 0.2 * (lag - credit_lag_);
   }
   const uint64_t carried = t.steps - (merged ? merged->steps : 0);
-  const auto carry_limit = static_cast<uint64_t>(
-      static_cast<double>(kMaxCarriedIntervals * static_cast<uint64_t>(std::max(1, sync_interval(o, t.version)))) +
-      kCarriedLags * credit_lag_);
-  if (o.carry_progress && may_carry && carried <= carry_limit && (merged || !credited)) {
+  if (o.carry_progress && may_carry && carried <= carry_limit(o, t.version, credit_lag_) && (merged || !credited)) {
     next.steps = carried;
     next.tokens = t.tokens - (merged ? merged->tokens : 0);
     next.seconds = t.seconds - (merged ? merged->seconds : 0.0);

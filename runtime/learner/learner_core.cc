@@ -219,12 +219,7 @@ Push LearnerCore::make_push(uint32_t fragment, uint64_t round) {
   gather(f, params_, delta);
   const auto& o = topology().outer;
   if (o.carry_progress && !data_parallel()) {
-    // Pushes at the same step boundary hold the same progress: keep one.
-    if (!t.in_flight.empty() && t.in_flight.back().through == steps_) t.in_flight.pop_back();
-    t.in_flight.push_back(InFlight{steps_, delta, t.steps, t.tokens, t.seconds});
-    // The oldest is kept: pushes since the same credit overlap, so the syncer
-    // merges the first of them to arrive (a later one only if that was lost).
-    if (t.in_flight.size() > kMaxInFlight) t.in_flight.erase(t.in_flight.begin() + 1);
+    remember_push(t.in_flight, InFlight{steps_, delta, t.steps, t.tokens, t.seconds});
   }
   for (size_t i = 0; i < delta.size(); ++i) delta[i] -= t.base[i];
   t.pushed = true;
@@ -360,10 +355,8 @@ void LearnerCore::move_onto(uint32_t p, uint64_t version, std::vector<float> glo
   // merge lag (a learner that is never merged in time) is dropped rather than
   // pushed at many times a push's weight.
   const uint64_t carried = t.steps - (merged ? merged->steps : 0);
-  const auto carry_limit = static_cast<uint64_t>(
-      static_cast<double>(kMaxCarriedIntervals * static_cast<uint64_t>(std::max(1, sync_interval(o, t.version)))) +
-      kCarriedLags * credit_lag_);
-  if (!data_parallel() && o.carry_progress && may_carry && carried <= carry_limit && (merged || !merged_through)) {
+  if (!data_parallel() && o.carry_progress && may_carry && carried <= carry_limit(o, t.version, credit_lag_) &&
+      (merged || !merged_through)) {
     // What the new version did not merge: the steps since the merged push, or
     // every step since the base when this learner was not merged.
     const std::vector<float>& reference = merged ? merged->values : t.base;

@@ -12,14 +12,17 @@
 // Every method runs on the learner's protocol thread, between steps.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string_view>
 #include <vector>
 
 #include "atoll/messages.h"
 #include "atoll/status.h"
+#include "atoll/topology.h"
 
 namespace atl {
 
@@ -58,6 +61,25 @@ class LearnerReplica {
   // Pushes of a fragment remembered until a broadcast says which one it
   // merged; a credit for an older one drops the progress (it cannot be told apart).
   static constexpr size_t kMaxInFlight = 4;
+
+ protected:
+  // The most steps of progress a fragment at `version` may carry onto the next.
+  static uint64_t carry_limit(const OuterSpec& outer, uint64_t version, double credit_lag) {
+    const auto interval = static_cast<uint64_t>(std::max(1, sync_interval(outer, version)));
+    return static_cast<uint64_t>(static_cast<double>(kMaxCarriedIntervals * interval) + kCarriedLags * credit_lag);
+  }
+  // Remembers a push in flight (`through` names it): one per step boundary,
+  // at most kMaxInFlight. The oldest is kept: pushes since the same credit
+  // overlap, so the syncer merges the first of them to arrive (a later one
+  // only if that was lost).
+  template <class InFlight>
+  static void remember_push(std::deque<InFlight>& in_flight, InFlight push) {
+    if (!in_flight.empty() && in_flight.back().through == push.through) in_flight.pop_back();
+    in_flight.push_back(std::move(push));
+    if (in_flight.size() > kMaxInFlight) in_flight.erase(in_flight.begin() + 1);
+  }
+
+ public:
 
   virtual ~LearnerReplica() = default;
 
