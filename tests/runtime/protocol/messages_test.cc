@@ -155,6 +155,26 @@ BOOST_AUTO_TEST_CASE(a_register_with_an_impossible_speed_label_is_refused) {
   }
 }
 
+// A push whose steps run backwards, or a broadcast whose merged steps do not
+// match its merged learners, cannot be credited: refused, saying which.
+BOOST_AUTO_TEST_CASE(a_push_or_broadcast_with_inconsistent_merge_steps_is_refused) {
+  auto push = decode_message(raw_envelope([](schema::Envelope::Builder e) {
+    auto p = e.initPush();
+    p.setSince(9);
+    p.setThrough(4);
+  }));
+  BOOST_REQUIRE(!push.ok());
+  BOOST_CHECK_MESSAGE(mentions(push.status(), "since step 9 through step 4"), push.status().to_string());
+  auto broadcast = decode_message(raw_envelope([](schema::Envelope::Builder e) {
+    auto b = e.initBroadcast();
+    b.initMerged(2);
+    b.initMergedThrough(1);
+  }));
+  BOOST_REQUIRE(!broadcast.ok());
+  BOOST_CHECK_MESSAGE(mentions(broadcast.status(), "1 merged steps for 2 merged learners"),
+                      broadcast.status().to_string());
+}
+
 BOOST_AUTO_TEST_CASE(the_default_topology_is_valid_and_round_trips) {
   BOOST_REQUIRE(validate(Topology{}).ok());
   Welcome w;
