@@ -11,6 +11,17 @@ write_topology "$work/topo.toml" 1000000000  # ended by the test
 
 # children PARENT_PID: how many atoll processes PARENT_PID has.
 children() { pgrep -P "$1" -c -f "atoll (syncer|learner)" || true; }
+# child_pids PARENT_PID: their pids. The checks below follow these pids, not a
+# pattern: other tests running beside this one have atoll children of their own.
+child_pids() { pgrep -P "$1" -f "atoll (syncer|learner)" || true; }
+# alive PIDS...: the pids of PIDS still running as atoll (not gone, not a zombie).
+alive() {
+  local p
+  for p in "$@"; do
+    [[ -r "/proc/$p/cmdline" ]] && tr '\0' ' ' <"/proc/$p/cmdline" | grep -q "atoll" && echo "$p"
+  done
+  return 0
+}
 
 # Starts `atoll run --processes` and waits until its learners joined (the syncer's log line).
 start_processes() {  # NAME
@@ -25,20 +36,25 @@ for signal in INT TERM; do
   pid_var="processes_${signal}_pid"
   parent=${!pid_var}
   (($(children "$parent") == 3)) || die "expected 3 child processes of $parent, found $(children "$parent")"
+  mapfile -t kids < <(child_pids "$parent")
   kill -"$signal" "$parent"
   expect_exit "$parent" 60 0 "atoll run --processes after SIG$signal"
   [[ -s "$work/processes_$signal.json" ]] || die "no report after SIG$signal"
-  pgrep -f "atoll (syncer|learner) .*127.0.0.1" >/dev/null && die "child processes left after SIG$signal"
+  left=$(alive "${kids[@]}")
+  [[ -z "$left" ]] || die "child processes left after SIG$signal: $left"
 done
 
 # The parent killed outright: its children notice (parent-death signal) and stop.
 start_processes processes_KILL
+mapfile -t kids < <(child_pids "$processes_KILL_pid")
+((${#kids[@]} == 3)) || die "expected 3 child processes of $processes_KILL_pid, found ${#kids[@]}"
 kill -KILL "$processes_KILL_pid"
 for _ in $(seq 100); do
-  pgrep -f "atoll (syncer|learner) .*127.0.0.1" >/dev/null || break
+  [[ -z "$(alive "${kids[@]}")" ]] && break
   sleep 0.1
 done
-pgrep -f "atoll (syncer|learner) .*127.0.0.1" >/dev/null && die "child processes outlived a SIGKILLed parent by 10 s"
+left=$(alive "${kids[@]}")
+[[ -z "$left" ]] || die "child processes outlived a SIGKILLed parent by 10 s: $left"
 
 # Ctrl-C during a chaos run: the run stops in order and says what it could.
 cat >"$work/plan.toml" <<TOML
