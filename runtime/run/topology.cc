@@ -208,6 +208,7 @@ Status validate(const Topology& t) {
   c.range("outer.max_staleness", o.max_staleness, 0, 1 << 20);
   c.range("outer.lr", o.nesterov.lr, 0.0f, 10.0f);
   c.range("outer.momentum", o.nesterov.momentum, 0.0f, 0.999f);
+  c.range("outer.momentum_every", o.nesterov.every, 1, 1 << 20);
   c.check("outer.push_block", check_block(o.push_codec, o.push_block));
   c.check("outer.broadcast_block", check_block(o.broadcast_codec, o.broadcast_block));
   c.range("outer.blend_alpha", o.blend_alpha, 0.0f, 1.0f);

@@ -49,6 +49,14 @@ namespace {
 // The flush timer's `round` that opens the last rounds deferred behind a broadcast.
 constexpr uint64_t kOpenLastRounds = ~uint64_t{0};
 
+// The outer step of a round on fragment g: Nesterov, or delayed Nesterov
+// whose step index is the version (a restored syncer keeps the phase; the
+// gradients summed since the last velocity step are not checkpointed).
+bool outer_step_if_finite(const NesterovConfig& outer, GlobalFragment& g, std::span<const float> grad) {
+  if (outer.every > 1 && g.pending.size() != g.values.size()) g.pending.assign(g.values.size(), 0.0f);
+  return delayed_nesterov_step_if_finite(outer, g.version, g.values, g.momentum, g.pending, grad);
+}
+
 class DecoupledRounds final : public RoundProtocol {
  public:
   explicit DecoupledRounds(SyncerState& s)
@@ -472,7 +480,7 @@ class DecoupledRounds final : public RoundProtocol {
     if (o.lr_warmup_rounds > 0)  // round k of this fragment (k = its version) steps with (k+1)/W of lr
       outer.lr *= std::min(1.0f, static_cast<float>(g.version + 1) / static_cast<float>(o.lr_warmup_rounds));
     // A finite but huge update can still overflow: then nothing changes.
-    if (!nesterov_step_if_finite(outer, g.values, g.momentum, outer_grad)) {
+    if (!outer_step_if_finite(outer, g, outer_grad)) {
       ++s_.stats.discarded_rounds;
       cancel_round(p, "the merged update is not finite; the round is discarded", fx);
       forget_answers(r);

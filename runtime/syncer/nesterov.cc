@@ -21,6 +21,22 @@ struct Step {
   }
 };
 
+// One element's step of delayed Nesterov (nesterov.h), for every > 1.
+struct DelayedStep {
+  float lr, mu, inv_n;
+  bool moves_velocity;
+  void operator()(float& th, float& v, float& b, float g) const {
+    if (!moves_velocity) {
+      b += g;
+      th -= lr * (g * inv_n);
+      return;
+    }
+    v = mu * v + (b + g) * inv_n;
+    b = 0.0f;
+    th -= lr * (g * inv_n + mu * v);
+  }
+};
+
 // Elements per task when a pass splits over threads (about 10 us of work).
 constexpr size_t kGrain = size_t{1} << 16;
 
@@ -30,6 +46,8 @@ void for_ranges(size_t n, const Body& body) {
   tbb::parallel_for(tbb::blocked_range<size_t>(0, n, kGrain),
                     [&](const tbb::blocked_range<size_t>& r) { body(r.begin(), r.end()); });
 }
+
+bool finite(float x) { return std::fabs(x) <= FLT_MAX; }
 
 }  // namespace
 
@@ -63,6 +81,31 @@ bool nesterov_step_if_finite(const NesterovConfig& c, std::span<float> theta, st
   if (!finite.load()) return false;
   for_ranges(theta.size(), [&](size_t b, size_t e) {
     nesterov_step(c, theta.subspan(b, e - b), velocity.subspan(b, e - b), g.subspan(b, e - b));
+  });
+  return true;
+}
+
+bool delayed_nesterov_step_if_finite(const NesterovConfig& c, uint64_t k, std::span<float> theta,
+                                     std::span<float> velocity, std::span<float> pending,
+                                     std::span<const float> g) {
+  assert(c.every >= 1);
+  if (c.every == 1) return nesterov_step_if_finite(c, theta, velocity, g);
+  assert(theta.size() == velocity.size() && theta.size() == pending.size() && theta.size() == g.size());
+  const auto n = static_cast<uint64_t>(c.every);
+  const DelayedStep step{c.lr, c.momentum, 1.0f / static_cast<float>(n), (k + 1) % n == 0};
+  std::atomic<bool> all_finite{true};
+  for_ranges(theta.size(), [&](size_t b, size_t e) {
+    unsigned bad = 0;
+    for (size_t i = b; i < e; ++i) {
+      float t = theta[i], u = velocity[i], s = pending[i];
+      step(t, u, s, g[i]);
+      bad |= static_cast<unsigned>(!finite(t)) | static_cast<unsigned>(!finite(u)) | static_cast<unsigned>(!finite(s));
+    }
+    if (bad != 0) all_finite.store(false, std::memory_order_relaxed);
+  });
+  if (!all_finite.load()) return false;
+  for_ranges(theta.size(), [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) step(theta[i], velocity[i], pending[i], g[i]);
   });
   return true;
 }

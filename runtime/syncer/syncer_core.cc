@@ -200,6 +200,7 @@ Status SyncerCore::restore(const CheckpointState& state, std::optional<SteadyTim
     GlobalFragment& g = s_->global[f.fragment];
     g.values = f.values;
     g.momentum = f.momentum;
+    g.pending.clear();
     g.version = f.version;
     g.held.clear();  // learners hold versions this syncer does not know
     g.initial = false;

@@ -23,6 +23,9 @@ inline double seconds_between(SteadyTime a, SteadyTime b) {
 // A fragment's global copy: Theta_p, its outer momentum and its version.
 struct GlobalFragment {
   std::vector<float> values, momentum;
+  // Delayed Nesterov (outer.momentum_every > 1): the outer gradients summed
+  // since the velocity last moved. Empty: zeros (sized at the first round).
+  std::vector<float> pending;
   uint64_t version = 0;
   // What learners hold for `version` with int broadcast codecs (broadcasts
   // are differences to it). Empty when unknown (after a restore or a

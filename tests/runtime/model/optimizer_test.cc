@@ -1,5 +1,6 @@
-// AdamW (inner), its schedule, and Nesterov (outer) against values worked out
-// by hand from the update rules in adamw.h and nesterov.h.
+// AdamW (inner), its schedule, and Nesterov and delayed Nesterov (outer)
+// against values worked out by hand from the update rules in adamw.h and
+// nesterov.h, and delayed Nesterov against Nesterov on the mean gradient.
 #include <boost/test/unit_test.hpp>
 
 #include <vector>
@@ -113,6 +114,74 @@ BOOST_AUTO_TEST_CASE(nesterov_without_momentum_is_plain_sgd) {
   nesterov_step(c, theta, v, g);
   BOOST_CHECK_CLOSE(theta[0], 1.0f - 0.35f, 1e-4);
   BOOST_CHECK_CLOSE(theta[1], -2.0f + 0.7f, 1e-4);
+}
+
+BOOST_AUTO_TEST_CASE(delayed_nesterov_matches_hand_computed_steps) {
+  const NesterovConfig c{0.5f, 0.9f, 2};
+  std::vector<float> theta = {1.0f}, v = {0.0f}, b = {0.0f};
+  // step 0 (plain): b = 0.2 ; theta = 1 - 0.5 * 0.2/2 = 0.95 ; v stays 0
+  std::vector<float> g = {0.2f};
+  BOOST_REQUIRE(delayed_nesterov_step_if_finite(c, 0, theta, v, b, g));
+  BOOST_CHECK_CLOSE(theta[0], 0.95f, 1e-4);
+  BOOST_CHECK_EQUAL(v[0], 0.0f);
+  BOOST_CHECK_CLOSE(b[0], 0.2f, 1e-4);
+  // step 1 (velocity): v = 0 + (0.2 + 0.1)/2 = 0.15 ; theta = 0.95 - 0.5 * (0.1/2 + 0.9*0.15) = 0.8575 ; b = 0
+  g = {0.1f};
+  BOOST_REQUIRE(delayed_nesterov_step_if_finite(c, 1, theta, v, b, g));
+  BOOST_CHECK_CLOSE(v[0], 0.15f, 1e-4);
+  BOOST_CHECK_CLOSE(theta[0], 0.8575f, 1e-4);
+  BOOST_CHECK_EQUAL(b[0], 0.0f);
+}
+
+BOOST_AUTO_TEST_CASE(delayed_nesterov_every_step_is_nesterov_bit_for_bit) {
+  const NesterovConfig plain{0.7f, 0.6f, 1};
+  std::vector<float> t1 = {1.0f, -0.3f, 2.5f}, v1(3, 0.0f);
+  std::vector<float> t2 = t1, v2 = v1, b;  // unused with every = 1
+  const std::vector<std::vector<float>> grads = {{0.3f, -0.1f, 0.7f}, {0.11f, 0.2f, -0.9f}, {-0.05f, 0.4f, 0.33f}};
+  for (uint64_t k = 0; k < grads.size(); ++k) {
+    BOOST_REQUIRE(nesterov_step_if_finite(plain, t1, v1, grads[k]));
+    BOOST_REQUIRE(delayed_nesterov_step_if_finite(plain, k, t2, v2, b, grads[k]));
+    for (size_t i = 0; i < t1.size(); ++i) {
+      BOOST_CHECK_EQUAL(t1[i], t2[i]);
+      BOOST_CHECK_EQUAL(v1[i], v2[i]);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(delayed_nesterov_over_n_steps_is_one_nesterov_step_on_the_mean) {
+  // The velocity sees only the mean of each group of N gradients, whatever their order.
+  const int n = 4;
+  const NesterovConfig delayed{0.6f, 0.8f, n}, plain{0.6f, 0.8f, 1};
+  std::vector<float> t1 = {0.5f, -1.0f}, v1 = {0.1f, 0.0f}, t2 = t1, v2 = v1, b(2, 0.0f);
+  const std::vector<std::vector<float>> grads = {
+      {0.4f, -0.2f}, {0.0f, 0.3f}, {-0.1f, 0.1f}, {0.2f, 0.6f}, {0.3f, 0.3f}, {0.1f, -0.5f}, {0.0f, 0.2f}, {0.4f, 0.0f}};
+  for (uint64_t k = 0; k < grads.size(); ++k) {
+    BOOST_REQUIRE(delayed_nesterov_step_if_finite(delayed, k, t2, v2, b, grads[k]));
+    if ((k + 1) % n != 0) continue;
+    std::vector<float> mean(2, 0.0f);
+    for (size_t j = k + 1 - n; j <= k; ++j)
+      for (size_t i = 0; i < mean.size(); ++i) mean[i] += grads[j][i] / n;
+    nesterov_step(plain, t1, v1, mean);
+    for (size_t i = 0; i < t1.size(); ++i) {
+      BOOST_CHECK_SMALL(t1[i] - t2[i], 1e-5f);
+      BOOST_CHECK_SMALL(v1[i] - v2[i], 1e-5f);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(delayed_nesterov_refuses_an_overflow_and_changes_nothing) {
+  const NesterovConfig c{0.7f, 0.9f, 3};
+  // The sum of the gradients overflows: on a plain step (k = 0) and on a velocity step (k = 2).
+  std::vector<float> theta = {1.0f, 2.0f}, v = {0.5f, 0.5f}, b = {3e38f, 0.2f};
+  const std::vector<float> huge = {3e38f, 1.0f};
+  for (uint64_t k : {uint64_t{0}, uint64_t{2}}) {
+    BOOST_CHECK(!delayed_nesterov_step_if_finite(c, k, theta, v, b, huge));
+    BOOST_CHECK_EQUAL(theta[0], 1.0f);
+    BOOST_CHECK_EQUAL(theta[1], 2.0f);
+    BOOST_CHECK_EQUAL(v[0], 0.5f);
+    BOOST_CHECK_EQUAL(b[0], 3e38f);
+    BOOST_CHECK_EQUAL(b[1], 0.2f);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

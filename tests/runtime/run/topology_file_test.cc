@@ -88,6 +88,7 @@ BOOST_AUTO_TEST_CASE(out_of_range_values_name_file_line_and_key) {
                "topo.toml:4: outer.quorum = 6 exceeds the 5 learner slots (membership.max_learners)");
   expect_error("[[learners]]\nspeed = 0.0\n", "topo.toml:2: learners[0].speed = 0 is outside");
   expect_error("[inner]\nlr = -1\n", "topo.toml:2: inner.lr = -1 is outside");
+  expect_error("[outer]\nmomentum_every = 0\n", "topo.toml:2: outer.momentum_every = 0 is outside");
   expect_error("[outer]\nquorum = 99999999999\n", "topo.toml:2: outer.quorum: 99999999999 is outside");
   // Found by scripts/fuzz: the divisibility check divided by zero (SIGFPE) after the range check failed.
   expect_error("[model]\nheads = 0\n", "topo.toml:2: model.heads = 0 is outside");
@@ -119,7 +120,7 @@ BOOST_AUTO_TEST_CASE(printed_topologies_read_back_unchanged) {
   t.mode = Mode::kDp;
   t.inner.lr = 3e-4f;
   t.inner.beta2 = 0.95f;
-  t.outer.nesterov = {0.5f, 0.9f};
+  t.outer.nesterov = {0.5f, 0.9f, 4};
   t.outer.blend_alpha = 0.1f;
   t.outer.carry_progress = false;  // excludes blend_alpha
   t.model.kind = ModelKind::kMlp;
