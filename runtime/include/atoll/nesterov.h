@@ -5,8 +5,8 @@
 // g is the merged outer gradient (base - learner, see merge.h), so a positive
 // lr moves the global copy towards where the learners went. Keep lr < 1 (lr
 // >= 1 gives loss spikes). The effective step is about lr/(1-mu), so short
-// sync intervals want less momentum: the topology's default is 0.7 with mu
-// 0.6 at H = 12 (topology.h), not this struct's 0.8.
+// sync intervals want less momentum: the topology's default is 0.5 with mu
+// 0.6 at H = 12 (topology.h), not this struct's 0.7 and 0.8.
 //
 // Delayed Nesterov (Async Local-SGD, arXiv 2401.09135, Algorithm 3) moves
 // the velocity only every N-th step, on the mean of the N gradients since,
