@@ -68,17 +68,17 @@ bool nesterov_step_if_finite(const NesterovConfig& c, std::span<float> theta, st
   const float* th = theta.data();
   const float* v = velocity.data();
   const float* gr = g.data();
-  std::atomic<bool> finite{true};
+  std::atomic<bool> all_finite{true};
   for_ranges(theta.size(), [&](size_t b, size_t e) {
     unsigned bad = 0;  // an integer reduction vectorizes; a bool one does not
     for (size_t i = b; i < e; ++i) {
       float t = th[i], u = v[i];
       step(t, u, gr[i]);
-      bad |= static_cast<unsigned>(!(std::fabs(t) <= FLT_MAX)) | static_cast<unsigned>(!(std::fabs(u) <= FLT_MAX));
+      bad |= static_cast<unsigned>(!finite(t)) | static_cast<unsigned>(!finite(u));
     }
-    if (bad != 0) finite.store(false, std::memory_order_relaxed);
+    if (bad != 0) all_finite.store(false, std::memory_order_relaxed);
   });
-  if (!finite.load()) return false;
+  if (!all_finite.load()) return false;
   for_ranges(theta.size(), [&](size_t b, size_t e) {
     nesterov_step(c, theta.subspan(b, e - b), velocity.subspan(b, e - b), g.subspan(b, e - b));
   });
