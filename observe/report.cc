@@ -133,6 +133,7 @@ std::string Report::to_json() const {
   j.field("broadcast_adopted_max_ms", broadcast_adopted_max_ms);
   j.field("late", late);
   j.field("stale_refused", stale_refused);
+  j.field("repairs", repairs);
   j.field("rejected", rejected);
   j.field("cancelled_rounds", cancelled_rounds);
   j.field("restarts", restarts);

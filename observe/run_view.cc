@@ -236,6 +236,7 @@ Report report_from_view(const RunView& v, double wall) {
   r.broadcast_adopted_max_ms = 1000.0 * v.stats.adopted_seconds_max;
   r.late = v.stats.late;
   r.stale_refused = v.stats.stale_refused;
+  r.repairs = v.stats.repairs;
   r.rejected = v.stats.rejected + v.gateway_refusals;
   r.cancelled_rounds = v.stats.cancelled_rounds;
   r.restarts = v.restarts;

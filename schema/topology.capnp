@@ -94,6 +94,7 @@ struct OuterSpec {
   syncEveryStart @21 :UInt32;
   syncRampRounds @22 :UInt32;
   syncBySpeed @23 :Bool;
+  momentumEvery @24 :UInt32 = 1;  # delayed Nesterov's N
 }
 
 struct CheckpointSpec {

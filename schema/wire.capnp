@@ -84,6 +84,7 @@ struct Broadcast {
   baseVersion @4 :UInt64;   # with `delta`: the version the difference applies to
   merged @5 :List(UInt32);  # learners whose progress this version merged
   mergedThrough @6 :List(UInt64);  # by `merged`: the `through` of the push merged (empty from older syncers)
+  repair @7 :Bool;          # to one learner that missed a version: whole values, `mergedThrough` its total
 }
 
 struct FragmentProgress {

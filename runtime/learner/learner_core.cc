@@ -167,12 +167,8 @@ Status LearnerCore::welcome(const Welcome& w) {
       t.pushed = false;  // what we pushed may be lost: push again when due
       continue;
     }
-    if (fragment_welcomed_[p]) {
-      // A newer version (a resync): the progress it did not merge stays where
-      // the syncer says what it merged of this learner's.
-      std::optional<uint64_t> merged;
-      if (merged_through[p] > t.since) merged = merged_through[p];  // kUnknownMerged: dropped
-      move_onto(static_cast<uint32_t>(p), versions[p], std::move(values[p]), /*may_carry=*/true, merged);
+    if (fragment_welcomed_[p]) {  // a newer version (a resync)
+      catch_up(static_cast<uint32_t>(p), versions[p], std::move(values[p]), merged_through[p]);
       continue;
     }
     scatter(fragments_[p], values[p], params_);
@@ -271,6 +267,17 @@ Status LearnerCore::apply(const Broadcast& b) {
     return Status::unavailable("broadcast of fragment " + std::to_string(b.fragment) + " before the first welcome");
   const Track& t = tracks_[b.fragment];
   if (b.version <= t.version) return {};  // already have it (or newer)
+  if (b.repair) {
+    if (b.merged.size() != 1 || b.merged.front() != id_ || b.merged_through.size() != 1)
+      return Status::invalid_argument("a repair of fragment " + std::to_string(b.fragment) +
+                                      " that is not for learner " + std::to_string(id_));
+    std::vector<float> global(fragments_[b.fragment].size);
+    ATOLL_RETURN_IF_ERROR(decode_payload(b.values, global).with_context("repair of fragment " +
+                                                                        std::to_string(b.fragment)));
+    catch_up(b.fragment, b.version, std::move(global), b.merged_through.front());
+    ++repairs_adopted_;
+    return adopt_held(b.fragment);  // those held for versions it passed are dropped
+  }
   if (b.version > t.version + 1 && !data_parallel()) {
     // It overtook the next version (a reordered or delayed link): wait for
     // those between, so that each is adopted, and carries progress, in turn.
@@ -290,6 +297,12 @@ Status LearnerCore::apply(const Broadcast& b) {
   }
   ATOLL_RETURN_IF_ERROR(adopt(b));
   return adopt_held(b.fragment);
+}
+
+void LearnerCore::catch_up(uint32_t p, uint64_t version, std::vector<float> global, uint64_t merged_through) {
+  std::optional<uint64_t> merged;
+  if (merged_through > tracks_[p].since) merged = merged_through;  // kUnknownMerged: dropped
+  move_onto(p, version, std::move(global), /*may_carry=*/true, merged);
 }
 
 Status LearnerCore::adopt_held(uint32_t fragment) {

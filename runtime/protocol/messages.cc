@@ -139,6 +139,7 @@ void put(const Topology& t, s::Topology::Builder b) {
   o.setSyncEveryStart(static_cast<uint32_t>(t.outer.sync_every_start));
   o.setSyncRampRounds(static_cast<uint32_t>(t.outer.sync_ramp_rounds));
   o.setSyncBySpeed(t.outer.sync_by_speed);
+  o.setMomentumEvery(static_cast<uint32_t>(t.outer.nesterov.every));
   auto c = b.initCheckpoint();
   c.setDir(t.checkpoint.dir);
   c.setEveryRounds(static_cast<uint32_t>(t.checkpoint.every_rounds));
@@ -216,6 +217,7 @@ Topology get(s::Topology::Reader r) {
   t.outer.sync_every_start = as_int(o.getSyncEveryStart());
   t.outer.sync_ramp_rounds = as_int(o.getSyncRampRounds());
   t.outer.sync_by_speed = o.getSyncBySpeed();
+  t.outer.nesterov.every = as_int(o.getMomentumEvery());
   auto c = r.getCheckpoint();
   t.checkpoint.dir = c.getDir().cStr();
   t.checkpoint.every_rounds = as_int(c.getEveryRounds());
@@ -326,6 +328,7 @@ struct Encoder {
     for (unsigned i = 0; i < merged.size(); ++i) merged.set(i, m.merged[i]);
     auto through = b.initMergedThrough(static_cast<unsigned>(m.merged_through.size()));
     for (unsigned i = 0; i < through.size(); ++i) through.set(i, m.merged_through[i]);
+    b.setRepair(m.repair);
   }
   void operator()(const Progress& m) {
     auto b = env.initProgress();
@@ -400,6 +403,9 @@ Message decode_envelope(s::Envelope::Reader env) {
       if (!b.merged_through.empty() && b.merged_through.size() != b.merged.size())
         throw DecodeError{"broadcast: " + std::to_string(b.merged_through.size()) + " merged steps for " +
                           std::to_string(b.merged.size()) + " merged learners"};
+      b.repair = r.getRepair();
+      if (b.repair && (b.delta || b.merged.size() != 1 || b.merged_through.size() != 1))
+        throw DecodeError{"broadcast: a repair holds whole values for one learner, with its merged steps"};
       return b;
     }
     case s::Envelope::PROGRESS: {

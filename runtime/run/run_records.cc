@@ -199,6 +199,7 @@ SyncerSample merge_shard_samples(const std::vector<std::shared_ptr<const SyncerS
     o.merged_pushes += t.merged_pushes;
     o.late += t.late;
     o.stale_refused += t.stale_refused;
+    o.repairs += t.repairs;
     o.rejected += t.rejected;
     o.cancelled_rounds += t.cancelled_rounds;
     o.discarded_rounds += t.discarded_rounds;

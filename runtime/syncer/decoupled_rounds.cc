@@ -76,6 +76,7 @@ class DecoupledRounds final : public RoundProtocol {
     check_all_due(now, fx);
   }
   void on_progress(uint32_t learner, SteadyTime now, SyncerEffects& fx) override {
+    repair_lost_versions(learner, now, fx);
     refresh_learner(learner);
     check_all_due(now, fx);
   }
@@ -216,8 +217,15 @@ class DecoupledRounds final : public RoundProtocol {
   };
 
   // One fragment's round: collecting while open.
+  // A learner's reports of an older version than the fragment's: which, and since when.
+  struct Behind {
+    uint64_t version = 0;
+    std::optional<SteadyTime> since;  // empty: it reported the current version
+  };
+
   struct Round {
-    Round(Fragment rule_of, size_t learners) : waiting(learners, 0), acc(std::move(rule_of)), due(learners, 0) {}
+    Round(Fragment rule_of, size_t learners)
+        : waiting(learners, 0), acc(std::move(rule_of)), due(learners, 0), behind(learners) {}
     bool open = false;
     uint64_t id = 0;            // of the open (or last) round
     SteadyTime opened{}, quorum_at{};
@@ -237,6 +245,7 @@ class DecoupledRounds final : public RoundProtocol {
     std::vector<uint8_t> due;
     int due_count = 0;
     uint64_t due_version = kUnknownVersion;  // the version `due` describes
+    std::vector<Behind> behind;  // by learner (repair_lost_versions())
   };
 
   double flush_seconds() const { return std::clamp(3.0 * s_.slowest_step_seconds(), 1.0, 30.0); }
@@ -427,6 +436,41 @@ class DecoupledRounds final : public RoundProtocol {
       if (r.waiting[m]) answer = std::max(answer, answer_seconds_[m]);
     return std::max(by_steps, std::min(answer - to_quorum, quorum_deadline_seconds()));
   }
+
+  // A learner that reports the same older version of a fragment for longer
+  // than a broadcast takes to reach it lost one (a corrupted or dropped
+  // message; with int broadcast codecs each is a difference to the one
+  // before, so it could adopt none of the later ones). It gets the current
+  // version whole, and again after as long if that is lost too. Without it
+  // the learner trains on a version no round takes pushes from until it gives
+  // up waiting and registers again.
+  void repair_lost_versions(uint32_t m, SteadyTime now, SyncerEffects& fx) {
+    if (!s_.present(m) || flush_ != Flush::kNone) return;
+    const auto& progress = s_.learners[m].progress;
+    const double wait = repair_wait_seconds(m);
+    for (uint32_t p = 0; p < rounds_.size() && p < progress.size(); ++p) {
+      if (!s_.owns(p)) continue;
+      Behind& b = rounds_[p].behind[m];
+      if (progress[p].version >= s_.global[p].version) {
+        b = {};
+        continue;
+      }
+      if (!b.since || b.version != progress[p].version) {
+        b = {progress[p].version, now};
+        continue;
+      }
+      if (seconds_between(*b.since, now) < wait) continue;
+      fx.sends.push_back({m, s_.repair(p, m)});
+      ++s_.stats.repairs;
+      b.since = now;
+    }
+  }
+  // A few of its steps (a broadcast waits for its step to end) or twice its
+  // answer time (its link), whichever is longer.
+  double repair_wait_seconds(uint32_t m) const {
+    return std::max({kMinRepairSeconds, 4.0 * s_.learners[m].step_seconds, 2.0 * answer_seconds_[m]});
+  }
+  static constexpr double kMinRepairSeconds = 0.002;
 
   // Moving average of how long learner m took to answer a pull.
   void note_answer_time(uint32_t m, double seconds) {

@@ -93,6 +93,14 @@ Broadcast SyncerState::broadcast(uint32_t p, std::vector<uint32_t> merged, Stead
   return b;
 }
 
+Broadcast SyncerState::repair(uint32_t p, uint32_t learner) const {
+  const LearnerRecord& l = learners[learner];
+  FragmentValues v = held_values(p);
+  const uint64_t through =
+      l.merges_known && p < l.merged_through.size() ? l.merged_through[p] : FragmentValues::kUnknownMerged;
+  return Broadcast{p, v.version, std::move(v.values), false, 0, {learner}, {through}, /*repair=*/true};
+}
+
 void SyncerState::note_merged(uint32_t learner, SteadyTime now, SyncerEffects& fx) {
   LearnerRecord& l = learners[learner];
   ++l.merged;

@@ -88,6 +88,9 @@ struct SyncerState {
   FragmentValues held_values(uint32_t p) const;
   // The broadcast of a fragment's new version (updates `held`), sent at `now`.
   Broadcast broadcast(uint32_t p, std::vector<uint32_t> merged, SteadyTime now);
+  // The current version of fragment p again, whole, for `learner`, which lost
+  // a broadcast (Broadcast::repair): as its welcome would give it.
+  Broadcast repair(uint32_t p, uint32_t learner) const;
 
   // Books that a push of `learner` was merged; the first one after it came
   // back is a recovery event ("first_merge").

@@ -89,6 +89,7 @@ struct Report {
   double broadcast_adopted_mean_ms = 0.0;     // from a broadcast until every learner reported it adopted
   double broadcast_adopted_max_ms = 0.0;
   uint64_t late = 0, stale_refused = 0, rejected = 0, cancelled_rounds = 0;
+  uint64_t repairs = 0;                       // versions sent again whole to learners that lost one
   uint64_t restarts = 0;
   uint64_t checkpoints = 0;
   uint64_t versions_min = 0, versions_max = 0;

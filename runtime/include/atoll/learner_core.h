@@ -105,10 +105,13 @@ class LearnerCore : public LearnerReplica {
   // welcome (the welcome brings the version) and for a difference to a
   // version this learner does not hold (it missed a broadcast and must
   // register again to resync).
+  // A repair (Broadcast::repair) is adopted at once, as a welcome's values.
   Status apply(const Broadcast& broadcast) override;
   static constexpr size_t kMaxHeldBroadcasts = 4;
   // Broadcasts held for a version that had not arrived yet, since the start.
   uint64_t broadcasts_held() const { return broadcasts_held_; }
+  // Repairs adopted (versions it lost, sent again whole), since the start.
+  uint64_t repairs_adopted() const { return repairs_adopted_; }
 
   Progress progress() const override;
 
@@ -185,6 +188,11 @@ class LearnerCore : public LearnerReplica {
   // progress is dropped, or blended with blend_alpha.
   void move_onto(uint32_t p, uint64_t version, std::vector<float> global, bool may_carry,
                  std::optional<uint64_t> merged_through);
+  // Fragment p, welcomed before, takes a newer `version` given whole (a
+  // welcome's or a repair's), keeping the progress the syncer did not merge:
+  // `merged_through` is what it merged of this learner's in all
+  // (FragmentValues::kUnknownMerged: unknown, the progress is dropped).
+  void catch_up(uint32_t p, uint64_t version, std::vector<float> global, uint64_t merged_through);
   // Adopts the held broadcasts that now follow the version held, in order.
   Status adopt_held(uint32_t fragment);
 
@@ -228,6 +236,7 @@ class LearnerCore : public LearnerReplica {
   };
   std::vector<StaleMark> stale_;
   uint64_t broadcasts_held_ = 0;
+  uint64_t repairs_adopted_ = 0;
   // Steps from a push to the broadcast that merged it, moving average, over `credits_` merges.
   double credit_lag_ = 0.0;
   uint64_t credits_ = 0;

@@ -106,6 +106,12 @@ struct Broadcast {
   // By `merged`: the Push::through of the push merged, so that a learner with
   // several pushes in flight credits the right one. Empty or as long as `merged`.
   std::vector<uint64_t> merged_through = {};
+  // A repair: sent to one learner that stayed on an older version (it lost a
+  // broadcast), whole values (never a difference) of the current version, and
+  // `merged` names only that learner, with what was merged of its progress in
+  // all (as a welcome's FragmentValues::merged_through). It can be adopted
+  // without the versions between.
+  bool repair = false;
   friend bool operator==(const Broadcast&, const Broadcast&) = default;
 };
 

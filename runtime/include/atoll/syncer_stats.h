@@ -90,6 +90,7 @@ struct SyncerStats {
   uint64_t merged_pushes = 0;
   uint64_t late = 0;               // answers that arrived after their round closed
   uint64_t stale_refused = 0;
+  uint64_t repairs = 0;             // versions sent again, whole, to a learner that stayed behind
   uint64_t rejected = 0;           // every Reject sent, stale included
   uint64_t cancelled_rounds = 0;   // rounds closed without a merge (no quorum in time, or none possible)
   uint64_t discarded_rounds = 0;   // merges whose result was not finite, rolled back

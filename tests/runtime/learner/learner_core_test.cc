@@ -338,6 +338,41 @@ BOOST_AUTO_TEST_CASE(a_gap_that_does_not_fill_is_a_lost_broadcast) {
   BOOST_CHECK(l.params() == g);
 }
 
+// A version lost on its way (the gap held for it would not fill) comes back
+// as a repair: whole values for this learner, adopted at once past the gap,
+// keeping what the syncer did not merge of its progress; the differences held
+// after it follow.
+BOOST_AUTO_TEST_CASE(a_repair_fills_a_lost_version_at_once) {
+  Learner l(small_topology(/*carry=*/true));
+  l.steps(3);
+  auto push = l.core->answer(Pull{0, 7, false});
+  BOOST_REQUIRE(push.ok());
+  const auto at_push = l.params();
+  l.steps(2);
+  const auto before = l.params();
+  const std::vector<float> diff(l.theta0.size(), 0.125f);
+  BOOST_REQUIRE(l.core->apply(Broadcast{0, 3, encode_payload(Codec::kFp32, 0, diff), true, 2, {}}).ok());
+  BOOST_CHECK_EQUAL(l.core->version(0), 0u);  // held: versions 1 and 2 were lost
+
+  const auto g2 = shifted(l.theta0, 0.5f);
+  const Broadcast for_another{0, 2, encode_payload(Codec::kFp32, 0, g2), false, 0, {3}, {push->through}, true};
+  BOOST_CHECK(l.core->apply(for_another).code() == Status::Code::kInvalidArgument);
+  BOOST_CHECK_EQUAL(l.core->version(0), 0u);
+  const Broadcast repair{0, 2, encode_payload(Codec::kFp32, 0, g2), false, 0, {0}, {push->through}, true};
+  BOOST_REQUIRE(l.core->apply(repair).ok());
+  BOOST_CHECK_EQUAL(l.core->version(0), 3u);  // 2 whole, then the difference held for 3
+  BOOST_CHECK_EQUAL(l.core->repairs_adopted(), 1u);
+  BOOST_CHECK_EQUAL(l.fragment_steps(), 2u);  // the merged push's 3 steps are not carried
+  const auto after = l.params();
+  double worst = 0.0;
+  for (size_t i = 0; i < after.size(); ++i)
+    worst = std::max(worst, std::fabs(double(after[i]) - (double(g2[i]) + 0.125 + before[i] - at_push[i])));
+  BOOST_CHECK_LE(worst, 1e-5);
+  BOOST_REQUIRE(l.core->apply(repair).ok());  // a repair that comes twice (duplicated) changes nothing
+  BOOST_CHECK_EQUAL(l.core->repairs_adopted(), 1u);
+  BOOST_CHECK(l.params() == after);
+}
+
 // A stale push is not pushed again from the same base: the next version carries its progress.
 BOOST_AUTO_TEST_CASE(a_stale_push_waits_for_the_next_version) {
   Topology t = small_topology(/*carry=*/true);

@@ -48,7 +48,7 @@ Topology unusual_topology() {
   t.outer.sync_every = 24;
   t.outer.quorum = 2;
   t.outer.grace_gamma = 0.5;
-  t.outer.nesterov = {0.5f, 0.9f};
+  t.outer.nesterov = {0.5f, 0.9f, 4};  // delayed Nesterov travels too
   t.outer.push_codec = Codec::kInt8;
   t.outer.push_block = 128;
   t.outer.broadcast_codec = Codec::kBf16;
@@ -92,6 +92,7 @@ std::vector<Message> one_of_each() {
       Push{1, 2, 3, 4, 5, 6, 7, 0.25, some_payload(Codec::kInt4, 333, 5)},
       Broadcast{3, 44, some_payload(Codec::kFp32, 20, 6), false, 0, {}},
       Broadcast{3, 45, some_payload(Codec::kInt4, 20, 7), true, 44, {0, 2}},
+      Broadcast{3, 46, some_payload(Codec::kFp32, 20, 8), false, 0, {2}, {1234}, /*repair=*/true},
       Progress{1, 2, 300, 19200, 0.0125, {{4, 10}, {5, 3}}, 1.75f},
       Reject{RejectReason::kStale, 3, "base version 2 < 4 - 1"},
       Done{"token budget of 2500000 reached"},
@@ -173,6 +174,15 @@ BOOST_AUTO_TEST_CASE(a_push_or_broadcast_with_inconsistent_merge_steps_is_refuse
   BOOST_REQUIRE(!broadcast.ok());
   BOOST_CHECK_MESSAGE(mentions(broadcast.status(), "1 merged steps for 2 merged learners"),
                       broadcast.status().to_string());
+  auto repair = decode_message(raw_envelope([](schema::Envelope::Builder e) {
+    auto b = e.initBroadcast();
+    b.setRepair(true);
+    b.setDelta(true);  // a repair a learner could not adopt without the version it missed
+    b.initMerged(1);
+    b.initMergedThrough(1);
+  }));
+  BOOST_REQUIRE(!repair.ok());
+  BOOST_CHECK_MESSAGE(mentions(repair.status(), "a repair holds whole values"), repair.status().to_string());
 }
 
 BOOST_AUTO_TEST_CASE(the_default_topology_is_valid_and_round_trips) {

@@ -200,6 +200,52 @@ BOOST_AUTO_TEST_CASE(decoupled_grace_waits_as_long_as_answers_lately_took) {
   BOOST_CHECK_CLOSE(timer(fx, SyncerEffects::TimerKind::kGrace)->seconds, 1.5 - 0.1, 1e-6);
 }
 
+// A learner that reports an older version than the current one for longer
+// than a broadcast takes to reach it (4 of its steps, or twice its answer
+// time) lost one: it gets the current version whole, it alone, with what was
+// merged of its progress, and again after as long if that is lost too.
+BOOST_AUTO_TEST_CASE(decoupled_a_learner_left_on_an_older_version_gets_it_again_whole) {
+  Topology t = testing::tiny_mlp_topology();
+  t.outer.quorum = 1;
+  Core c(t);
+  c.must_join(0);
+  c.must_join(1);
+  c.progress(1, 1, 0.1, 0.2);
+  SyncerEffects fx = c.progress(0, 4, 0.4);
+  const uint64_t round = sent_to<Pull>(fx, 0)->round;
+  c.push(0, round, 4, 0.1f, 0.5);
+  BOOST_REQUIRE(broadcasts(c.push(1, round, 2, 0.4f, 0.6)));  // learner 1 answered in 0.2 s
+  BOOST_REQUIRE_EQUAL(c.core->version(0), 1u);
+
+  // Learner 1 stays on version 0: the wait is max(4 x 0.1 s, 2 x 0.2 s) = 0.4 s.
+  const auto behind = [&](double s) {
+    SyncerEffects out;
+    c.core->on_progress(Progress{1, 1, 3, 24, 0.1, {{0, 3}}, 1.0f}, at(s), out);
+    return out;
+  };
+  BOOST_CHECK(!sent_to<Broadcast>(behind(0.7), 1));
+  BOOST_CHECK(!sent_to<Broadcast>(behind(1.0), 1));
+  BOOST_CHECK(!sent_to<Broadcast>(c.progress(0, 1, 1.05), 0));  // learner 0 holds version 1
+  fx = behind(1.2);
+  const Broadcast* repair = sent_to<Broadcast>(fx, 1);
+  BOOST_REQUIRE(repair);
+  BOOST_CHECK(repair->repair);
+  BOOST_CHECK(!repair->delta);
+  BOOST_CHECK_EQUAL(repair->version, 1u);
+  BOOST_CHECK(repair->merged == std::vector<uint32_t>{1});
+  BOOST_CHECK(repair->merged_through == std::vector<uint64_t>{c.pushed_through[1]});
+  BOOST_CHECK(fx.to_all.empty());
+  std::vector<float> values(repair->values.count);
+  BOOST_REQUIRE(decode_payload(repair->values, values).ok());
+  BOOST_CHECK(values == c.core->parameters());  // one fragment: the whole model
+  BOOST_CHECK_EQUAL(c.core->stats().repairs, 1u);
+  BOOST_CHECK(!sent_to<Broadcast>(behind(1.3), 1));  // that one may still be on its way
+  BOOST_CHECK(sent_to<Broadcast>(behind(1.7), 1));   // lost too: again
+  BOOST_CHECK_EQUAL(c.core->stats().repairs, 2u);
+  c.progress(1, 1, 1.8);  // caught up
+  BOOST_CHECK(!sent_to<Broadcast>(behind(2.5), 1));  // behind again from here: a fresh wait
+}
+
 BOOST_AUTO_TEST_CASE(decoupled_a_dead_learner_leaves_the_round_it_was_pulled_for) {
   Topology t = testing::tiny_mlp_topology();
   t.outer.quorum = 2;
