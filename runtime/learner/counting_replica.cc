@@ -27,13 +27,7 @@ Status CountingReplica::welcome(const Welcome& w) {
       continue;
     }
     if (t.welcomed) {  // a newer version (a resync): LearnerCore::welcome carries what it did not merge
-      const uint64_t merged = fv.merged_through;
-      Broadcast as_broadcast{fv.fragment, fv.version, {}, false, 0, {}};
-      if (merged > t.since) {
-        as_broadcast.merged = {id_};
-        as_broadcast.merged_through = {merged};
-      }
-      move_onto(t, as_broadcast, /*may_carry=*/true);
+      catch_up(t, fv.fragment, fv.version, fv.merged_through);
       continue;
     }
     t = Track{};
@@ -103,6 +97,10 @@ Status CountingReplica::apply(const Broadcast& b) {
   if (!t.welcomed)
     return Status::unavailable("broadcast of fragment " + std::to_string(b.fragment) + " before the first welcome");
   if (b.version <= t.version) return {};
+  if (b.repair && b.merged_through.size() == 1) {  // LearnerCore::apply: at once, as a welcome's values
+    catch_up(t, b.fragment, b.version, b.merged_through.front());
+    return {};
+  }
   if (b.delta && b.base_version != t.version)
     return Status::unavailable("broadcast of fragment " + std::to_string(b.fragment) + " version " +
                                std::to_string(b.version) + " is a difference to version " +
@@ -110,6 +108,15 @@ Status CountingReplica::apply(const Broadcast& b) {
                                std::to_string(t.version));
   move_onto(t, b, /*may_carry=*/b.version == t.version + 1);
   return {};
+}
+
+void CountingReplica::catch_up(Track& t, uint32_t fragment, uint64_t version, uint64_t merged_through) {
+  Broadcast as_broadcast{fragment, version, {}, false, 0, {}};
+  if (merged_through > t.since) {
+    as_broadcast.merged = {id_};
+    as_broadcast.merged_through = {merged_through};
+  }
+  move_onto(t, as_broadcast, /*may_carry=*/true);
 }
 
 // LearnerCore::move_onto, on counts: the progress `b` did not merge stays.

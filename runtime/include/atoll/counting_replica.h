@@ -72,6 +72,8 @@ class CountingReplica final : public LearnerReplica {
   };
   Push make_push(uint32_t fragment, uint64_t round);
   void move_onto(Track& t, const Broadcast& b, bool may_carry);
+  // LearnerCore::catch_up, on counts: a newer version given whole (a welcome's or a repair's).
+  void catch_up(Track& t, uint32_t fragment, uint64_t version, uint64_t merged_through);
 
   uint32_t id_;
   uint64_t incarnation_;
