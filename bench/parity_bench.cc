@@ -2,7 +2,7 @@
 // at equal tokens and at equal wall-clock time, every variant over seeds.
 //
 //   atoll_parity_bench [TOPOLOGY.toml] [--set key=value]... [--seeds N] [--out DIR]
-//                      [--only headline|quality|noise|controls|levers|NAME,...]
+//                      [--only headline|quality|muon|noise|controls|levers|NAME,...]
 //
 // Groups (default: headline), each on the topology with its own settings:
 //   headline  decoupled (4 learners of speeds 1, 1, 0.7, 0.5, K = 1 with
@@ -16,6 +16,8 @@
 //             once each with one quality lever: the outer lr before tuning,
 //             delayed Nesterov, a larger batch, a short H at the start, DyLU
 //             (outer.sync_by_speed); on dedicated hardware (about 65 min)
+//   muon      Muon for the body's matrices (inner.muon) in both modes, dp
+//             Muon the baseline: whether MuLoCo's gain holds here, fairly
 //   noise     the headline's decoupled run twice at every seed: how far a
 //             run's asynchronous timing moves its quality at a fixed seed,
 //             against the spread over seeds (dp is deterministic per seed)
@@ -55,6 +57,9 @@ const std::string kUntunedOuterLr = "outer.lr=0.7";
 // step is lr/N = 0.5 of its gradient, as with the default Nesterov; only the
 // velocity moves half as often, on the mean of two rounds.
 const std::vector<std::string> kDelayedNesterov = {"outer.lr=1.0", "outer.momentum_every=2"};
+// Muon (atoll/muon.h) for the body's matrices, at the same lr as AdamW:
+// its update is scaled to AdamW's size, as Moonlight does.
+const std::string kMuon = "inner.muon=true";
 // Twice the headline's per-learner batch (8), nearer dp's global 32.
 const std::string kBatch16 =
     "learners=[{speed=1.0,batch_size=16},{speed=1.0,batch_size=16},{speed=0.7,batch_size=16},"
@@ -93,6 +98,7 @@ std::vector<Group> groups() {
         {"H 4 at the start", {"outer.sync_every_start=4", "outer.sync_ramp_rounds=40"}},
         {"DyLU", {"outer.sync_by_speed=true"}}},
        {"decoupled"}},
+      {"muon", headline, "dp, Muon", {{"decoupled, Muon", {kMuon}}, {"dp, Muon", {"mode=dp", kDpLr, kMuon}}}},
       {"noise", headline, "dp", {{"decoupled", {}}, {"decoupled, again", {}}, {"dp", {"mode=dp", kDpLr}}}},
       {"controls", with(kSmallModel, {"tokens=2500000"}), "1 learner alone",
        {{"1 learner, decoupled", {kOneLearner}}, {"1 learner alone", {"mode=dp", kOneLearner}}}},

@@ -67,6 +67,8 @@ struct InnerSpec {
   warmupSteps @5 :Int64;
   totalSteps @6 :Int64;
   minLrRatio @7 :Float32;
+  muon @8 :Bool;                     # the body's matrices take Muon's step
+  muonMomentum @9 :Float32 = 0.95;
 }
 
 struct OuterSpec {

@@ -1,5 +1,8 @@
 #include "atoll/adamw.h"
 
+#include "atoll/muon.h"
+
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <numbers>
@@ -20,10 +23,15 @@ float scheduled_lr(const AdamWConfig& c, int64_t step) {
 AdamW::AdamW(const ParamLayout& layout, AdamWConfig config)
     : config_(config), m_(layout.size(), 0.0f), v_(layout.size(), 0.0f) {
   for (const auto& t : layout.tensors()) {
-    if (!ranges_.empty() && ranges_.back().decay == t.decay && ranges_.back().end == t.offset)
+    if (config_.muon && t.role == TensorRole::kBody && t.rows > 1 && t.cols > 1 && t.dims.size() <= 2) {
+      ranges_.push_back({t.offset, t.offset + t.size(), t.decay, t.rows, t.cols});
+      direction_.resize(std::max(direction_.size(), t.size()));
+    } else if (!ranges_.empty() && ranges_.back().rows == 0 && ranges_.back().decay == t.decay &&
+               ranges_.back().end == t.offset) {
       ranges_.back().end += t.size();
-    else
+    } else {
       ranges_.push_back({t.offset, t.offset + t.size(), t.decay});
+    }
   }
 }
 
@@ -39,6 +47,10 @@ void AdamW::update(std::span<float> params, std::span<const float> grads) {
   float* __restrict m = m_.data();
   float* __restrict v = v_.data();
   for (const auto& r : ranges_) {
+    if (r.rows > 0) {
+      muon_update(r, lr, params, grads);
+      continue;
+    }
     const float shrink = r.decay ? 1.0f - lr * config_.weight_decay : 1.0f;
     for (size_t i = r.begin; i < r.end; ++i) {
       m[i] = b1 * m[i] + (1.0f - b1) * g[i];
@@ -47,6 +59,24 @@ void AdamW::update(std::span<float> params, std::span<const float> grads) {
     }
   }
   ++step_;
+}
+
+void AdamW::muon_update(const Range& r, float lr, std::span<float> params, std::span<const float> grads) {
+  const float mu = config_.muon_momentum;
+  const size_t n = r.end - r.begin;
+  float* __restrict p = params.data() + r.begin;
+  const float* __restrict g = grads.data() + r.begin;
+  float* __restrict m = m_.data() + r.begin;
+  float* __restrict d = direction_.data();
+  for (size_t i = 0; i < n; ++i) {
+    m[i] = mu * m[i] + g[i];
+    d[i] = g[i] + mu * m[i];  // Nesterov
+  }
+  const std::span<float> direction(d, n);
+  newton_schulz5(direction, r.rows, r.cols, direction);
+  const float shrink = r.decay ? 1.0f - lr * config_.weight_decay : 1.0f;
+  const float step = lr * muon_scale(r.rows, r.cols);
+  for (size_t i = 0; i < n; ++i) p[i] = p[i] * shrink - step * d[i];
 }
 
 Status AdamW::load_state(int64_t step, std::span<const float> m, std::span<const float> v) {

@@ -114,6 +114,8 @@ void put(const Topology& t, s::Topology::Builder b) {
   in.setWarmupSteps(t.inner.warmup_steps);
   in.setTotalSteps(t.inner.total_steps);
   in.setMinLrRatio(t.inner.min_lr_ratio);
+  in.setMuon(t.inner.muon);
+  in.setMuonMomentum(t.inner.muon_momentum);
   auto o = b.initOuter();
   o.setFragments(static_cast<uint32_t>(t.outer.fragments));
   o.setSyncEvery(static_cast<uint32_t>(t.outer.sync_every));
@@ -192,6 +194,8 @@ Topology get(s::Topology::Reader r) {
   t.inner.warmup_steps = in.getWarmupSteps();
   t.inner.total_steps = in.getTotalSteps();
   t.inner.min_lr_ratio = in.getMinLrRatio();
+  t.inner.muon = in.getMuon();
+  t.inner.muon_momentum = in.getMuonMomentum();
   auto o = r.getOuter();
   t.outer.fragments = as_int(o.getFragments());
   t.outer.sync_every = as_int(o.getSyncEvery());

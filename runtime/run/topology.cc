@@ -189,6 +189,7 @@ Status validate(const Topology& t) {
   c.range<int64_t>("inner.warmup_steps", in.warmup_steps, 0, int64_t{1} << 40);
   c.range<int64_t>("inner.total_steps", in.total_steps, 0, int64_t{1} << 40);
   c.range("inner.min_lr_ratio", in.min_lr_ratio, 0.0f, 1.0f);
+  c.range("inner.muon_momentum", in.muon_momentum, 0.0f, 0.9999f);
 
   const auto& o = t.outer;
   c.range("outer.fragments", o.fragments, 1, 4096);

@@ -48,6 +48,8 @@ const std::map<std::string, Setter>& scalar_keys() {
       {"inner.warmup_steps", [](Topology& t, const toml::node& n, const std::string& k) { t.inner.warmup_steps = get_int(n, k, 0, INT64_MAX); }},
       {"inner.total_steps", [](Topology& t, const toml::node& n, const std::string& k) { t.inner.total_steps = get_int(n, k, 0, INT64_MAX); }},
       {"inner.min_lr_ratio", [](Topology& t, const toml::node& n, const std::string& k) { t.inner.min_lr_ratio = static_cast<float>(get_number(n, k)); }},
+      {"inner.muon", [](Topology& t, const toml::node& n, const std::string& k) { t.inner.muon = get_bool(n, k); }},
+      {"inner.muon_momentum", [](Topology& t, const toml::node& n, const std::string& k) { t.inner.muon_momentum = static_cast<float>(get_number(n, k)); }},
       {"outer.fragments", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.fragments = get_int32(n, k); }},
       {"outer.sync_every", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.sync_every = get_int32(n, k); }},
       {"outer.overlap", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.overlap = get_int32(n, k); }},
@@ -295,7 +297,8 @@ toml::table to_table(const Topology& t) {
                                    {"beta2", tidy(t.inner.beta2)}, {"eps", tidy(t.inner.eps)},
                                    {"weight_decay", tidy(t.inner.weight_decay)},
                                    {"warmup_steps", t.inner.warmup_steps}, {"total_steps", t.inner.total_steps},
-                                   {"min_lr_ratio", tidy(t.inner.min_lr_ratio)}});
+                                   {"min_lr_ratio", tidy(t.inner.min_lr_ratio)}, {"muon", t.inner.muon},
+                                   {"muon_momentum", tidy(t.inner.muon_momentum)}});
   const auto& o = t.outer;
   root.insert("outer", toml::table{{"fragments", o.fragments}, {"sync_every", o.sync_every}, {"overlap", o.overlap},
                                    {"quorum", o.quorum}, {"grace_gamma", o.grace_gamma},

@@ -10,11 +10,13 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "atoll/adamw.h"
 #include "atoll/checkpoint.h"
 #include "atoll/fragments.h"
 #include "atoll/job.h"
+#include "atoll/muon.h"
 #include "atoll/topology_file.h"
 #include "atoll/torchscript_model.h"
 #include "atoll/transformer.h"
@@ -205,6 +207,29 @@ BOOST_AUTO_TEST_CASE(parameters_are_read_from_the_callers_buffer_and_gradients_w
   BOOST_CHECK_EQUAL(e.count, 6);
   BOOST_CHECK_CLOSE(e.loss(), loss, 1e-3);
   BOOST_CHECK(std::isnan(e.accuracy()));  // no logits() method: no accuracy, not a made-up 0
+}
+
+// Muon's orthogonalization against the reference code run by PyTorch
+// (make_modules.py writes both the matrices and its results).
+BOOST_AUTO_TEST_CASE(newton_schulz_matches_the_pytorch_reference) {
+  const std::string path = std::string(ATOLL_TORCH_MODULES) + "/newton_schulz.txt";
+  if (!std::filesystem::exists(path))
+    testing::skip(path + " is missing: tests/fixtures/torch/make_modules.py writes it (needs python3-torch)");
+  std::ifstream in(path);
+  int matrices = 0, rows = 0, cols = 0;
+  while (in >> rows >> cols) {
+    const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cols);
+    std::vector<float> m(n), reference(n), ours(n);
+    for (float& v : m) in >> v;
+    for (float& v : reference) in >> v;
+    BOOST_REQUIRE(in);
+    newton_schulz5(m, rows, cols, ours);
+    float worst = 0.0f;
+    for (size_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(ours[i] - reference[i]));
+    BOOST_CHECK_MESSAGE(worst < 1e-4f, rows << "x" << cols << ": off by up to " << worst);
+    ++matrices;
+  }
+  BOOST_CHECK_EQUAL(matrices, 2);
 }
 
 // atoll's Eigen transformer and the PyTorch GPT of examples/torch/gpt.py, on

@@ -6,6 +6,12 @@
 //   p <- p - lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)      t = step + 1
 // with lr from the schedule below. The moments are kept across broadcasts and
 // can be copied to a restarted peer (a fresh one makes its first update huge).
+//
+// With `muon`, the body's matrices (TensorRole::kBody, rows and cols > 1)
+// take Muon's step instead (atoll/muon.h), as Moonlight does:
+//   m <- mu*m + g ;  p <- p - lr*wd*p - lr * muon_scale * NS5(g + mu*m)
+// at the same scheduled lr; m is its momentum and v stays 0. Embeddings, the
+// head, biases and norms keep AdamW.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +35,8 @@ struct AdamWConfig {
   int64_t warmup_steps = 0;
   int64_t total_steps = 0;
   float min_lr_ratio = 0.1f;
+  bool muon = false;           // the body's matrices take Muon's step (above)
+  float muon_momentum = 0.95f;  // mu
 
   friend bool operator==(const AdamWConfig&, const AdamWConfig&) = default;
 };
@@ -56,10 +64,13 @@ class AdamW {
   struct Range {
     size_t begin, end;
     bool decay;
+    int rows = 0, cols = 0;  // a matrix that takes Muon's step; 0: AdamW's
   };
+  void muon_update(const Range& r, float lr, std::span<float> params, std::span<const float> grads);
   AdamWConfig config_;
   std::vector<Range> ranges_;  // consecutive tensors merged when they share `decay`
   std::vector<float> m_, v_;
+  std::vector<float> direction_;  // Muon's scratch: the largest matrix
   int64_t step_ = 0;
 };
 

@@ -3,9 +3,12 @@
 // nesterov.h, and delayed Nesterov against Nesterov on the mean gradient.
 #include <boost/test/unit_test.hpp>
 
+#include <Eigen/Dense>
+#include <cmath>
 #include <vector>
 
 #include "atoll/adamw.h"
+#include "atoll/muon.h"
 #include "atoll/nesterov.h"
 
 namespace atl {
@@ -19,9 +22,79 @@ ParamLayout two_scalars() {
   return layout;
 }
 
+// Deterministic values in [-1, 1], of full rank as a matrix (a sine of i
+// alone would make every matrix of rank 2).
+std::vector<float> wavy(size_t n, float phase) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = std::sin(0.37f * static_cast<float>(i * i) + phase);
+  return v;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(optimizer_test)
+
+// NS5 brings every singular value of a tall and of a wide matrix into about
+// [0.7, 1.2] (the quintic's band), keeps the singular vectors (its product
+// with the matrix is symmetric positive), and leaves a zero matrix zero.
+BOOST_AUTO_TEST_CASE(newton_schulz_orthogonalizes_tall_and_wide_matrices) {
+  for (const auto& [rows, cols] : {std::pair{12, 5}, std::pair{5, 12}, std::pair{7, 7}}) {
+    const std::vector<float> m = wavy(static_cast<size_t>(rows * cols), 0.3f);
+    std::vector<float> o(m.size());
+    newton_schulz5(m, rows, cols, o);
+    const Eigen::Map<const Eigen::MatrixXf> M(m.data(), rows, cols), O(o.data(), rows, cols);
+    const Eigen::VectorXf s = Eigen::JacobiSVD<Eigen::MatrixXf>(O).singularValues();
+    BOOST_CHECK_MESSAGE(s.minCoeff() > 0.6f && s.maxCoeff() < 1.3f,
+                        rows << "x" << cols << ": singular values " << s.transpose());
+    // O = U S' V^T for M = U S V^T: O^T M = V S' S V^T, symmetric and positive definite.
+    const Eigen::MatrixXf p = O.transpose() * M;
+    BOOST_CHECK_LE((p - p.transpose()).norm(), 1e-3f * p.norm());
+    BOOST_CHECK_GT(Eigen::SelfAdjointEigenSolver<Eigen::MatrixXf>(p).eigenvalues().minCoeff(), -1e-4f);
+  }
+  std::vector<float> zero(6, 0.0f), out(6, 1.0f);
+  newton_schulz5(zero, 2, 3, out);
+  BOOST_CHECK(out == zero);
+}
+
+// With muon, a body matrix takes Muon's step and every other tensor AdamW's,
+// bit for bit what AdamW alone gives them.
+BOOST_AUTO_TEST_CASE(muon_steps_the_body_matrices_and_adamw_the_rest) {
+  ParamLayout layout;
+  layout.add("emb", 6, 3, TensorRole::kEmbedding, true);
+  layout.add("w", 4, 3, TensorRole::kBody, true);
+  layout.add("b", 4, 1, TensorRole::kBody, false);
+  AdamWConfig c;
+  c.lr = 0.01f;
+  c.weight_decay = 0.1f;
+  c.muon_momentum = 0.9f;
+  AdamW adamw(layout, c);
+  c.muon = true;
+  AdamW muon(layout, c);
+  std::vector<float> p0 = wavy(layout.size(), 0.0f), pa = p0, pm = p0;
+  const std::vector<float> g1 = wavy(layout.size(), 1.0f), g2 = wavy(layout.size(), 2.0f);
+  adamw.update(pa, g1);
+  adamw.update(pa, g2);
+  muon.update(pm, g1);
+  muon.update(pm, g2);
+  const TensorSpec& w = layout.tensor(1);
+  for (size_t i = 0; i < layout.size(); ++i)
+    if (i < w.offset || i >= w.offset + w.size()) BOOST_CHECK_EQUAL(pm[i], pa[i]);
+
+  // By hand: m1 = g1, m2 = 0.9 g1 + g2; each step along NS5(g + 0.9 m).
+  std::vector<float> expect(p0.begin() + w.offset, p0.begin() + w.offset + w.size());
+  std::vector<float> m(w.size(), 0.0f), d(w.size());
+  for (const auto* g : {&g1, &g2}) {
+    for (size_t i = 0; i < w.size(); ++i) {
+      m[i] = 0.9f * m[i] + (*g)[w.offset + i];
+      d[i] = (*g)[w.offset + i] + 0.9f * m[i];
+    }
+    newton_schulz5(d, 4, 3, d);
+    for (size_t i = 0; i < w.size(); ++i)
+      expect[i] = expect[i] * (1.0f - 0.01f * 0.1f) - 0.01f * 0.2f * std::sqrt(4.0f) * d[i];
+  }
+  for (size_t i = 0; i < w.size(); ++i) BOOST_CHECK_CLOSE(pm[w.offset + i], expect[i], 1e-3);
+  for (size_t i = 0; i < w.size(); ++i) BOOST_CHECK_EQUAL(muon.second_moment()[w.offset + i], 0.0f);
+}
 
 BOOST_AUTO_TEST_CASE(adamw_matches_hand_computed_steps) {
   AdamWConfig c;

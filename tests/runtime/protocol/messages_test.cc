@@ -43,6 +43,8 @@ Topology unusual_topology() {
   t.inner.beta2 = 0.95f;
   t.inner.weight_decay = 0.1f;
   t.inner.warmup_steps = 17;
+  t.inner.muon = true;
+  t.inner.muon_momentum = 0.9f;
   t.inner.total_steps = 1700;
   t.outer.fragments = 12;
   t.outer.sync_every = 24;
