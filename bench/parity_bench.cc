@@ -15,7 +15,8 @@
 //   quality   the parity page: the headline's decoupled twice per seed, and
 //             once each with one quality lever: the outer lr before tuning,
 //             delayed Nesterov, a larger batch, a short H at the start, DyLU
-//             (outer.sync_by_speed); on dedicated hardware (about 65 min)
+//             (outer.sync_by_speed), error feedback on pushes, SparseLoCo;
+//             on dedicated hardware (about 80 min)
 //   muon      Muon for the body's matrices (inner.muon) in both modes, dp
 //             Muon the baseline: whether MuLoCo's gain holds here, fairly
 //   noise     the headline's decoupled run twice at every seed: how far a
@@ -60,6 +61,12 @@ const std::vector<std::string> kDelayedNesterov = {"outer.lr=1.0", "outer.moment
 // Muon (atoll/muon.h) for the body's matrices, at the same lr as AdamW:
 // its update is scaled to AdamW's size, as Moonlight does.
 const std::string kMuon = "inner.muon=true";
+// SparseLoCo: of every 64 push values the largest one, on 2 bits, what is
+// left out kept by error feedback, which replaces outer momentum (plain
+// averaging, outer lr 1), as in arXiv 2508.15706 (top 64 of 4096: the same share).
+const std::vector<std::string> kSparseLoCo = {"outer.push_density=0.015625", "outer.push_codec=int2",
+                                              "outer.push_error_feedback=true", "outer.momentum=0",
+                                              "outer.lr=1.0"};
 // Twice the headline's per-learner batch (8), nearer dp's global 32.
 const std::string kBatch16 =
     "learners=[{speed=1.0,batch_size=16},{speed=1.0,batch_size=16},{speed=0.7,batch_size=16},"
@@ -96,7 +103,9 @@ std::vector<Group> groups() {
         {"delayed Nesterov", kDelayedNesterov},
         {"batch 16", {kBatch16}},
         {"H 4 at the start", {"outer.sync_every_start=4", "outer.sync_ramp_rounds=40"}},
-        {"DyLU", {"outer.sync_by_speed=true"}}},
+        {"DyLU", {"outer.sync_by_speed=true"}},
+        {"error feedback", {"outer.push_error_feedback=true"}},
+        {"SparseLoCo", kSparseLoCo}},
        {"decoupled"}},
       {"muon", headline, "dp, Muon", {{"decoupled, Muon", {kMuon}}, {"dp, Muon", {"mode=dp", kDpLr, kMuon}}}},
       {"noise", headline, "dp", {{"decoupled", {}}, {"decoupled, again", {}}, {"dp", {"mode=dp", kDpLr}}}},
@@ -280,8 +289,8 @@ int main(int argc, char** argv) {
   options.curve_points = 10;
   const char* usage =
       "Held-out quality of decoupled against dp (tuned lr) at equal tokens and at equal wall time,\n"
-      "every variant over --seeds seeds (default 3). --only picks groups (headline, quality, noise, controls,\n"
-      "levers) or variants by name; default: headline. A --set (say tokens=N) applies after each group's\n"
+      "every variant over --seeds seeds (default 3). --only picks groups (headline, quality, muon, noise,\n"
+      "controls, levers) or variants by name; default: headline. A --set (say tokens=N) applies after each group's\n"
       "own settings. Records go to --out (default atoll-out/bench/parity); the same command resumes.\n";
   if (int status = atl::bench::parse_bench_args(argc, argv, usage, options); status >= 0) return status;
   if (options.only.empty()) options.only = {"headline"};
@@ -290,6 +299,7 @@ int main(int argc, char** argv) {
   std::vector<Variant> variants;
   std::set<std::string> known;
   for (const auto& g : groups()) {
+    known.insert(g.name);
     bool whole = false;
     for (const auto& o : options.only) whole |= o == g.name;
     Group picked{g.name, g.settings, g.baseline, {}, g.at_time};
@@ -309,7 +319,7 @@ int main(int argc, char** argv) {
   }
   options.overrides.clear();  // applied per variant above
   for (const auto& o : options.only)
-    if (o != "headline" && o != "quality" && o != "noise" && o != "controls" && o != "levers" && !known.count(o)) {
+    if (!known.count(o)) {
       std::fprintf(stderr, "%s: --only %s: no such group or variant\n", argv[0], o.c_str());
       return 2;
     }

@@ -97,6 +97,8 @@ struct OuterSpec {
   syncRampRounds @22 :UInt32;
   syncBySpeed @23 :Bool;
   momentumEvery @24 :UInt32 = 1;  # delayed Nesterov's N
+  pushDensity @25 :Float32 = 1.0;
+  pushErrorFeedback @26 :Bool;
 }
 
 struct CheckpointSpec {

@@ -218,9 +218,18 @@ Push LearnerCore::make_push(uint32_t fragment, uint64_t round) {
     remember_push(t.in_flight, InFlight{steps_, delta, t.steps, t.tokens, t.seconds});
   }
   for (size_t i = 0; i < delta.size(); ++i) delta[i] -= t.base[i];
+  keep_largest(delta, o.push_block, o.push_density);
+  Payload payload = encode_payload(o.push_codec, o.push_block, delta);
+  if (o.carry_progress && o.push_error_feedback && !data_parallel() && !t.in_flight.empty()) {
+    // The syncer adds what decodes: carrying from the base plus that keeps
+    // what the push left out in the progress, for the next push.
+    if (decode_payload(payload, delta).ok()) {
+      std::vector<float>& reference = t.in_flight.back().values;
+      for (size_t i = 0; i < delta.size(); ++i) reference[i] = t.base[i] + delta[i];
+    }
+  }
   t.pushed = true;
-  Push push{id_, incarnation_, fragment, round, t.version, t.steps, t.tokens, t.seconds,
-            encode_payload(o.push_codec, o.push_block, delta)};
+  Push push{id_, incarnation_, fragment, round, t.version, t.steps, t.tokens, t.seconds, std::move(payload)};
   push.since = t.since;
   push.through = steps_;
   return push;

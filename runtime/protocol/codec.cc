@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <string>
 
 #include <tbb/blocked_range.h>
@@ -396,5 +397,26 @@ Status decode_payload(const Payload& p, std::span<float> out, DecodeFault& fault
   return decode(p.codec, p.block, p.bytes, out, fault);
 }
 
-}  // namespace atl
+void keep_largest(std::span<float> x, uint32_t block, float density) {
+  if (!(density < 1.0f) || x.empty()) return;
+  const size_t per = block == 0 ? x.size() : block;
+  std::vector<uint32_t> order;
+  for (size_t begin = 0; begin < x.size(); begin += per) {
+    const size_t len = std::min(per, x.size() - begin);
+    const auto k = static_cast<size_t>(std::clamp<long>(std::lround(double(density) * double(len)), 1, long(len)));
+    if (k == len) continue;
+    float* xb = x.data() + begin;
+    const auto magnitude = [&](uint32_t i) {
+      return std::isnan(xb[i]) ? std::numeric_limits<float>::infinity() : std::fabs(xb[i]);
+    };
+    order.resize(len);
+    std::iota(order.begin(), order.end(), 0u);
+    std::nth_element(order.begin(), order.begin() + static_cast<ptrdiff_t>(k), order.end(), [&](uint32_t a, uint32_t b) {
+      const float ma = magnitude(a), mb = magnitude(b);
+      return ma > mb || (ma == mb && a < b);
+    });
+    for (size_t i = k; i < len; ++i) xb[order[i]] = 0.0f;
+  }
+}
 
+}  // namespace atl

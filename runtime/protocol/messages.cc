@@ -142,6 +142,8 @@ void put(const Topology& t, s::Topology::Builder b) {
   o.setSyncRampRounds(static_cast<uint32_t>(t.outer.sync_ramp_rounds));
   o.setSyncBySpeed(t.outer.sync_by_speed);
   o.setMomentumEvery(static_cast<uint32_t>(t.outer.nesterov.every));
+  o.setPushDensity(t.outer.push_density);
+  o.setPushErrorFeedback(t.outer.push_error_feedback);
   auto c = b.initCheckpoint();
   c.setDir(t.checkpoint.dir);
   c.setEveryRounds(static_cast<uint32_t>(t.checkpoint.every_rounds));
@@ -222,6 +224,8 @@ Topology get(s::Topology::Reader r) {
   t.outer.sync_ramp_rounds = as_int(o.getSyncRampRounds());
   t.outer.sync_by_speed = o.getSyncBySpeed();
   t.outer.nesterov.every = as_int(o.getMomentumEvery());
+  t.outer.push_density = o.getPushDensity();
+  t.outer.push_error_feedback = o.getPushErrorFeedback();
   auto c = r.getCheckpoint();
   t.checkpoint.dir = c.getDir().cStr();
   t.checkpoint.every_rounds = as_int(c.getEveryRounds());

@@ -211,6 +211,10 @@ Status validate(const Topology& t) {
   c.range("outer.momentum", o.nesterov.momentum, 0.0f, 0.999f);
   c.range("outer.momentum_every", o.nesterov.every, 1, 1 << 20);
   c.check("outer.push_block", check_block(o.push_codec, o.push_block));
+  c.range("outer.push_density", o.push_density, 1e-4f, 1.0f);
+  c.require(!o.push_error_feedback || o.carry_progress,
+            "outer.push_error_feedback keeps what a push left out in the carried progress: it needs "
+            "outer.carry_progress");
   c.check("outer.broadcast_block", check_block(o.broadcast_codec, o.broadcast_block));
   c.range("outer.blend_alpha", o.blend_alpha, 0.0f, 1.0f);
   c.require(!(o.carry_progress && o.blend_alpha > 0.0f),

@@ -74,6 +74,8 @@ const std::map<std::string, Setter>& scalar_keys() {
       {"outer.sync_by_speed", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.sync_by_speed = get_bool(n, k); }},
       {"outer.final_flush", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.final_flush = get_bool(n, k); }},
       {"outer.carry_progress", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.carry_progress = get_bool(n, k); }},
+      {"outer.push_density", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.push_density = static_cast<float>(get_number(n, k)); }},
+      {"outer.push_error_feedback", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.push_error_feedback = get_bool(n, k); }},
       {"outer.lr_warmup_rounds", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.lr_warmup_rounds = get_int32(n, k); }},
       {"checkpoint.dir", [](Topology& t, const toml::node& n, const std::string& k) { t.checkpoint.dir = get_string(n, k); }},
       {"checkpoint.every_rounds", [](Topology& t, const toml::node& n, const std::string& k) { t.checkpoint.every_rounds = get_int32(n, k); }},
@@ -315,7 +317,8 @@ toml::table to_table(const Topology& t) {
                                    {"lr_warmup_rounds", o.lr_warmup_rounds},
                                    {"sync_every_start", o.sync_every_start},
                                    {"sync_ramp_rounds", o.sync_ramp_rounds},
-                                   {"sync_by_speed", o.sync_by_speed}});
+                                   {"sync_by_speed", o.sync_by_speed}, {"push_density", tidy(o.push_density)},
+                                   {"push_error_feedback", o.push_error_feedback}});
   root.insert("checkpoint", toml::table{{"dir", t.checkpoint.dir}, {"every_rounds", t.checkpoint.every_rounds},
                                         {"every_seconds", t.checkpoint.every_seconds}, {"keep", t.checkpoint.keep},
                                         {"moments", t.checkpoint.moments}});

@@ -77,6 +77,12 @@ struct Payload {
 };
 
 Payload encode_payload(Codec codec, uint32_t block, std::span<const float> x);
+
+// Top-k sparsification before a codec (SparseLoCo): in each block of `block`
+// values (0: one block) keeps the round(density * len) largest in magnitude,
+// at least one (NaN counts as largest; ties go to the earlier index), and
+// zeroes the others. Density 1 or more changes nothing.
+void keep_largest(std::span<float> x, uint32_t block, float density);
 // Also fails if payload.count != out.size().
 Status decode_payload(const Payload& payload, std::span<float> out);
 // The same, and in `fault` why it failed (kNone when it did not).

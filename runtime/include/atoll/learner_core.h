@@ -162,7 +162,10 @@ class LearnerCore : public LearnerReplica {
   // and counts when it went (what a broadcast that merged it takes off).
   struct InFlight {
     uint64_t through = 0;       // Push::through
-    std::vector<float> values;  // moved along with the values by every version adopted since
+    // Where its carry starts once merged: the values at the push (with
+    // push_error_feedback, the base plus what the push sent); moved along
+    // with the values by every version adopted since.
+    std::vector<float> values;
     uint64_t steps = 0, tokens = 0;
     double seconds = 0.0;
   };

@@ -134,6 +134,15 @@ struct OuterSpec {
   NesterovConfig nesterov = {0.5f, 0.6f};
   Codec push_codec = Codec::kInt4;
   uint32_t push_block = 64;       // values per quantization step
+  // SparseLoCo (arXiv 2508.15706): a push keeps this share of each block of
+  // push_block values, the largest in magnitude, and sends the others as
+  // zeros (1: all of them). The wire format stays the push codec's, dense.
+  float push_density = 1.0f;
+  // Error feedback on pushes: what the push's codec and density left out
+  // stays in the learner's carried progress and goes with its next push (a
+  // merged learner carries from what the syncer got, not from what it had).
+  // Needs carry_progress.
+  bool push_error_feedback = false;
   // fp32 and bf16 broadcasts carry a fragment's values. int8, int4 and int2
   // carry the quantized difference to the copy the learners hold, in blocks
   // of broadcast_block values; the syncer tracks that copy, so what one

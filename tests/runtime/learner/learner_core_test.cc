@@ -373,6 +373,35 @@ BOOST_AUTO_TEST_CASE(a_repair_fills_a_lost_version_at_once) {
   BOOST_CHECK(l.params() == after);
 }
 
+// With error feedback a merged learner carries from what the syncer got: what
+// its push left out (here half of each block, SparseLoCo's top-k) stays in
+// its values, on top of the new version, for its next push.
+BOOST_AUTO_TEST_CASE(error_feedback_keeps_what_a_push_left_out) {
+  Topology t = small_topology(/*carry=*/true);
+  t.outer.push_density = 0.5f;
+  t.outer.push_block = 8;
+  t.outer.push_error_feedback = true;
+  Learner l(t);
+  l.steps(3);
+  auto push = l.core->answer(Pull{0, 7, false});
+  BOOST_REQUIRE(push.ok());
+  std::vector<float> sent(l.theta0.size());
+  BOOST_REQUIRE(decode_payload(push->delta, sent).ok());
+  const auto at_push = l.params();
+  size_t left_out = 0;
+  for (size_t i = 0; i < sent.size(); ++i) left_out += sent[i] == 0.0f && at_push[i] != l.theta0[i] ? 1 : 0;
+  BOOST_CHECK_GT(left_out, sent.size() / 4);  // about half of what moved
+  l.steps(2);
+  const auto before = l.params();
+  const auto global = shifted(l.theta0, 0.5f);
+  BOOST_REQUIRE(l.core->apply(absolute(1, global, {0})).ok());
+  const auto after = l.params();
+  double worst = 0.0;
+  for (size_t i = 0; i < after.size(); ++i)
+    worst = std::max(worst, std::fabs(double(after[i]) - (double(global[i]) + before[i] - (l.theta0[i] + sent[i]))));
+  BOOST_CHECK_LE(worst, 1e-5);
+}
+
 // A stale push is not pushed again from the same base: the next version carries its progress.
 BOOST_AUTO_TEST_CASE(a_stale_push_waits_for_the_next_version) {
   Topology t = small_topology(/*carry=*/true);

@@ -175,6 +175,27 @@ BOOST_AUTO_TEST_CASE(a_failed_decode_says_whether_its_form_or_its_values_were_ba
   }
 }
 
+// Top-k per block: the largest in magnitude stay, at least one, ties to the
+// earlier index, a NaN counts as largest; density 1 changes nothing.
+BOOST_AUTO_TEST_CASE(keep_largest_keeps_the_top_share_of_each_block) {
+  std::vector<float> x = {0.1f, -3.0f, 2.0f, 0.5f, /**/ 1.0f, 1.0f, -1.0f, 0.0f, /**/ 7.0f, -0.2f};
+  const auto original = x;
+  keep_largest(x, 4, 1.0f);
+  BOOST_CHECK(x == original);
+  keep_largest(x, 4, 0.5f);
+  const std::vector<float> half = {0.0f, -3.0f, 2.0f, 0.0f, /**/ 1.0f, 1.0f, 0.0f, 0.0f, /**/ 7.0f, 0.0f};
+  BOOST_CHECK(x == half);
+  x = original;
+  keep_largest(x, 0, 0.01f);  // one block: round(0.1) is 0, so one value
+  const std::vector<float> one = {0, 0, 0, 0, 0, 0, 0, 0, 7.0f, 0};
+  BOOST_CHECK(x == one);
+  std::vector<float> nan = {1.0f, std::nanf(""), 2.0f};
+  keep_largest(nan, 0, 0.3f);
+  BOOST_CHECK(std::isnan(nan[1]));
+  BOOST_CHECK_EQUAL(nan[0], 0.0f);
+  BOOST_CHECK_EQUAL(nan[2], 0.0f);
+}
+
 BOOST_AUTO_TEST_CASE(bad_codec_ids_and_block_sizes_are_refused) {
   std::vector<float> y(8);
   std::vector<uint8_t> bytes(32);

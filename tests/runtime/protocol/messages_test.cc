@@ -64,6 +64,8 @@ Topology unusual_topology() {
   t.outer.sync_ramp_rounds = 40;
   t.membership.max_learners = 9;
   t.outer.sync_by_speed = true;
+  t.outer.push_density = 0.25f;
+  t.outer.push_error_feedback = false;  // carry_progress is off here
   t.hardware = Hardware::kDedicated;
   return t;
 }

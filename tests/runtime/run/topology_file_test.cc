@@ -89,6 +89,10 @@ BOOST_AUTO_TEST_CASE(out_of_range_values_name_file_line_and_key) {
   expect_error("[[learners]]\nspeed = 0.0\n", "topo.toml:2: learners[0].speed = 0 is outside");
   expect_error("[inner]\nlr = -1\n", "topo.toml:2: inner.lr = -1 is outside");
   expect_error("[outer]\nmomentum_every = 0\n", "topo.toml:2: outer.momentum_every = 0 is outside");
+  expect_error("[outer]\npush_density = 0\n", "topo.toml:2: outer.push_density = 0 is outside");
+  expect_error("[outer]\ncarry_progress = false\npush_error_feedback = true\n",
+               "outer.push_error_feedback keeps what a push left out in the carried progress: it needs "
+               "outer.carry_progress");
   expect_error("[outer]\nquorum = 99999999999\n", "topo.toml:2: outer.quorum: 99999999999 is outside");
   // Found by scripts/fuzz: the divisibility check divided by zero (SIGFPE) after the range check failed.
   expect_error("[model]\nheads = 0\n", "topo.toml:2: model.heads = 0 is outside");
