@@ -216,13 +216,13 @@ class DecoupledRounds final : public RoundProtocol {
     uint64_t through = 0;  // Push::through: the learner's progress merged goes up to this step
   };
 
-  // One fragment's round: collecting while open.
   // A learner's reports of an older version than the fragment's: which, and since when.
   struct Behind {
     uint64_t version = 0;
     std::optional<SteadyTime> since;  // empty: it reported the current version
   };
 
+  // One fragment's round: collecting while open.
   struct Round {
     Round(Fragment rule_of, size_t learners)
         : waiting(learners, 0), acc(std::move(rule_of)), due(learners, 0), behind(learners) {}
