@@ -94,11 +94,13 @@ Broadcast SyncerState::broadcast(uint32_t p, std::vector<uint32_t> merged, Stead
 }
 
 Broadcast SyncerState::repair(uint32_t p, uint32_t learner) const {
-  const LearnerRecord& l = learners[learner];
   FragmentValues v = held_values(p);
-  const uint64_t through =
-      l.merges_known && p < l.merged_through.size() ? l.merged_through[p] : FragmentValues::kUnknownMerged;
-  return Broadcast{p, v.version, std::move(v.values), false, 0, {learner}, {through}, /*repair=*/true};
+  return Broadcast{p, v.version, std::move(v.values), false, 0, {learner}, {merged_through(learner, p)}, /*repair=*/true};
+}
+
+uint64_t SyncerState::merged_through(uint32_t learner, uint32_t p) const {
+  const LearnerRecord& l = learners[learner];
+  return l.merges_known && p < l.merged_through.size() ? l.merged_through[p] : FragmentValues::kUnknownMerged;
 }
 
 void SyncerState::note_merged(uint32_t learner, SteadyTime now, SyncerEffects& fx) {
@@ -547,7 +549,7 @@ void SyncerCore::welcome(uint32_t learner, uint64_t incarnation, std::optional<O
       w.fragments.push_back(s_->held_values(p));
     // What it merged of this incarnation, where it knows (a restarted syncer
     // does not know what its predecessor merged).
-    if (l.merges_known && p < l.merged_through.size()) w.fragments.back().merged_through = l.merged_through[p];
+    w.fragments.back().merged_through = s_->merged_through(learner, p);
   }
   if (moments) ++s_->stats.moments_handed;
   w.moments = std::move(moments);

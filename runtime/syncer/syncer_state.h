@@ -91,6 +91,9 @@ struct SyncerState {
   // The current version of fragment p again, whole, for `learner`, which lost
   // a broadcast (Broadcast::repair): as its welcome would give it.
   Broadcast repair(uint32_t p, uint32_t learner) const;
+  // What was merged of `learner`'s progress on fragment p, as a push's
+  // `through` (FragmentValues::kUnknownMerged where this syncer cannot know).
+  uint64_t merged_through(uint32_t learner, uint32_t p) const;
 
   // Books that a push of `learner` was merged; the first one after it came
   // back is a recovery event ("first_merge").
