@@ -105,6 +105,7 @@ std::vector<Group> groups() {
         {"H 4 at the start", {"outer.sync_every_start=4", "outer.sync_ramp_rounds=40"}},
         {"DyLU", {"outer.sync_by_speed=true"}},
         {"error feedback", {"outer.push_error_feedback=true"}},
+        {"eager updates", {"outer.eager_updates=true"}},
         {"SparseLoCo", kSparseLoCo}},
        {"decoupled"}},
       {"muon", headline, "dp, Muon", {{"decoupled, Muon", {kMuon}}, {"dp, Muon", {"mode=dp", kDpLr, kMuon}}}},

@@ -99,6 +99,7 @@ struct OuterSpec {
   momentumEvery @24 :UInt32 = 1;  # delayed Nesterov's N
   pushDensity @25 :Float32 = 1.0;
   pushErrorFeedback @26 :Bool;
+  eagerUpdates @27 :Bool;
 }
 
 struct CheckpointSpec {

@@ -15,6 +15,14 @@ namespace {
 // Exponential moving average that starts at its first sample.
 double ema(double avg, double x, uint64_t n, double alpha = 0.2) { return n <= 1 ? x : avg + alpha * (x - avg); }
 
+// Eager updates: the weight a Nesterov step of the syncer gives one of
+// `merged_learners` equal pushes right away, lr x (1 + momentum) / n; at most 1,
+// what carrying the progress whole gives it.
+float eager_share(const OuterSpec& o, size_t merged_learners) {
+  const float n = static_cast<float>(std::max<size_t>(1, merged_learners));
+  return std::min(1.0f, o.nesterov.lr * (1.0f + o.nesterov.momentum) / n);
+}
+
 }  // namespace
 
 LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, const Topology& topology, LearnerSpec spec,
@@ -218,6 +226,8 @@ Push LearnerCore::make_push(uint32_t fragment, uint64_t round) {
     remember_push(t.in_flight, InFlight{steps_, delta, t.steps, t.tokens, t.seconds});
   }
   for (size_t i = 0; i < delta.size(); ++i) delta[i] -= t.base[i];
+  if (!t.push_offset.empty())
+    for (size_t i = 0; i < delta.size(); ++i) delta[i] -= t.push_offset[i];
   keep_largest(delta, o.push_block, o.push_density);
   Payload payload = encode_payload(o.push_codec, o.push_block, delta);
   if (o.carry_progress && o.push_error_feedback && !data_parallel() && !t.in_flight.empty()) {
@@ -225,7 +235,8 @@ Push LearnerCore::make_push(uint32_t fragment, uint64_t round) {
     // what the push left out in the progress, for the next push.
     if (decode_payload(payload, delta).ok()) {
       std::vector<float>& reference = t.in_flight.back().values;
-      for (size_t i = 0; i < delta.size(); ++i) reference[i] = t.base[i] + delta[i];
+      for (size_t i = 0; i < delta.size(); ++i)
+        reference[i] = t.base[i] + (t.push_offset.empty() ? 0.0f : t.push_offset[i]) + delta[i];
     }
   }
   t.pushed = true;
@@ -311,7 +322,7 @@ Status LearnerCore::apply(const Broadcast& b) {
 void LearnerCore::catch_up(uint32_t p, uint64_t version, std::vector<float> global, uint64_t merged_through) {
   std::optional<uint64_t> merged;
   if (merged_through > tracks_[p].since) merged = merged_through;  // kUnknownMerged: dropped
-  move_onto(p, version, std::move(global), /*may_carry=*/true, merged);
+  move_onto(p, version, std::move(global), /*may_carry=*/true, merged, topology().learners.size());
 }
 
 Status LearnerCore::adopt_held(uint32_t fragment) {
@@ -353,12 +364,13 @@ Status LearnerCore::adopt(const Broadcast& b) {
                      : t.in_flight.empty()     ? FragmentValues::kUnknownMerged
                                                : t.in_flight.back().through;
   }
-  move_onto(b.fragment, b.version, std::move(global), /*may_carry=*/b.version == t.version + 1, merged_through);
+  move_onto(b.fragment, b.version, std::move(global), /*may_carry=*/b.version == t.version + 1, merged_through,
+            b.merged.size());
   return {};
 }
 
 void LearnerCore::move_onto(uint32_t p, uint64_t version, std::vector<float> global, bool may_carry,
-                            std::optional<uint64_t> merged_through) {
+                            std::optional<uint64_t> merged_through, size_t merged_learners) {
   Track& t = tracks_[p];
   const Fragment& f = fragments_[p];
   std::vector<float> local(f.size);
@@ -382,10 +394,19 @@ void LearnerCore::move_onto(uint32_t p, uint64_t version, std::vector<float> glo
     // What the new version did not merge: the steps since the merged push, or
     // every step since the base when this learner was not merged.
     const std::vector<float>& reference = merged ? merged->values : t.base;
-    for (size_t i = 0; i < local.size(); ++i) local[i] = global[i] + (local[i] - reference[i]);
-    scale = 1.0f;
+    // Eager: the progress since the merged push at the share the syncer will
+    // give it, not whole; its next push still measures it whole.
+    const float share = merged && o.eager_updates ? eager_share(o, merged_learners) : 1.0f;
+    if (share < 1.0f) {
+      next.push_offset.resize(local.size());
+      for (size_t i = 0; i < local.size(); ++i) next.push_offset[i] = (share - 1.0f) * (local[i] - reference[i]);
+    } else if (!merged) {
+      next.push_offset = std::move(t.push_offset);  // still measured from where it was
+    }
+    for (size_t i = 0; i < local.size(); ++i) local[i] = global[i] + share * (local[i] - reference[i]);
+    scale = share;
     offset.resize(global.size());
-    for (size_t i = 0; i < global.size(); ++i) offset[i] = global[i] - reference[i];
+    for (size_t i = 0; i < global.size(); ++i) offset[i] = global[i] - share * reference[i];
     next.steps = carried;
     next.tokens = t.tokens - (merged ? merged->tokens : 0);
     next.seconds = t.seconds - (merged ? merged->seconds : 0.0);

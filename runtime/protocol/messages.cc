@@ -144,6 +144,7 @@ void put(const Topology& t, s::Topology::Builder b) {
   o.setMomentumEvery(static_cast<uint32_t>(t.outer.nesterov.every));
   o.setPushDensity(t.outer.push_density);
   o.setPushErrorFeedback(t.outer.push_error_feedback);
+  o.setEagerUpdates(t.outer.eager_updates);
   auto c = b.initCheckpoint();
   c.setDir(t.checkpoint.dir);
   c.setEveryRounds(static_cast<uint32_t>(t.checkpoint.every_rounds));
@@ -226,6 +227,7 @@ Topology get(s::Topology::Reader r) {
   t.outer.nesterov.every = as_int(o.getMomentumEvery());
   t.outer.push_density = o.getPushDensity();
   t.outer.push_error_feedback = o.getPushErrorFeedback();
+  t.outer.eager_updates = o.getEagerUpdates();
   auto c = r.getCheckpoint();
   t.checkpoint.dir = c.getDir().cStr();
   t.checkpoint.every_rounds = as_int(c.getEveryRounds());

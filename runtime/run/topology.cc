@@ -215,6 +215,9 @@ Status validate(const Topology& t) {
   c.require(!o.push_error_feedback || o.carry_progress,
             "outer.push_error_feedback keeps what a push left out in the carried progress: it needs "
             "outer.carry_progress");
+  c.require(!o.eager_updates || o.carry_progress,
+            "outer.eager_updates keeps a share of the progress that carry_progress keeps whole: it needs "
+            "outer.carry_progress");
   c.check("outer.broadcast_block", check_block(o.broadcast_codec, o.broadcast_block));
   c.range("outer.blend_alpha", o.blend_alpha, 0.0f, 1.0f);
   c.require(!(o.carry_progress && o.blend_alpha > 0.0f),

@@ -76,6 +76,7 @@ const std::map<std::string, Setter>& scalar_keys() {
       {"outer.carry_progress", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.carry_progress = get_bool(n, k); }},
       {"outer.push_density", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.push_density = static_cast<float>(get_number(n, k)); }},
       {"outer.push_error_feedback", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.push_error_feedback = get_bool(n, k); }},
+      {"outer.eager_updates", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.eager_updates = get_bool(n, k); }},
       {"outer.lr_warmup_rounds", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.lr_warmup_rounds = get_int32(n, k); }},
       {"checkpoint.dir", [](Topology& t, const toml::node& n, const std::string& k) { t.checkpoint.dir = get_string(n, k); }},
       {"checkpoint.every_rounds", [](Topology& t, const toml::node& n, const std::string& k) { t.checkpoint.every_rounds = get_int32(n, k); }},
@@ -318,7 +319,8 @@ toml::table to_table(const Topology& t) {
                                    {"sync_every_start", o.sync_every_start},
                                    {"sync_ramp_rounds", o.sync_ramp_rounds},
                                    {"sync_by_speed", o.sync_by_speed}, {"push_density", tidy(o.push_density)},
-                                   {"push_error_feedback", o.push_error_feedback}});
+                                   {"push_error_feedback", o.push_error_feedback},
+                                   {"eager_updates", o.eager_updates}});
   root.insert("checkpoint", toml::table{{"dir", t.checkpoint.dir}, {"every_rounds", t.checkpoint.every_rounds},
                                         {"every_seconds", t.checkpoint.every_seconds}, {"keep", t.checkpoint.keep},
                                         {"moments", t.checkpoint.moments}});

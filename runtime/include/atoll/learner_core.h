@@ -178,6 +178,10 @@ class LearnerCore : public LearnerReplica {
     uint64_t steps = 0, tokens = 0;
     double seconds = 0.0;
     bool pushed = false;   // pushed unasked (or answered) since adopting `version`
+    // eager_updates: what a push is measured from, less base (empty: zero).
+    // An eager adoption keeps a share of the progress on top of base; the
+    // next push still sends that progress whole.
+    std::vector<float> push_offset;
     std::deque<InFlight> in_flight;  // oldest first, at most kMaxInFlight
   };
 
@@ -187,10 +191,11 @@ class LearnerCore : public LearnerReplica {
   // `may_carry`, the progress that version did not merge stays on top of
   // them: all of it when `merged_through` is empty (none of this learner's
   // progress since `since` was merged), else what followed its push through
-  // that step. Otherwise (or when that push is no longer remembered) the
-  // progress is dropped, or blended with blend_alpha.
+  // that step (with eager_updates, its share of a merge of `merged_learners`).
+  // Otherwise (or when that push is no longer remembered) the progress is
+  // dropped, or blended with blend_alpha.
   void move_onto(uint32_t p, uint64_t version, std::vector<float> global, bool may_carry,
-                 std::optional<uint64_t> merged_through);
+                 std::optional<uint64_t> merged_through, size_t merged_learners);
   // Fragment p, welcomed before, takes a newer `version` given whole (a
   // welcome's or a repair's), keeping the progress the syncer did not merge:
   // `merged_through` is what it merged of this learner's in all

@@ -143,6 +143,12 @@ struct OuterSpec {
   // merged learner carries from what the syncer got, not from what it had).
   // Needs carry_progress.
   bool push_error_feedback = false;
+  // Eager updates (arXiv 2502.12996): on a version that merged its push, a
+  // learner keeps its progress since that push at the share the syncer's next
+  // step would give it, outer lr x (1 + momentum) / the learners merged,
+  // instead of whole; its next push still sends that progress whole. Needs
+  // carry_progress (which keeps the progress at share 1).
+  bool eager_updates = false;
   // fp32 and bf16 broadcasts carry a fragment's values. int8, int4 and int2
   // carry the quantized difference to the copy the learners hold, in blocks
   // of broadcast_block values; the syncer tracks that copy, so what one

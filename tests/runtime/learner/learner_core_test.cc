@@ -402,6 +402,43 @@ BOOST_AUTO_TEST_CASE(error_feedback_keeps_what_a_push_left_out) {
   BOOST_CHECK_LE(worst, 1e-5);
 }
 
+// Eager updates: the progress since the merged push is kept at the share the
+// syncer's step will give it, and the next push still sends it whole, also
+// after a version that did not merge the learner.
+BOOST_AUTO_TEST_CASE(eager_updates_keep_a_share_of_the_progress_and_push_it_whole) {
+  Topology t = small_topology(/*carry=*/true);
+  t.outer.eager_updates = true;
+  t.outer.nesterov = {0.5f, 0.6f};
+  Learner l(t);
+  l.steps(3);
+  BOOST_REQUIRE(l.core->answer(Pull{0, 7, false}).ok());
+  const auto at_push = l.params();
+  l.steps(2);
+  const auto before = l.params();
+  const auto global = shifted(l.theta0, 0.5f);
+  BOOST_REQUIRE(l.core->apply(absolute(1, global, {1, 0})).ok());
+  const float share = 0.5f * (1.0f + 0.6f) / 2.0f;  // lr x (1 + momentum) / the 2 learners merged
+  const auto after = l.params();
+  double worst = 0.0, moved = 0.0;
+  for (size_t i = 0; i < after.size(); ++i) {
+    worst = std::max(worst, std::fabs(double(after[i]) - (global[i] + share * (double(before[i]) - at_push[i]))));
+    moved = std::max(moved, std::fabs(double(before[i]) - at_push[i]));
+  }
+  BOOST_CHECK_GT(moved, 1e-4);
+  BOOST_CHECK_LE(worst, 1e-6);
+  // A version that merged someone else: everything is carried, the push's reference moves along.
+  const auto global2 = shifted(l.theta0, -0.25f);
+  BOOST_REQUIRE(l.core->apply(absolute(2, global2, {1})).ok());
+  auto push = l.core->answer(Pull{0, 8, false});
+  BOOST_REQUIRE(push.ok());
+  std::vector<float> sent(l.theta0.size());
+  BOOST_REQUIRE(decode_payload(push->delta, sent).ok());
+  double off = 0.0;
+  for (size_t i = 0; i < sent.size(); ++i) off = std::max(off, std::fabs(double(sent[i]) - (double(before[i]) - at_push[i])));
+  BOOST_CHECK_LE(off, 1e-5);
+  BOOST_CHECK_EQUAL(l.fragment_steps(), 2u);
+}
+
 // A stale push is not pushed again from the same base: the next version carries its progress.
 BOOST_AUTO_TEST_CASE(a_stale_push_waits_for_the_next_version) {
   Topology t = small_topology(/*carry=*/true);

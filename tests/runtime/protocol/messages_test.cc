@@ -152,6 +152,18 @@ BOOST_AUTO_TEST_CASE(a_sharded_syncer_travels_in_the_topology) {
   BOOST_CHECK(std::string(refused.status().message()).find("syncer.shards = 3 needs mode") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(eager_updates_travel_in_the_topology) {
+  Welcome w;
+  w.topology.outer.eager_updates = true;
+  auto back = decode_message(encode_message(w));
+  BOOST_REQUIRE_MESSAGE(back.ok(), back.status().to_string());
+  BOOST_CHECK(std::get<Welcome>(*back).topology.outer.eager_updates);
+  w.topology.outer.carry_progress = false;  // an impossible pair is refused on arrival, by name
+  auto refused = decode_message(encode_message(w));
+  BOOST_REQUIRE(!refused.ok());
+  BOOST_CHECK(std::string(refused.status().message()).find("outer.eager_updates") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(a_register_with_an_impossible_speed_label_is_refused) {
   for (double speed : {-1.0, std::nan(""), std::numeric_limits<double>::infinity(), 1e9}) {
     auto m = decode_message(raw_envelope([&](schema::Envelope::Builder e) { e.initRegister().setSpeed(speed); }));

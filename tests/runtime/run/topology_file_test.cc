@@ -93,6 +93,9 @@ BOOST_AUTO_TEST_CASE(out_of_range_values_name_file_line_and_key) {
   expect_error("[outer]\ncarry_progress = false\npush_error_feedback = true\n",
                "outer.push_error_feedback keeps what a push left out in the carried progress: it needs "
                "outer.carry_progress");
+  expect_error("[outer]\ncarry_progress = false\neager_updates = true\n",
+               "outer.eager_updates keeps a share of the progress that carry_progress keeps whole: it needs "
+               "outer.carry_progress");
   expect_error("[outer]\nquorum = 99999999999\n", "topo.toml:2: outer.quorum: 99999999999 is outside");
   // Found by scripts/fuzz: the divisibility check divided by zero (SIGFPE) after the range check failed.
   expect_error("[model]\nheads = 0\n", "topo.toml:2: model.heads = 0 is outside");
