@@ -17,7 +17,8 @@ double ema(double avg, double x, uint64_t n, double alpha = 0.2) { return n <= 1
 
 // Eager updates: the weight a Nesterov step of the syncer gives one of
 // `merged_learners` equal pushes right away, lr x (1 + momentum) / n; at most 1,
-// what carrying the progress whole gives it.
+// what carrying the progress whole gives it. An estimate: the syncer weighs
+// pushes by tokens, and an lr warmup or delayed Nesterov changes its step.
 float eager_share(const OuterSpec& o, size_t merged_learners) {
   const float n = static_cast<float>(std::max<size_t>(1, merged_learners));
   return std::min(1.0f, o.nesterov.lr * (1.0f + o.nesterov.momentum) / n);
@@ -403,10 +404,14 @@ void LearnerCore::move_onto(uint32_t p, uint64_t version, std::vector<float> glo
     } else if (!merged) {
       next.push_offset = std::move(t.push_offset);  // still measured from where it was
     }
-    for (size_t i = 0; i < local.size(); ++i) local[i] = global[i] + share * (local[i] - reference[i]);
-    scale = share;
+    // A translation, also when eager: a replica elsewhere (a Python loop) that
+    // stepped on since `local` was read keeps those steps whole, as its next
+    // push measures them.
     offset.resize(global.size());
-    for (size_t i = 0; i < global.size(); ++i) offset[i] = global[i] - share * reference[i];
+    for (size_t i = 0; i < global.size(); ++i)
+      offset[i] = global[i] - reference[i] + (share - 1.0f) * (local[i] - reference[i]);
+    for (size_t i = 0; i < local.size(); ++i) local[i] += offset[i];
+    scale = 1.0f;
     next.steps = carried;
     next.tokens = t.tokens - (merged ? merged->tokens : 0);
     next.seconds = t.seconds - (merged ? merged->seconds : 0.0);
@@ -416,7 +421,7 @@ void LearnerCore::move_onto(uint32_t p, uint64_t version, std::vector<float> glo
     } else {
       next.since = t.since;
       next.in_flight = std::move(t.in_flight);
-      for (InFlight& push : next.in_flight)
+      for (InFlight& push : next.in_flight)  // not merged: share 1, offset = global - base
         for (size_t i = 0; i < offset.size(); ++i) push.values[i] += offset[i];
     }
   } else {

@@ -197,7 +197,8 @@ class LearnerCore : public LearnerReplica {
   void move_onto(uint32_t p, uint64_t version, std::vector<float> global, bool may_carry,
                  std::optional<uint64_t> merged_through, size_t merged_learners);
   // Fragment p, welcomed before, takes a newer `version` given whole (a
-  // welcome's or a repair's), keeping the progress the syncer did not merge:
+  // welcome's or a repair's; eager updates count every [[learners]] entry as
+  // merged), keeping the progress the syncer did not merge:
   // `merged_through` is what it merged of this learner's in all
   // (FragmentValues::kUnknownMerged: unknown, the progress is dropped).
   void catch_up(uint32_t p, uint64_t version, std::vector<float> global, uint64_t merged_through);

@@ -439,6 +439,47 @@ BOOST_AUTO_TEST_CASE(eager_updates_keep_a_share_of_the_progress_and_push_it_whol
   BOOST_CHECK_EQUAL(l.fragment_steps(), 2u);
 }
 
+// A Python loop steps on between the read a broadcast is adopted from and
+// applying the update: an eager adoption is a translation, so those steps
+// stay whole, in the replica and in its next push.
+BOOST_AUTO_TEST_CASE(an_eager_update_keeps_whole_the_steps_a_python_loop_took_since_its_read) {
+  Topology t = small_topology(/*carry=*/true);
+  t.outer.eager_updates = true;
+  t.outer.nesterov = {0.5f, 0.6f};
+  auto r = ExchangeReplica::create(0, 1, t, (*make_model(t))->layout(), 1.0, 8);
+  BOOST_REQUIRE(r.ok());
+  const auto theta0 = initial_parameters(**make_model(t), t);
+  Welcome w;
+  w.topology = t;
+  w.fragments = {{0, 0, encode_payload(Codec::kFp32, 0, theta0)}};
+  BOOST_REQUIRE((*r)->welcome(w).ok());
+  BOOST_REQUIRE_EQUAL((*r)->take_updates().size(), 1u);  // the welcome's
+  BOOST_REQUIRE((*r)->read({0}, {shifted(theta0, 0.1f)}, std::nullopt).ok());
+  BOOST_REQUIRE((*r)->answer(Pull{0, 7, false}).ok());
+  (*r)->end_boundary();
+  BOOST_REQUIRE((*r)->read({0}, {shifted(theta0, 0.3f)}, std::nullopt).ok());  // 0.2 since the push
+  const auto global = shifted(theta0, 0.5f);
+  BOOST_REQUIRE((*r)->apply(absolute(1, global, {1, 0})).ok());
+  (*r)->end_boundary();
+  const auto updates = (*r)->take_updates();
+  BOOST_REQUIRE_EQUAL(updates.size(), 1u);
+  std::vector<float> replica = shifted(theta0, 0.35f);  // 0.05 more since the read
+  for (size_t i = 0; i < replica.size(); ++i) replica[i] = updates[0].scale * replica[i] + updates[0].offset[i];
+  const float share = 0.5f * (1.0f + 0.6f) / 2.0f;
+  double worst = 0.0;
+  for (size_t i = 0; i < replica.size(); ++i)
+    worst = std::max(worst, std::fabs(double(replica[i]) - (global[i] + share * 0.2 + 0.05)));
+  BOOST_CHECK_LE(worst, 1e-5);
+  BOOST_REQUIRE((*r)->read({0}, {replica}, std::nullopt).ok());
+  auto push = (*r)->answer(Pull{0, 8, false});
+  BOOST_REQUIRE(push.ok());
+  std::vector<float> sent(theta0.size());
+  BOOST_REQUIRE(decode_payload(push->delta, sent).ok());
+  double off = 0.0;
+  for (float x : sent) off = std::max(off, std::fabs(double(x) - 0.25));  // the 0.2 and the 0.05, whole
+  BOOST_CHECK_LE(off, 1e-5);
+}
+
 // A stale push is not pushed again from the same base: the next version carries its progress.
 BOOST_AUTO_TEST_CASE(a_stale_push_waits_for_the_next_version) {
   Topology t = small_topology(/*carry=*/true);
