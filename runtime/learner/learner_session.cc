@@ -165,7 +165,6 @@ void LearnerSession::handle(uint32_t shard, const Message& m, double now, Learne
     }
     shards_[shard].welcomed = true;
     unanswered_registers_ = 0;
-    last_refusal_ = RejectReason::kMalformed;
     for (uint32_t f = 0; f < replica.fragment_count(); ++f) fx.adopted.push_back(f);
     fx.regressions_refused += replica.regressions_refused() - refused_before;
     if (replica.welcomed()) fx.welcomed = true;
@@ -219,9 +218,17 @@ void LearnerSession::handle(uint32_t shard, const Message& m, double now, Learne
       if (exchange_) exchange_->set_over(why, true, true);
       return end(fx, LearnerEffects::End::kRefused, why);
     }
-    if (r->reason != last_refusal_ || r->reason != RejectReason::kDuplicateLearner)
-      log(fx, Level::kWarn, "the syncer refused (" + std::string(reject_reason_name(r->reason)) + "): " + r->detail);
-    last_refusal_ = r->reason;
+    RefusalLog& said = refusal_log_[r->reason];
+    if (now - said.logged_at >= kRefusalLogSeconds) {
+      log(fx, Level::kWarn,
+          "the syncer refused (" + std::string(reject_reason_name(r->reason)) + "): " + r->detail +
+              (said.unlogged == 0 ? ""
+                                  : " (and " + std::to_string(said.unlogged) + " more for this reason not logged since " +
+                                        "the last such line)"));
+      said = {now, 0};
+    } else {
+      ++said.unlogged;
+    }
     if (action == LearnerReplica::RejectAction::kRestart) {
       log(fx, Level::kError, "its replica is not finite; restarting");
       end(fx, LearnerEffects::End::kFailed, "replica diverged");

@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -112,6 +113,7 @@ class LearnerSession {
   static constexpr double kRegisterRetryMaxSeconds = 60.0;
   static constexpr double kResyncAfterSeconds = 2.0;      // blocked this long: register again
   static constexpr double kOtherShardsDoneSeconds = 30.0; // one shard said Done: the others' last rounds end within this
+  static constexpr double kRefusalLogSeconds = 10.0;      // a refusal's reason is logged at most once this often
 
   // Over atoll's own replica or one without parameters: its steps are the driver's to run.
   LearnerSession(std::shared_ptr<LearnerReplica> replica, Options options, double now);
@@ -206,7 +208,14 @@ class LearnerSession {
   bool reintegrated_ = false;
   bool training_ = false;         // welcomed once: from then on, what the syncer sends is handled
   bool resync_armed_ = false;
-  RejectReason last_refusal_ = RejectReason::kMalformed;  // logged once per streak
+  // Refusals are logged once per reason per kRefusalLogSeconds, the next line
+  // saying how many were not: over a corrupting link the syncer may refuse
+  // every Progress, thousands a second.
+  struct RefusalLog {
+    double logged_at = -kRefusalLogSeconds;
+    uint64_t unlogged = 0;
+  };
+  std::map<RejectReason, RefusalLog> refusal_log_;
   bool stopping_ = false;         // the run is over for it: no more steps
   bool over_ = false;             // ended (LearnerEffects::end said how)
   bool last_pulled_ = false;      // pulled for the run's last rounds: answers, trains no more

@@ -296,6 +296,31 @@ BOOST_AUTO_TEST_CASE(learners_train_and_rounds_merge_on_both_shards) {
   w.require_no_failures();
 }
 
+// Over a corrupting link the syncer may refuse every Progress: a learner logs
+// a reason once per interval, and the next line says how many it left out.
+BOOST_AUTO_TEST_CASE(refusals_are_logged_once_per_interval_with_a_count) {
+  World w;
+  w.shards[0].up = w.shards[1].up = false;  // no welcome: every refusal is handled at once
+  w.start(0);
+  LearnerSession& s = *w.learners[0].session;
+  auto refused_lines = [](const LearnerEffects& fx) {
+    std::vector<std::string> lines;
+    for (const auto& log : fx.logs)
+      if (log.text.find("refused (malformed)") != std::string::npos) lines.push_back(log.text);
+    return lines;
+  };
+  LearnerEffects burst;
+  for (int i = 0; i < 1000; ++i)
+    s.on_message(0, Reject{RejectReason::kMalformed, kNoFragment, "checksum mismatch"}, w.now + 0.001 * i, burst);
+  BOOST_CHECK_EQUAL(refused_lines(burst).size(), 1u);
+  LearnerEffects later;
+  s.on_message(0, Reject{RejectReason::kMalformed, kNoFragment, "checksum mismatch"},
+               w.now + LearnerSession::kRefusalLogSeconds + 1.0, later);
+  const auto lines = refused_lines(later);
+  BOOST_REQUIRE_EQUAL(lines.size(), 1u);
+  BOOST_CHECK_MESSAGE(lines.front().find("999 more") != std::string::npos, lines.front());
+}
+
 // A pull that arrives during a step is answered at its boundary; one whose
 // round closed meanwhile (a broadcast of its fragment followed) is dropped.
 BOOST_AUTO_TEST_CASE(a_pull_during_a_step_waits_for_the_boundary_and_a_closed_one_is_dropped) {
