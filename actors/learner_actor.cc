@@ -210,7 +210,7 @@ caf::behavior learner(LearnerActor* self, LearnerArgs args) {
         if (!shard) return;
         auto msg = decode_message(p.bytes, self->state.max_message_bytes);
         if (!msg.ok()) {
-          log_warn(who(self) + ": dropped a malformed message: " + msg.status().to_string());
+          on(self, [&](LearnerSession& s, double t, LearnerEffects& fx) { s.on_malformed(*shard, msg.status(), t, fx); });
           return;
         }
         on(self, [&](LearnerSession& s, double t, LearnerEffects& fx) { s.on_message(*shard, std::move(*msg), t, fx); });

@@ -36,6 +36,23 @@ void LearnerSession::log(LearnerEffects& fx, Level level, std::string text) cons
   fx.logs.push_back({level, who() + ": " + std::move(text)});
 }
 
+void LearnerSession::warn_repeated(LearnerEffects& fx, const std::string& kind, double now, std::string text) {
+  Repeated& said = repeated_[kind];
+  if (now - said.logged_at < kRepeatLogSeconds) {
+    ++said.unlogged;
+    return;
+  }
+  if (said.unlogged > 0)
+    text += " (and " + std::to_string(said.unlogged) + " more like it not logged since the last such line)";
+  log(fx, Level::kWarn, std::move(text));
+  said = {now, 0};
+}
+
+void LearnerSession::on_malformed(uint32_t shard, const Status& why, double now, LearnerEffects& fx) {
+  warn_repeated(fx, "malformed", now,
+                "dropped a malformed message from syncer shard " + std::to_string(shard) + ": " + why.to_string());
+}
+
 bool LearnerSession::any_reachable() const {
   return std::any_of(reachable_.begin(), reachable_.end(), [](bool r) { return r; });
 }
@@ -218,17 +235,8 @@ void LearnerSession::handle(uint32_t shard, const Message& m, double now, Learne
       if (exchange_) exchange_->set_over(why, true, true);
       return end(fx, LearnerEffects::End::kRefused, why);
     }
-    RefusalLog& said = refusal_log_[r->reason];
-    if (now - said.logged_at >= kRefusalLogSeconds) {
-      log(fx, Level::kWarn,
-          "the syncer refused (" + std::string(reject_reason_name(r->reason)) + "): " + r->detail +
-              (said.unlogged == 0 ? ""
-                                  : " (and " + std::to_string(said.unlogged) + " more for this reason not logged since " +
-                                        "the last such line)"));
-      said = {now, 0};
-    } else {
-      ++said.unlogged;
-    }
+    const std::string kind = "the syncer refused (" + std::string(reject_reason_name(r->reason)) + ")";
+    warn_repeated(fx, kind, now, kind + ": " + r->detail);
     if (action == LearnerReplica::RejectAction::kRestart) {
       log(fx, Level::kError, "its replica is not finite; restarting");
       end(fx, LearnerEffects::End::kFailed, "replica diverged");

@@ -113,7 +113,7 @@ class LearnerSession {
   static constexpr double kRegisterRetryMaxSeconds = 60.0;
   static constexpr double kResyncAfterSeconds = 2.0;      // blocked this long: register again
   static constexpr double kOtherShardsDoneSeconds = 30.0; // one shard said Done: the others' last rounds end within this
-  static constexpr double kRefusalLogSeconds = 10.0;      // a refusal's reason is logged at most once this often
+  static constexpr double kRepeatLogSeconds = 10.0;       // a refusal or malformed message is logged at most once this often
 
   // Over atoll's own replica or one without parameters: its steps are the driver's to run.
   LearnerSession(std::shared_ptr<LearnerReplica> replica, Options options, double now);
@@ -141,6 +141,8 @@ class LearnerSession {
   void on_timer(LearnerTimer kind, uint64_t tag, double now, LearnerEffects& fx);
   // The steps the user's loop handed over since the last call (external replicas).
   void on_replica_steps(std::deque<ReplicaStep> steps, double now, LearnerEffects& fx);
+  // A message from syncer shard `shard` that did not decode (`why`): dropped.
+  void on_malformed(uint32_t shard, const Status& why, double now, LearnerEffects& fx);
   // Syncer shard `shard` went away: its fragments pause; it registers again.
   void on_shard_lost(uint32_t shard, const std::string& why, double now, LearnerEffects& fx);
   // Departs in order: no more steps, the last progress as unasked pushes,
@@ -171,6 +173,10 @@ class LearnerSession {
   std::string who() const;
   bool any_reachable() const;  // a way to some shard: what it sends can go
   void log(LearnerEffects& fx, LearnerEffects::Level level, std::string text) const;
+  // A warning logged at most once per kRepeatLogSeconds for each `kind`, the
+  // next line counting those left out: over a corrupting link the syncer may
+  // refuse every Progress, and thousands of messages a second may not decode.
+  void warn_repeated(LearnerEffects& fx, const std::string& kind, double now, std::string text);
   void send(LearnerEffects& fx, Message m, std::optional<uint32_t> shard = std::nullopt);
   void end(LearnerEffects& fx, LearnerEffects::End how, std::string reason);
   void handle(uint32_t shard, const Message& m, double now, LearnerEffects& fx);
@@ -208,14 +214,11 @@ class LearnerSession {
   bool reintegrated_ = false;
   bool training_ = false;         // welcomed once: from then on, what the syncer sends is handled
   bool resync_armed_ = false;
-  // Refusals are logged once per reason per kRefusalLogSeconds, the next line
-  // saying how many were not: over a corrupting link the syncer may refuse
-  // every Progress, thousands a second.
-  struct RefusalLog {
-    double logged_at = -kRefusalLogSeconds;
+  struct Repeated {  // warn_repeated()'s, by kind
+    double logged_at = -kRepeatLogSeconds;
     uint64_t unlogged = 0;
   };
-  std::map<RejectReason, RefusalLog> refusal_log_;
+  std::map<std::string, Repeated> repeated_;
   bool stopping_ = false;         // the run is over for it: no more steps
   bool over_ = false;             // ended (LearnerEffects::end said how)
   bool last_pulled_ = false;      // pulled for the run's last rounds: answers, trains no more

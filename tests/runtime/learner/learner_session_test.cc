@@ -296,8 +296,9 @@ BOOST_AUTO_TEST_CASE(learners_train_and_rounds_merge_on_both_shards) {
   w.require_no_failures();
 }
 
-// Over a corrupting link the syncer may refuse every Progress: a learner logs
-// a reason once per interval, and the next line says how many it left out.
+// Over a corrupting link the syncer may refuse every Progress and many
+// messages may not decode: a learner logs each kind once per interval, and
+// the next line says how many it left out.
 BOOST_AUTO_TEST_CASE(refusals_are_logged_once_per_interval_with_a_count) {
   World w;
   w.shards[0].up = w.shards[1].up = false;  // no welcome: every refusal is handled at once
@@ -315,10 +316,18 @@ BOOST_AUTO_TEST_CASE(refusals_are_logged_once_per_interval_with_a_count) {
   BOOST_CHECK_EQUAL(refused_lines(burst).size(), 1u);
   LearnerEffects later;
   s.on_message(0, Reject{RejectReason::kMalformed, kNoFragment, "checksum mismatch"},
-               w.now + LearnerSession::kRefusalLogSeconds + 1.0, later);
+               w.now + LearnerSession::kRepeatLogSeconds + 1.0, later);
   const auto lines = refused_lines(later);
   BOOST_REQUIRE_EQUAL(lines.size(), 1u);
   BOOST_CHECK_MESSAGE(lines.front().find("999 more") != std::string::npos, lines.front());
+  // Messages that do not decode, likewise, counted apart from the refusals.
+  LearnerEffects garbled;
+  for (int i = 0; i < 500; ++i)
+    s.on_malformed(0, Status::corruption("checksum mismatch"), w.now + 20.0 + 0.001 * i, garbled);
+  s.on_malformed(0, Status::corruption("checksum mismatch"), w.now + 40.0, garbled);
+  BOOST_REQUIRE_EQUAL(garbled.logs.size(), 2u);
+  BOOST_CHECK(garbled.logs[0].text.find("dropped a malformed message from syncer shard 0") != std::string::npos);
+  BOOST_CHECK_MESSAGE(garbled.logs[1].text.find("499 more") != std::string::npos, garbled.logs[1].text);
 }
 
 // A pull that arrives during a step is answered at its boundary; one whose
