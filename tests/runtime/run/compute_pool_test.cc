@@ -28,7 +28,11 @@ std::vector<int> run_chains(int threads, int chains, int steps) {
     }
     pool.submit([&, c] { step(c); });  // at once, before this step is done
   };
-  for (int c = 0; c < chains; ++c) pool.submit([&, c] { step(c); });
+  // The first steps are submitted from inside the pool, so that with one
+  // thread none starts (and re-submits) before all are queued.
+  pool.submit([&] {
+    for (int c = 0; c < chains; ++c) pool.submit([&, c] { step(c); });
+  });
   pool.wait_idle();
   return started;
 }
