@@ -116,24 +116,22 @@ ISSUE_NUMBER = re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)
 # are the copies that stay (the README's headline tables, a page's own summary).
 FIGURES = {
     "decoupled's gap to tuned dp at equal tokens, dedicated hardware (docs/benchmarks.md)": [
-        r"equal tokens: against tuned dp \| \+(\d+\.\d+)%",
-        r"\| decoupled \| [\d.]+ ± [\d.]+ \(3 seeds\) \| \+(\d+\.\d+)%",
-        r"decoupled is\s+(\d+(?:\.\d+)?)% behind",  # the present tense: the current figure
+        r"equal tokens: against tuned dp[^|]*\| \+(\d+\.\d+)%",
+        r"\| \*\*decoupled, all 6 runs\*\* \| \*\*[\d.]+ ± [\d.]+\*\* \| \*\*\+(\d+\.\d+)%",
+        r"decoupled is\s+(\d+(?:\.\d+)?)% ± [\d.]+% behind",  # the present tense: the current figure
         r"at 20 bytes per parameter (\d+\.\d+)%",
     ],
     "decoupled's gap to dp at equal tokens, shared hardware (docs/benchmarks.md)": [
         r"\| decoupled \| \d\.\d+ ± \d\.\d+ \| \+(\d+\.\d+)%",
-        r"\((\d+\.\d+)% on shared\s+hardware",
         r"decoupled was (\d+\.\d+)% behind tuned dp",
     ],
     "decoupled against dp at equal wall time, dedicated hardware": [
-        r"equal wall time: against dp[^|]*\| \*\*([−-]\d+\.\d+)%",
-        r"\| decoupled \| [\d.]+ ± [\d.]+ \(3 seeds\) \| [^|]+ \| \*\*([−-]\d+\.\d+)%",
+        r"equal wall time: against dp[^|]*\| \*\*([−+-]\d+\.\d+)%",
+        r"\| decoupled, first run of each seed \| [\d.]+ ± [\d.]+ \| [^|]+ \| \*\*([−+-]\d+\.\d+)%",
     ],
     "tokens decoupled needs for dp's quality, worst point": [
         r"(\d\.\d+) ± [\d.]+ times dp's",
-        r"\| decoupled \| [\d.]+ ± [\d.]+ \(3 seeds\) \|(?:[^|]*\|){3} (\d\.\d+) ±",
-        r"up to\s+(\d\.\d+) times earlier",
+        r"\| decoupled, first run of each seed \| [\d.]+ ± [\d.]+ \|(?:[^|]*\|){3} (\d\.\d+) ±",
     ],
     "the default job's rate, bytes per second": [
         r"tokens\s+\d+ \((\d+) per second\)",
