@@ -15,10 +15,12 @@
 //   quality   the parity page: the headline's decoupled twice per seed, and
 //             once each with one quality lever: the outer lr before tuning,
 //             delayed Nesterov, a larger batch, a short H at the start, DyLU
-//             (outer.sync_by_speed), error feedback on pushes, SparseLoCo;
-//             on dedicated hardware (about 80 min)
+//             (outer.sync_by_speed), error feedback on pushes, eager updates,
+//             SparseLoCo; each with its own dp run at its wall time, on
+//             dedicated hardware (about 4 h on 2 cores)
 //   muon      Muon for the body's matrices (inner.muon) in both modes, dp
 //             Muon the baseline: whether MuLoCo's gain holds here, fairly
+//             (about 55 min)
 //   noise     the headline's decoupled run twice at every seed: how far a
 //             run's asynchronous timing moves its quality at a fixed seed,
 //             against the spread over seeds (dp is deterministic per seed)
@@ -26,11 +28,11 @@
 //             lever buys, against the default and against `--set mode=dp`
 //
 // The headline and quality groups run on dedicated hardware. Where dp is the
-// baseline, decoupled gets a dp run of its own whose budget ends at its
-// mean wall time (dp's cosine finishes there): the equal-time
-// column. Every run evaluates its global model at 10 points; the token
-// efficiency column reads the tokens dp needed for a variant's quality off
-// dp's curve. Records go to --out (default atoll-out/bench/parity); the same
+// baseline, decoupled (and in the quality group every lever) gets a dp run of
+// its own whose budget ends at its mean wall time (dp's cosine finishes
+// there): the equal-time column. Every run evaluates its global model at 10
+// points; the token efficiency column reads the tokens dp needed for a
+// variant's quality off dp's curve. Records go to --out (default atoll-out/bench/parity); the same
 // command resumes. A --set applies to every group, after the group's settings.
 #include <algorithm>
 #include <cmath>
@@ -58,9 +60,11 @@ const std::string kUntunedOuterLr = "outer.lr=0.7";
 // step is lr/N = 0.5 of its gradient, as with the default Nesterov; only the
 // velocity moves half as often, on the mean of two rounds.
 const std::vector<std::string> kDelayedNesterov = {"outer.lr=1.0", "outer.momentum_every=2"};
-// Muon (atoll/muon.h) for the body's matrices, at the same lr as AdamW:
-// its update is scaled to AdamW's size, as Moonlight does.
+// Muon (atoll/muon.h) for the body's matrices: its update is scaled to
+// AdamW's size, as Moonlight does, so AdamW's lr carries over; decoupled's
+// best on a grid at seed 1 was 2e-3, dp's stays kDpLr (docs/benchmarks.md).
 const std::string kMuon = "inner.muon=true";
+const std::string kDecoupledMuonLr = "inner.lr=2e-3";
 // SparseLoCo: of every 64 push values the largest one, on 2 bits, what is
 // left out kept by error feedback, which replaces outer momentum (plain
 // averaging, outer lr 1), as in arXiv 2508.15706 (top 64 of 4096: the same share).
@@ -107,8 +111,12 @@ std::vector<Group> groups() {
         {"error feedback", {"outer.push_error_feedback=true"}},
         {"eager updates", {"outer.eager_updates=true"}},
         {"SparseLoCo", kSparseLoCo}},
-       {"decoupled"}},
-      {"muon", headline, "dp, Muon", {{"decoupled, Muon", {kMuon}}, {"dp, Muon", {"mode=dp", kDpLr, kMuon}}}},
+       // The second run of each seed is noise, not a lever: it needs no dp run.
+       {"decoupled", "outer lr 0.7 (untuned)", "delayed Nesterov", "batch 16", "H 4 at the start", "DyLU",
+        "error feedback", "eager updates", "SparseLoCo"}},
+      {"muon", headline, "dp, Muon",
+       {{"decoupled, Muon", {kMuon, kDecoupledMuonLr}}, {"dp, Muon", {"mode=dp", kDpLr, kMuon}}},
+       {"decoupled, Muon"}},
       {"noise", headline, "dp", {{"decoupled", {}}, {"decoupled, again", {}}, {"dp", {"mode=dp", kDpLr}}}},
       {"controls", with(kSmallModel, {"tokens=2500000"}), "1 learner alone",
        {{"1 learner, decoupled", {kOneLearner}}, {"1 learner alone", {"mode=dp", kOneLearner}}}},
