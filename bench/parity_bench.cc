@@ -17,7 +17,7 @@
 //             delayed Nesterov, a larger batch, a short H at the start, DyLU
 //             (outer.sync_by_speed), error feedback on pushes, eager updates,
 //             SparseLoCo; each with its own dp run at its wall time, on
-//             dedicated hardware (about 4 h on 2 cores)
+//             dedicated hardware (about 4 h 30 min on 2 cores)
 //   muon      Muon for the body's matrices (inner.muon) in both modes, dp
 //             Muon the baseline: whether MuLoCo's gain holds here, fairly
 //             (about 55 min)
@@ -32,8 +32,9 @@
 // its own whose budget ends at its mean wall time (dp's cosine finishes
 // there): the equal-time column. Every run evaluates its global model at 10
 // points; the token efficiency column reads the tokens dp needed for a
-// variant's quality off dp's curve. Records go to --out (default atoll-out/bench/parity); the same
-// command resumes. A --set applies to every group, after the group's settings.
+// variant's quality off dp's curve. Records go to --out (default
+// atoll-out/bench/parity); the same command resumes. A --set applies to every
+// group, after the group's settings.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
