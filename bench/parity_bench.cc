@@ -13,11 +13,12 @@
 //   controls  one learner: decoupled (outer steps over its own progress)
 //             against plain training, the same batch, lr and budget
 //   quality   the parity page: the headline's decoupled twice per seed, and
-//             once each with one quality lever: the outer lr before tuning,
-//             delayed Nesterov, a larger batch, a short H at the start, DyLU
-//             (outer.sync_by_speed), error feedback on pushes, eager updates,
-//             SparseLoCo; each with its own dp run at its wall time, on
-//             dedicated hardware (about 4 h 30 min on 2 cores)
+//             with one quality lever each: the outer lr before tuning,
+//             delayed Nesterov (twice per seed, and at N = 4), a larger
+//             batch, a short H at the start, DyLU (outer.sync_by_speed),
+//             error feedback on pushes, eager updates, SparseLoCo; each with
+//             its own dp run at its wall time, on dedicated hardware (about
+//             5 h 15 min on 2 cores)
 //   muon      Muon for the body's matrices (inner.muon) in both modes, dp
 //             Muon the baseline: whether MuLoCo's gain holds here, fairly
 //             (about 55 min)
@@ -61,6 +62,8 @@ const std::string kUntunedOuterLr = "outer.lr=0.7";
 // step is lr/N = 0.5 of its gradient, as with the default Nesterov; only the
 // velocity moves half as often, on the mean of two rounds.
 const std::vector<std::string> kDelayedNesterov = {"outer.lr=1.0", "outer.momentum_every=2"};
+// The same at N = 4: lr 2.0 keeps the plain step at 0.5.
+const std::vector<std::string> kDelayedNesterov4 = {"outer.lr=2.0", "outer.momentum_every=4"};
 // Muon (atoll/muon.h) for the body's matrices: its update is scaled to
 // AdamW's size, as Moonlight does, so AdamW's lr carries over; decoupled's
 // best on a grid at seed 1 was 2e-3, dp's stays kDpLr (docs/benchmarks.md).
@@ -84,9 +87,10 @@ struct Group {
   std::vector<std::string> settings;  // before each variant's own
   std::string baseline;               // the variant the others are compared with
   std::vector<Variant> variants;
-  // Variants that get a dp run of their own ending at their wall time (the
-  // equal-time column): each costs a run per seed.
-  std::set<std::string> at_time = {};
+  // Whether every variant but the baseline gets a dp run of its own ending at
+  // its wall time (the equal-time column; a run per variant and seed). A
+  // repeat (", again") is paired with its original's.
+  bool equal_time = false;
 };
 
 std::vector<Group> groups() {
@@ -98,26 +102,27 @@ std::vector<Group> groups() {
   // slowest without the waiting ones lending it their cores.
   const auto headline = with(kSmallModel, {"tokens=9600000", "hardware=dedicated"});
   return {
-      {"headline", headline, "dp", {{"decoupled", {}}, {"dp", {"mode=dp", kDpLr}}}, {"decoupled"}},
-      // The parity page: decoupled twice per seed (the noise), then each lever once.
+      {"headline", headline, "dp", {{"decoupled", {}}, {"dp", {"mode=dp", kDpLr}}}, true},
+      // The parity page: decoupled and delayed Nesterov twice per seed (the
+      // noise; delayed Nesterov the one lever near dp), then each lever once.
       {"quality", headline, "dp",
        {{"decoupled", {}},
         {"decoupled, again", {}},
         {"dp", {"mode=dp", kDpLr}},
         {"outer lr 0.7 (untuned)", {kUntunedOuterLr}},
         {"delayed Nesterov", kDelayedNesterov},
+        {"delayed Nesterov, again", kDelayedNesterov},
+        {"delayed Nesterov N 4", kDelayedNesterov4},
         {"batch 16", {kBatch16}},
         {"H 4 at the start", {"outer.sync_every_start=4", "outer.sync_ramp_rounds=40"}},
         {"DyLU", {"outer.sync_by_speed=true"}},
         {"error feedback", {"outer.push_error_feedback=true"}},
         {"eager updates", {"outer.eager_updates=true"}},
         {"SparseLoCo", kSparseLoCo}},
-       // The second run of each seed is noise, not a lever: it needs no dp run.
-       {"decoupled", "outer lr 0.7 (untuned)", "delayed Nesterov", "batch 16", "H 4 at the start", "DyLU",
-        "error feedback", "eager updates", "SparseLoCo"}},
+       true},
       {"muon", headline, "dp, Muon",
        {{"decoupled, Muon", {kMuon, kDecoupledMuonLr}}, {"dp, Muon", {"mode=dp", kDpLr, kMuon}}},
-       {"decoupled, Muon"}},
+       true},
       {"noise", headline, "dp", {{"decoupled", {}}, {"decoupled, again", {}}, {"dp", {"mode=dp", kDpLr}}}},
       {"controls", with(kSmallModel, {"tokens=2500000"}), "1 learner alone",
        {{"1 learner, decoupled", {kOneLearner}}, {"1 learner alone", {"mode=dp", kOneLearner}}}},
@@ -164,6 +169,12 @@ std::map<uint64_t, const TrialRecord*> by_seed(const std::vector<TrialRecord>& r
 // budget (dp's mean rate over seeds times the variant's mean wall time), so
 // that its cosine finishes there rather than being read mid-schedule.
 std::string at_time_label(const std::string& variant) { return "dp at " + variant + "'s time"; }
+// A variant's second run of each seed ("X, again") is X's noise, not a lever.
+const std::string kRepeat = ", again";
+bool is_repeat(const std::string& label) { return label.ends_with(kRepeat); }
+std::string original(const std::string& label) {
+  return is_repeat(label) ? label.substr(0, label.size() - kRepeat.size()) : label;
+}
 std::optional<uint64_t> at_time_budget(const std::vector<TrialRecord>& records, const std::string& variant,
                                        const std::string& baseline) {
   std::vector<double> rate, wall;
@@ -174,10 +185,11 @@ std::optional<uint64_t> at_time_budget(const std::vector<TrialRecord>& records, 
 }
 
 // Pairs each run with the baseline's run of the same seed (equal tokens,
-// token efficiency) and with the dp run that ends at its time (equal time).
+// token efficiency) and with the dp run that ends at its time (equal time;
+// a repeat's is its original's: their wall times differ by the noise).
 Paired pair_with(const std::vector<TrialRecord>& records, const std::string& label, const std::string& baseline) {
   const auto base = by_seed(records, baseline);
-  const auto at_time = by_seed(records, at_time_label(label));
+  const auto at_time = by_seed(records, at_time_label(original(label)));
   Paired p;
   for (const auto& [seed, r] : by_seed(records, label)) {
     if (const auto t = at_time.find(seed); t != at_time.end())
@@ -234,23 +246,24 @@ std::string repeat_lines(const Group& g, const std::vector<TrialRecord>& records
   std::string out;
   char buf[512];
   for (const auto& v : g.variants) {
-    const std::string twin = v.label + ", again";
+    const std::string twin = v.label + kRepeat;
     const auto first = by_seed(records, v.label), second = by_seed(records, twin);
     if (second.empty()) continue;
-    std::vector<double> all, apart, gaps;
-    const auto base = by_seed(records, g.baseline);
+    std::vector<double> all, apart;
     for (const auto* runs : {&first, &second})
-      for (const auto& [seed, r] : *runs) {
-        all.push_back(r->quality());
-        if (const auto b = base.find(seed); b != base.end()) gaps.push_back(r->quality() / b->second->quality() - 1.0);
-      }
+      for (const auto& [seed, r] : *runs) all.push_back(r->quality());
     for (const auto& [seed, r] : first)
       if (const auto t = second.find(seed); t != second.end()) apart.push_back(std::fabs(r->quality() - t->second->quality()));
+    Paired both = pair_with(records, v.label, g.baseline);
+    const Paired again = pair_with(records, twin, g.baseline);
+    both.equal_tokens.insert(both.equal_tokens.end(), again.equal_tokens.begin(), again.equal_tokens.end());
+    both.equal_time.insert(both.equal_time.end(), again.equal_time.begin(), again.equal_time.end());
     std::snprintf(buf, sizeof buf,
-                  "  %s, every run (%zu): %.4f +- %.4f; equal tokens against '%s' %s; the two runs of a seed "
-                  "%.4f apart on average (most %.4f)\n",
-                  v.label.c_str(), all.size(), mean(all), stddev(all), g.baseline.c_str(), percent(gaps).c_str(),
-                  mean(apart), apart.empty() ? NAN : *std::max_element(apart.begin(), apart.end()));
+                  "  %s, every run (%zu): %.4f +- %.4f; against '%s' at equal tokens %s, at equal time %s; the two "
+                  "runs of a seed %.4f apart on average (most %.4f)\n",
+                  v.label.c_str(), all.size(), mean(all), stddev(all), g.baseline.c_str(),
+                  percent(both.equal_tokens).c_str(), percent(both.equal_time).c_str(), mean(apart),
+                  apart.empty() ? NAN : *std::max_element(apart.begin(), apart.end()));
     out += buf;
   }
   return out;
@@ -312,7 +325,7 @@ int main(int argc, char** argv) {
     known.insert(g.name);
     bool whole = false;
     for (const auto& o : options.only) whole |= o == g.name;
-    Group picked{g.name, g.settings, g.baseline, {}, g.at_time};
+    Group picked{g.name, g.settings, g.baseline, {}, g.equal_time};
     for (const auto& v : g.variants) {
       known.insert(v.label);
       bool named = whole || v.label == g.baseline;  // the baseline runs with its group
@@ -339,13 +352,13 @@ int main(int argc, char** argv) {
   // Then, where dp is the baseline, a dp run per variant that ends at the variant's wall time.
   std::vector<Variant> at_time;
   for (auto& g : chosen) {
-    if (!dp_baseline(g)) continue;
+    if (!g.equal_time || !dp_baseline(g)) continue;
     const Variant* dp = nullptr;
     for (const auto& v : g.variants)
       if (v.label == g.baseline) dp = &v;
     std::vector<Variant> added;
     for (const auto& v : g.variants) {
-      if (v.label == g.baseline || !g.at_time.count(v.label)) continue;
+      if (v.label == g.baseline || is_repeat(v.label)) continue;
       const auto budget = at_time_budget(records, v.label, g.baseline);
       if (!budget) continue;
       Variant run{at_time_label(v.label), dp->overrides};
