@@ -14,11 +14,11 @@
 //             against plain training, the same batch, lr and budget
 //   quality   the parity page: the headline's decoupled twice per seed, and
 //             with one quality lever each: the outer lr before tuning,
-//             delayed Nesterov (twice per seed, and at N = 4), a larger
-//             batch, a short H at the start, DyLU (outer.sync_by_speed),
-//             error feedback on pushes, eager updates, SparseLoCo; each with
-//             its own dp run at its wall time, on dedicated hardware (about
-//             5 h 15 min on 2 cores)
+//             delayed Nesterov (N = 2 and 4 twice per seed, N = 8), a
+//             larger batch, a short H at the start, DyLU
+//             (outer.sync_by_speed), error feedback on pushes, eager updates,
+//             SparseLoCo; each with its own dp run at its wall time, on
+//             dedicated hardware (about 5 h 45 min on 2 cores)
 //   muon      Muon for the body's matrices (inner.muon) in both modes, dp
 //             Muon the baseline: whether MuLoCo's gain holds here, fairly
 //             (about 55 min)
@@ -62,8 +62,9 @@ const std::string kUntunedOuterLr = "outer.lr=0.7";
 // step is lr/N = 0.5 of its gradient, as with the default Nesterov; only the
 // velocity moves half as often, on the mean of two rounds.
 const std::vector<std::string> kDelayedNesterov = {"outer.lr=1.0", "outer.momentum_every=2"};
-// The same at N = 4: lr 2.0 keeps the plain step at 0.5.
+// The same at N = 4 and 8: lr 2.0 and 4.0 keep the plain step at 0.5.
 const std::vector<std::string> kDelayedNesterov4 = {"outer.lr=2.0", "outer.momentum_every=4"};
+const std::vector<std::string> kDelayedNesterov8 = {"outer.lr=4.0", "outer.momentum_every=8"};
 // Muon (atoll/muon.h) for the body's matrices: its update is scaled to
 // AdamW's size, as Moonlight does, so AdamW's lr carries over; decoupled's
 // best on a grid at seed 1 was 2e-3, dp's stays kDpLr (docs/benchmarks.md).
@@ -113,6 +114,8 @@ std::vector<Group> groups() {
         {"delayed Nesterov", kDelayedNesterov},
         {"delayed Nesterov, again", kDelayedNesterov},
         {"delayed Nesterov N 4", kDelayedNesterov4},
+        {"delayed Nesterov N 4, again", kDelayedNesterov4},
+        {"delayed Nesterov N 8", kDelayedNesterov8},
         {"batch 16", {kBatch16}},
         {"H 4 at the start", {"outer.sync_every_start=4", "outer.sync_ramp_rounds=40"}},
         {"DyLU", {"outer.sync_by_speed=true"}},
