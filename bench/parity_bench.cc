@@ -15,10 +15,10 @@
 //   quality   the parity page: the headline's decoupled twice per seed, and
 //             with one quality lever each: the outer lr before tuning,
 //             delayed Nesterov (N = 2 and 4 twice per seed, N = 8), a
-//             larger batch, a short H at the start, DyLU
+//             larger batch (at two inner lrs), a short H at the start, DyLU
 //             (outer.sync_by_speed), error feedback on pushes, eager updates,
 //             SparseLoCo; each with its own dp run at its wall time, on
-//             dedicated hardware (about 5 h 45 min on 2 cores)
+//             dedicated hardware (about 6 h 10 min on 2 cores)
 //   muon      Muon for the body's matrices (inner.muon) in both modes, dp
 //             Muon the baseline: whether MuLoCo's gain holds here, fairly
 //             (about 55 min)
@@ -80,6 +80,9 @@ const std::vector<std::string> kSparseLoCo = {"outer.push_density=0.015625", "ou
 const std::string kBatch16 =
     "learners=[{speed=1.0,batch_size=16},{speed=1.0,batch_size=16},{speed=0.7,batch_size=16},"
     "{speed=0.5,batch_size=16}]";
+// Its inner lr between batch 8's (3e-3) and dp's batch 32 (6e-3), at the
+// geometric mean: the square-root rule for AdamW from batch 8.
+const std::string kBatch16Lr = "inner.lr=4.2e-3";
 const std::string kOneLearner = "learners=[{speed=1.0,batch_size=32}]";
 const std::vector<std::string> kSmallModel = {"model.layers=2"};  // 478,976 parameters
 
@@ -117,6 +120,7 @@ std::vector<Group> groups() {
         {"delayed Nesterov N 4, again", kDelayedNesterov4},
         {"delayed Nesterov N 8", kDelayedNesterov8},
         {"batch 16", {kBatch16}},
+        {"batch 16, inner lr 4.2e-3", {kBatch16, kBatch16Lr}},
         {"H 4 at the start", {"outer.sync_every_start=4", "outer.sync_ramp_rounds=40"}},
         {"DyLU", {"outer.sync_by_speed=true"}},
         {"error feedback", {"outer.push_error_feedback=true"}},
