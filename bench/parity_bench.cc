@@ -107,8 +107,8 @@ std::vector<Group> groups() {
   const auto headline = with(kSmallModel, {"tokens=9600000", "hardware=dedicated"});
   return {
       {"headline", headline, "dp", {{"decoupled", {}}, {"dp", {"mode=dp", kDpLr}}}, true},
-      // The parity page: decoupled and delayed Nesterov twice per seed (the
-      // noise; delayed Nesterov the one lever near dp), then each lever once.
+      // The parity page: decoupled and delayed Nesterov at N = 2 and 4 twice
+      // per seed (the noise of a run, against their gaps), the other levers once.
       {"quality", headline, "dp",
        {{"decoupled", {}},
         {"decoupled, again", {}},
