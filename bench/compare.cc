@@ -14,11 +14,16 @@ namespace {
 std::atomic<bool> stop_requested{false};
 void on_signal(int) { stop_requested = true; }
 
-std::vector<std::string> split_commas(const std::string& s) {
+// "a,b" is two names; "decoupled, again" is one: a comma followed by a space
+// belongs to the name, as it does in the variants' labels.
+std::vector<std::string> split_names(const std::string& s) {
   std::vector<std::string> out;
   size_t start = 0;
-  for (size_t comma; (comma = s.find(',', start)) != std::string::npos; start = comma + 1)
-    out.push_back(s.substr(start, comma - start));
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i] == ',' && (i + 1 == s.size() || s[i + 1] != ' ')) {
+      out.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
   out.push_back(s.substr(start));
   return out;
 }
@@ -40,7 +45,7 @@ int parse_bench_args(int argc, char** argv, const char* usage, BenchOptions& opt
         return 2;
       }
     } else if (a == "--only" && has_value) {
-      options.only = split_commas(argv[++i]);
+      options.only = split_names(argv[++i]);
     } else if (a == "-h" || a == "--help") {
       std::printf("usage: %s [TOPOLOGY.toml] [--set key=value]... [--seeds N] [--out DIR] [--only NAME,...]\n%s",
                   argv[0], usage);

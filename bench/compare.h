@@ -23,7 +23,8 @@ struct BenchOptions {
 
 // Parses "[TOPOLOGY.toml] [--set key=value]... [--seeds N] [--out DIR]
 // [--only NAME,...]" into `options`; `usage` is printed for --help. Returns
-// -1 to go on, else an exit status.
+// -1 to go on, else an exit status. --only's names are split at commas, but
+// not at ", " (part of labels such as "decoupled, again").
 int parse_bench_args(int argc, char** argv, const char* usage, BenchOptions& options);
 
 // Runs every variant x seed not recorded in options.out yet, prints the sweep

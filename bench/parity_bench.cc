@@ -2,7 +2,7 @@
 // at equal tokens and at equal wall-clock time, every variant over seeds.
 //
 //   atoll_parity_bench [TOPOLOGY.toml] [--set key=value]... [--seeds N] [--out DIR]
-//                      [--only headline|quality|muon|noise|controls|levers|NAME,...]
+//                      [--only headline|quality|muon|1 block|4 blocks|noise|controls|levers|NAME,...]
 //
 // Groups (default: headline), each on the topology with its own settings:
 //   headline  decoupled (4 learners of speeds 1, 1, 0.7, 0.5, K = 1 with
@@ -22,6 +22,10 @@
 //   muon      Muon for the body's matrices (inner.muon) in both modes, dp
 //             Muon the baseline: whether MuLoCo's gain holds here, fairly
 //             (about 55 min)
+//   1 block, 4 blocks
+//             the headline at another model size (280,832 and 875,264
+//             parameters), 20 bytes per parameter: decoupled twice per seed,
+//             dp, and dp at decoupled's time (about 35 min and 3 h 20 min)
 //   noise     the headline's decoupled run twice at every seed: how far a
 //             run's asynchronous timing moves its quality at a fixed seed,
 //             against the spread over seeds (dp is deterministic per seed)
@@ -85,6 +89,14 @@ const std::string kBatch16 =
 const std::string kBatch16Lr = "inner.lr=4.2e-3";
 const std::string kOneLearner = "learners=[{speed=1.0,batch_size=32}]";
 const std::vector<std::string> kSmallModel = {"model.layers=2"};  // 478,976 parameters
+// The headline at other sizes, 20 bytes per parameter each (the Scaling Laws
+// for DiLoCo fit predicts the gap shrinks as the model grows). Both modes keep
+// the lrs tuned at 2 blocks; at 4 blocks the budget is 1.8 passes over the data.
+const std::vector<std::string> kOneBlock = {"model.layers=1", "tokens=5600000"};     // 280,832 parameters
+const std::vector<std::string> kFourBlocks = {"model.layers=4", "tokens=17500000"};  // 875,264 parameters
+
+// A variant's second run of each seed ("X, again") is X's noise, not a lever.
+const std::string kRepeat = ", again";
 
 struct Group {
   std::string name;
@@ -105,6 +117,15 @@ std::vector<Group> groups() {
   // Dedicated hardware (atoll/step_pacer.h): dp's learners wait for its
   // slowest without the waiting ones lending it their cores.
   const auto headline = with(kSmallModel, {"tokens=9600000", "hardware=dedicated"});
+  // The headline's three variants at another size (labels name it: records
+  // of two groups may share a folder).
+  auto sized = [&](const std::string& group, const std::vector<std::string>& size) {
+    return Group{group,
+                 with(size, {"hardware=dedicated"}),
+                 "dp, " + group,
+                 {{"decoupled, " + group, {}}, {"dp, " + group, {"mode=dp", kDpLr}}, {"decoupled, " + group + kRepeat, {}}},
+                 true};
+  };
   return {
       {"headline", headline, "dp", {{"decoupled", {}}, {"dp", {"mode=dp", kDpLr}}}, true},
       // The parity page: decoupled and delayed Nesterov at N = 2 and 4 twice
@@ -130,6 +151,8 @@ std::vector<Group> groups() {
       {"muon", headline, "dp, Muon",
        {{"decoupled, Muon", {kMuon, kDecoupledMuonLr}}, {"dp, Muon", {"mode=dp", kDpLr, kMuon}}},
        true},
+      sized("1 block", kOneBlock),
+      sized("4 blocks", kFourBlocks),
       {"noise", headline, "dp", {{"decoupled", {}}, {"decoupled, again", {}}, {"dp", {"mode=dp", kDpLr}}}},
       {"controls", with(kSmallModel, {"tokens=2500000"}), "1 learner alone",
        {{"1 learner, decoupled", {kOneLearner}}, {"1 learner alone", {"mode=dp", kOneLearner}}}},
@@ -176,8 +199,6 @@ std::map<uint64_t, const TrialRecord*> by_seed(const std::vector<TrialRecord>& r
 // budget (dp's mean rate over seeds times the variant's mean wall time), so
 // that its cosine finishes there rather than being read mid-schedule.
 std::string at_time_label(const std::string& variant) { return "dp at " + variant + "'s time"; }
-// A variant's second run of each seed ("X, again") is X's noise, not a lever.
-const std::string kRepeat = ", again";
 bool is_repeat(const std::string& label) { return label.ends_with(kRepeat); }
 std::string original(const std::string& label) {
   return is_repeat(label) ? label.substr(0, label.size() - kRepeat.size()) : label;
@@ -319,9 +340,11 @@ int main(int argc, char** argv) {
   options.curve_points = 10;
   const char* usage =
       "Held-out quality of decoupled against dp (tuned lr) at equal tokens and at equal wall time,\n"
-      "every variant over --seeds seeds (default 3). --only picks groups (headline, quality, muon, noise,\n"
-      "controls, levers) or variants by name; default: headline. A --set (say tokens=N) applies after each group's\n"
-      "own settings. Records go to --out (default atoll-out/bench/parity); the same command resumes.\n";
+      "every variant over --seeds seeds (default 3). --only picks groups (headline, quality, muon,\n"
+      "1 block, 4 blocks, noise, controls, levers) or variants by name; default: headline. Names are\n"
+      "split at commas but not at \", \": \"headline,dp, 4 blocks\" is two. A --set (say tokens=N)\n"
+      "applies after each group's own settings. Records go to --out (default atoll-out/bench/parity);\n"
+      "the same command resumes.\n";
   if (int status = atl::bench::parse_bench_args(argc, argv, usage, options); status >= 0) return status;
   if (options.only.empty()) options.only = {"headline"};
 
