@@ -25,7 +25,7 @@
 //   1 block, 4 blocks
 //             the headline at another model size (280,832 and 875,264
 //             parameters), 20 bytes per parameter: decoupled twice per seed,
-//             dp, and dp at decoupled's time (about 35 min and 3 h 20 min)
+//             dp, and dp at decoupled's time (17 min and about 3 h)
 //   noise     the headline's decoupled run twice at every seed: how far a
 //             run's asynchronous timing moves its quality at a fixed seed,
 //             against the spread over seeds (dp is deterministic per seed)
