@@ -343,7 +343,8 @@ int main(int argc, char** argv) {
       "Held-out quality of decoupled against dp (tuned lr) at equal tokens and at equal wall time,\n"
       "every variant over --seeds seeds (default 3). --only picks groups (headline, quality, muon,\n"
       "1 block, 4 blocks, noise, controls, levers) or variants by name; default: headline. Names are\n"
-      "split at commas but not at \", \": \"headline,decoupled, 4 blocks\" is two. A --set (say tokens=N)\n"
+      "split at commas but not at \", \": \"headline,decoupled, 4 blocks\" is two. A group's baseline\n"
+      "(dp) runs with its group's other variants, never alone. A --set (say tokens=N)\n"
       "applies after each group's own settings. Records go to --out (default atoll-out/bench/parity);\n"
       "the same command resumes.\n";
   if (int status = atl::bench::parse_bench_args(argc, argv, usage, options); status >= 0) return status;
@@ -372,11 +373,22 @@ int main(int argc, char** argv) {
     chosen.push_back(std::move(picked));
   }
   options.overrides.clear();  // applied per variant above
-  for (const auto& o : options.only)
+  for (const auto& o : options.only) {
     if (!known.count(o)) {
       std::fprintf(stderr, "%s: --only %s: no such group or variant\n", argv[0], o.c_str());
       return 2;
     }
+    bool runs = false;
+    for (const auto& g : chosen) {
+      runs |= g.name == o;
+      for (const auto& v : g.variants) runs |= v.label == o;
+    }
+    if (!runs) {  // a baseline alone: it is only ever run against something
+      std::fprintf(stderr, "%s: --only %s: a group's baseline, run with its group; name the group or a variant\n",
+                   argv[0], o.c_str());
+      return 2;
+    }
+  }
 
   std::vector<TrialRecord> records;
   int status = atl::bench::run_bench(options, variants, records);
