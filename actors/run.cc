@@ -25,6 +25,7 @@
 #include "atoll/evaluation.h"
 #include "atoll/incarnation.h"
 #include "atoll/log.h"
+#include "atoll/machine_load.h"
 #include "atoll/model_file.h"
 #include "atoll/module_layout.h"
 #include "atoll/syncer_core.h"
@@ -257,6 +258,7 @@ struct Run::Impl {
   std::shared_ptr<StepPacer> pacer;  // hardware = "dedicated" (null: shared)
   caf::actor root;
   Clock::time_point started;
+  std::optional<CpuSample> cpu_at_start;  // the machine's CPU counters when the run started
   bool waited = false;
   bool joined() const { return !plan.join_at.empty(); }  // the syncer is in another process
   // Across processes: the gateway, or one link per syncer shard, and their doors.
@@ -521,6 +523,7 @@ Result<std::unique_ptr<Run>> Run::start(const Topology& topology, RunOptions opt
   impl->config = std::make_unique<Config>(std::max(1, o.control_threads));
   impl->system = std::make_unique<caf::actor_system>(*impl->config);
   impl->started = Clock::now();  // the run's clock: its time limit, its wall time
+  impl->cpu_at_start = sample_cpu();
   impl->records = std::make_shared<RunRecords>(h.log ? h.log : std::move(*RunLog::open("", impl->started)),
                                                impl->plan.fragments, topology.syncer.shards);
   impl->records->snapshots.plan(o.curve_points, topology.tokens, o.seconds > 0 ? o.seconds : topology.seconds);
@@ -854,6 +857,11 @@ Result<std::shared_ptr<StepPacer>> Run::Impl::make_pacer() const {
 
 void Run::Impl::report_hardware(Report& r) const {
   r.hardware.name = hardware_name(topology.hardware);
+  if (const auto now = sample_cpu(); now && cpu_at_start) {
+    const MachineLoad load = load_between(*cpu_at_start, *now);
+    r.hardware.others_cpu = load.others;
+    r.hardware.steal = load.steal;
+  }
   if (!pacer) return;
   const int batch = options.learner_spec.value_or(default_spec(topology, plan.local_ids.front())).batch_size;
   r.hardware.compute_seconds = pacer->compute_seconds();

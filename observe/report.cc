@@ -106,6 +106,8 @@ std::string Report::to_json() const {
   j.field("step_seconds", hardware.step_seconds);
   j.field("paced_steps", hardware.paced_steps);
   j.field("late_steps", hardware.late_steps);
+  j.field("others_cpu", hardware.others_cpu);
+  j.field("steal", hardware.steal);
   j.close('}');
   j.open("eval", '{');
   j.field("loss", eval.loss);
@@ -208,6 +210,9 @@ std::string Report::to_table() const {
                         printf_string(" (%.1f ms of compute, measured before the run); ", 1e3 * hardware.compute_seconds) +
                         std::to_string(hardware.late_steps) + " of " + std::to_string(hardware.paced_steps) +
                         " paced steps late");
+  if (!std::isnan(hardware.others_cpu))
+    row("machine", printf_string("other processes took %.0f%% of its CPU, the hypervisor %.0f%%",
+                                 100 * hardware.others_cpu, 100 * hardware.steal));
   row("tokens", std::to_string(tokens) + printf_string(" (%.0f per second)", tokens_per_second));
   row("goodput", printf_string("%.3f", goodput));
   row("uptime", printf_string("%.3f", uptime));

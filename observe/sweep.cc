@@ -130,6 +130,8 @@ TrialRecord TrialRecord::of(const Trial& trial, const Report& r) {
   t.accuracy = r.eval.accuracy;
   t.windows = r.eval.windows;
   t.curve = r.curve;
+  t.others_cpu = r.hardware.others_cpu;
+  t.steal = r.hardware.steal;
   return t;
 }
 
@@ -186,6 +188,8 @@ std::string TrialRecord::to_toml() const {
                 {"bits_per_byte_stderr", bits_per_byte_stderr},
                 {"accuracy", accuracy},
                 {"windows", windows}};
+  if (std::isfinite(others_cpu)) t.insert("others_cpu", others_cpu);
+  if (std::isfinite(steal)) t.insert("steal", steal);
   toml::array seconds, tokens_at, losses, bpb, acc;
   for (const auto& p : curve) {
     seconds.push_back(p.seconds);
@@ -233,6 +237,8 @@ Result<TrialRecord> TrialRecord::parse_toml(const std::string& text, const std::
   r.bits_per_byte_stderr = num("bits_per_byte_stderr");
   r.accuracy = num("accuracy");
   r.windows = t["windows"].value<int64_t>().value_or(0);
+  r.others_cpu = t["others_cpu"].value<double>().value_or(std::numeric_limits<double>::quiet_NaN());
+  r.steal = t["steal"].value<double>().value_or(std::numeric_limits<double>::quiet_NaN());
   const auto column = [&](const char* key) {
     std::vector<double> out;
     if (const auto* a = t["curve"][key].as_array())
@@ -362,7 +368,25 @@ std::string sweep_table(std::vector<SweepRow> rows) {
                   r.failed ? ("  (" + std::to_string(r.failed) + " failed)").c_str() : "");
     o << buf;
   }
+  std::vector<TrialRecord> all;
+  for (const auto& r : rows) all.insert(all.end(), r.trials.begin(), r.trials.end());
+  o << shared_machine_line(all);
   return o.str();
+}
+
+std::string shared_machine_line(const std::vector<TrialRecord>& records) {
+  std::string runs;
+  char buf[160];
+  for (const auto& t : records) {
+    if (!t.shared_machine()) continue;
+    std::snprintf(buf, sizeof buf, "%s%s, seed %llu (%.0f%% others, %.0f%% steal)", runs.empty() ? "" : "; ",
+                  t.label.c_str(), static_cast<unsigned long long>(t.seed), 100 * t.others_cpu, 100 * t.steal);
+    runs += buf;
+  }
+  if (runs.empty()) return "";
+  std::snprintf(buf, sizeof buf, "shared the machine (more than %.0f%% of its CPU went elsewhere): ",
+                100 * TrialRecord::kSharedMachine);
+  return buf + runs + "\n";
 }
 
 std::string sweep_json(std::vector<SweepRow> rows, const std::vector<std::string>& shared_overrides,
@@ -412,6 +436,8 @@ std::string sweep_json(std::vector<SweepRow> rows, const std::vector<std::string
       j.field("tokens_per_second", t.tokens_per_second);
       j.field("bytes_per_token", t.bytes_per_token);
       j.field("goodput", t.goodput);
+      j.field("others_cpu", t.others_cpu);
+      j.field("steal", t.steal);
       j.open("curve", '[');
       for (const auto& p : t.curve) {
         j.open(nullptr, '{');

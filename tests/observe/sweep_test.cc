@@ -2,7 +2,9 @@
 // round-trip through their files, summaries give mean and spread.
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 
 #include "atoll/sweep.h"
 #include "test_support.h"
@@ -77,6 +79,39 @@ BOOST_AUTO_TEST_CASE(a_record_round_trips_and_resumes_only_its_own_trial) {
   auto damaged = load_record(dir.path(), trial);
   BOOST_REQUIRE(!damaged.ok());
   BOOST_CHECK(damaged.status().message().find(trial.id()) != std::string_view::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_run_that_shared_its_machine_is_named) {
+  testing::TempDir dir;
+  Report report;
+  report.eval.loss = 1.5;
+  report.eval.bits_per_byte = 2.0;
+  report.hardware.others_cpu = 0.08;
+  report.hardware.steal = 0.04;
+  const Trial busy{{"decoupled", {}}, 1}, clean{{"decoupled", {}}, 2}, old{{"decoupled", {}}, 3};
+  BOOST_REQUIRE(save_record(dir.path(), busy, TrialRecord::of(busy, report)).ok());
+  report.hardware.others_cpu = 0.05;
+  report.hardware.steal = 0.0;
+  BOOST_REQUIRE(save_record(dir.path(), clean, TrialRecord::of(clean, report)).ok());
+  report.hardware.others_cpu = report.hardware.steal = std::numeric_limits<double>::quiet_NaN();
+  BOOST_REQUIRE(save_record(dir.path(), old, TrialRecord::of(old, report)).ok());  // not measured
+  std::vector<TrialRecord> records;
+  for (const Trial& t : {busy, clean, old}) {
+    auto back = load_record(dir.path(), t);
+    BOOST_REQUIRE(back.ok() && back->has_value());
+    records.push_back(**back);
+  }
+  BOOST_CHECK_CLOSE(records[0].others_cpu, 0.08, 1e-9);
+  BOOST_CHECK_CLOSE(records[0].steal, 0.04, 1e-9);
+  BOOST_CHECK(std::isnan(records[2].others_cpu));
+  // 8% + 4% is more than a tenth of the machine; 5% is not; an unmeasured run is not named.
+  BOOST_CHECK(records[0].shared_machine() && !records[1].shared_machine() && !records[2].shared_machine());
+  const std::string line = shared_machine_line(records);
+  BOOST_CHECK_NE(line.find("decoupled, seed 1 (8% others, 4% steal)"), std::string::npos);
+  BOOST_CHECK_EQUAL(line.find("seed 2"), std::string::npos);
+  const std::string table = sweep_table(summarize({{"decoupled", {}}}, records));
+  BOOST_CHECK_NE(table.find(line), std::string::npos);
+  BOOST_CHECK_EQUAL(shared_machine_line({records[1], records[2]}), "");
 }
 
 BOOST_AUTO_TEST_CASE(a_summary_gives_mean_and_spread_over_seeds_best_first) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,11 @@ struct Report {
     double compute_seconds = 0.0;   // dedicated: one step on one thread, measured before the run
     double step_seconds = 0.0;      // dedicated: a speed-1 learner's paced step
     uint64_t paced_steps = 0, late_steps = 0;  // late: took longer than their pace
+    // Shares of the machine's CPU (every core, 0 to 1) over the run that other
+    // processes and the hypervisor (steal) took (atoll/machine_load.h); NaN:
+    // not measured. A run that shared its machine is not a clean measurement.
+    double others_cpu = std::numeric_limits<double>::quiet_NaN();
+    double steal = std::numeric_limits<double>::quiet_NaN();
   } hardware;
   struct {
     double loss = 0.0, accuracy = 0.0, bits_per_byte = 0.0;

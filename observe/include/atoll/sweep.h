@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,6 +67,15 @@ struct TrialRecord {
   double loss = 0, loss_stderr = 0, bits_per_byte = 0, bits_per_byte_stderr = 0, accuracy = 0;
   int64_t windows = 0;
   std::vector<Report::CurvePoint> curve;
+  // Shares of the machine's CPU other processes and the hypervisor took
+  // during the run (Report::hardware); NaN: not measured (older records).
+  double others_cpu = std::numeric_limits<double>::quiet_NaN();
+  double steal = std::numeric_limits<double>::quiet_NaN();
+
+  // More than this share of the machine went elsewhere: the run's speed, and
+  // a decoupled run's timing with it, was not the machine's own.
+  static constexpr double kSharedMachine = 0.10;
+  bool shared_machine() const { return others_cpu + steal > kSharedMachine; }  // false when not measured
 
   static TrialRecord of(const Trial& trial, const Report& report);
   static TrialRecord failed(const Trial& trial, const std::string& error);
@@ -109,8 +119,12 @@ struct SweepRow {
 };
 std::vector<SweepRow> summarize(const std::vector<Variant>& variants, const std::vector<TrialRecord>& records);
 
-// Rows best first (lowest loss; failed-only rows last) as a text table.
+// Rows best first (lowest loss; failed-only rows last) as a text table,
+// then a line naming each run that shared its machine (shared_machine()).
 std::string sweep_table(std::vector<SweepRow> rows);
+// The line (ending in a newline) naming every record that shared its
+// machine, with the shares; empty when none did.
+std::string shared_machine_line(const std::vector<TrialRecord>& records);
 // The rows, best first, and every trial as JSON.
 std::string sweep_json(std::vector<SweepRow> rows, const std::vector<std::string>& shared_overrides,
                        const std::string& topology_file);
