@@ -98,9 +98,7 @@ void run_fragment(const Topology& t, const Fragment& fragment, const Options& o,
     pushes.push_back(encode_payload(outer.push_codec, outer.push_block, g));
     weights.push_back(token_weight(16 * (10 + static_cast<uint64_t>(m)), 10 + static_cast<uint64_t>(m)));
   }
-  Fragment rule_of = fragment;
-  if (outer.force_avg) rule_of.rule = MergeRule::kAvg;
-  MergeAccumulator acc(rule_of);
+  MergeAccumulator acc(fragment);
   // The global copy in its steady state: learners hold the current values.
   std::vector<float> values = random_vector(n, 7 + static_cast<uint64_t>(fragment.id), 0.02), momentum(n, 0.0f);
   std::vector<float> held = values;
@@ -178,7 +176,7 @@ int run(const Options& o) {
   std::vector<Times> times(static_cast<size_t>(o.reps), Times{});
   std::vector<double> cpu(static_cast<size_t>(o.reps), 0.0);
   for (const Fragment& f : fragments) {
-    std::printf("  fragment %d: %zu parameters, %s\n", f.id, f.size, merge_rule_name(t.outer.force_avg ? MergeRule::kAvg : f.rule));
+    std::printf("  fragment %d: %zu parameters, %s\n", f.id, f.size, merge_rule_name(f.rule));
     std::fflush(stdout);
     run_fragment(t, f, o, times, cpu);
   }

@@ -100,6 +100,7 @@ struct OuterSpec {
   pushDensity @25 :Float32 = 1.0;
   pushErrorFeedback @26 :Bool;
   eagerUpdates @27 :Bool;
+  forceRda @28 :Bool;
 }
 
 struct CheckpointSpec {

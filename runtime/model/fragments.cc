@@ -135,6 +135,10 @@ std::string describe_merge_rules(const ParamLayout& layout, const std::vector<Fr
     }
   }
   const int total = layout.count();
+  bool has_embedding = false;
+  for (int t = 0; t < total; ++t) has_embedding |= layout.tensor(t).role != TensorRole::kBody;
+  if (avg_fragments == 0 && has_embedding)  // the topology forced RDA (outer.force_rda)
+    return "RDA for all " + std::to_string(total) + " tensors, the embeddings and output heads too";
   if (avg_fragments == 0)
     return "RDA for all " + std::to_string(total) + " tensors: none is an embedding or output head by model.avg " +
            "(a model that has them wants their names there)";

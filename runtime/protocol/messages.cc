@@ -133,6 +133,7 @@ void put(const Topology& t, s::Topology::Builder b) {
   o.setBarrier(t.outer.barrier);
   o.setWeighting(static_cast<s::Weighting>(t.outer.weighting));
   o.setForceAvg(t.outer.force_avg);
+  o.setForceRda(t.outer.force_rda);
   o.setReconfigureSeconds(t.outer.reconfigure_seconds);
   o.setFinalFlush(t.outer.final_flush);
   o.setCarryProgress(t.outer.carry_progress);
@@ -216,6 +217,7 @@ Topology get(s::Topology::Reader r) {
   t.outer.barrier = o.getBarrier();
   t.outer.weighting = checked_enum<Weighting>(static_cast<uint16_t>(o.getWeighting()), 1, "weighting");
   t.outer.force_avg = o.getForceAvg();
+  t.outer.force_rda = o.getForceRda();
   t.outer.reconfigure_seconds = o.getReconfigureSeconds();
   t.outer.final_flush = o.getFinalFlush();
   t.outer.carry_progress = o.getCarryProgress();

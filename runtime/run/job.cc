@@ -86,6 +86,10 @@ Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, const To
                                     " tensors, so no more fragments than that): the shards would hold unequal parts");
   auto fragments = plan_fragments(layout, count, t.syncer.shards);
   if (!fragments.ok()) return fragments.status().with_context("outer.fragments");
+  for (Fragment& f : *fragments) {
+    if (t.outer.force_avg) f.rule = MergeRule::kAvg;
+    if (t.outer.force_rda) f.rule = MergeRule::kRda;
+  }
   return fragments;
 }
 

@@ -223,6 +223,8 @@ Status validate(const Topology& t) {
   c.require(!(o.carry_progress && o.blend_alpha > 0.0f),
             "outer.carry_progress and outer.blend_alpha > 0 both say what a broadcast does to a learner's "
             "progress: choose one");
+  c.require(!(o.force_avg && o.force_rda),
+            "outer.force_avg and outer.force_rda both choose every fragment's merge rule: choose one");
   c.range("outer.lr_warmup_rounds", o.lr_warmup_rounds, 0, 1 << 20);
   c.range("outer.reconfigure_seconds", o.reconfigure_seconds, 0.0, 3600.0);
   c.range("checkpoint.every_rounds", t.checkpoint.every_rounds, 0, 1 << 30);

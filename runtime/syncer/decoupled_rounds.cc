@@ -62,11 +62,7 @@ class DecoupledRounds final : public RoundProtocol {
   explicit DecoupledRounds(SyncerState& s)
       : s_(s), counts_(s.learners.size(), 0), answer_seconds_(s.learners.size(), 0.0) {
     rounds_.reserve(s.fragments.size());
-    for (const Fragment& f : s.fragments) {
-      Fragment rule_of = f;
-      if (s.topology.outer.force_avg) rule_of.rule = MergeRule::kAvg;
-      rounds_.emplace_back(std::move(rule_of), s.learners.size());
-    }
+    for (const Fragment& f : s.fragments) rounds_.emplace_back(f, s.learners.size());
     recount_quorum();
   }
 

@@ -26,8 +26,10 @@ Result<std::unique_ptr<Model>> make_model(const Topology& topology);
 
 // The fragments a topology gives its model: outer.fragments in decoupled
 // mode, or one per tensor when the model has fewer tensors than that; one
-// (the whole model) in dp and elastic_dp. Errors name the key. Everything
-// that counts fragments counts these, never outer.fragments itself.
+// (the whole model) in dp and elastic_dp. Each merges by its own rule
+// (fragments.h) unless outer.force_avg or outer.force_rda sets every one.
+// Errors name the key. Everything that counts fragments counts these, never
+// outer.fragments itself.
 Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, const Topology& topology);
 
 // The initial global parameters: the model's initialization from the topology's seed.

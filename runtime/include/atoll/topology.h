@@ -162,6 +162,7 @@ struct OuterSpec {
   bool barrier = false;           // a learner waits for the broadcast of what it pushed
   Weighting weighting = Weighting::kTokens;
   bool force_avg = false;         // merge every fragment by weighted mean (no RDA)
+  bool force_rda = false;         // merge every fragment by RDA (embeddings and heads too)
   double reconfigure_seconds = 1.0;  // elastic_dp: from a learner's failure to the group shrinking
   // When the run ends (budget, time limit, stop), every fragment gets one last
   // round that waits for every live learner, so that no counted token is

@@ -481,6 +481,26 @@ BOOST_AUTO_TEST_CASE(merge_rules_count_a_split_tensor_once_and_say_where_it_is_a
                     "weighted mean for layer3.weight, layer3.bias (2 of 8 fragments); RDA for the other 6 tensors");
 }
 
+BOOST_AUTO_TEST_CASE(the_topology_can_force_one_merge_rule_on_every_fragment) {
+  const Mlp mlp = large_mlp();
+  Topology t;
+  t.outer.fragments = 8;
+  const auto count = [&](MergeRule rule) {
+    auto fs = plan_fragments(mlp.layout(), t);
+    BOOST_REQUIRE(fs.ok());
+    return std::count_if(fs->begin(), fs->end(), [&](const Fragment& f) { return f.rule == rule; });
+  };
+  BOOST_CHECK_EQUAL(count(MergeRule::kAvg), 2);  // the head's fragments
+  t.outer.force_avg = true;
+  BOOST_CHECK_EQUAL(count(MergeRule::kAvg), 8);
+  t.outer.force_avg = false;
+  t.outer.force_rda = true;
+  BOOST_CHECK_EQUAL(count(MergeRule::kRda), 8);
+  auto fs = plan_fragments(mlp.layout(), t);
+  BOOST_REQUIRE(fs.ok());
+  BOOST_CHECK_EQUAL(describe_merge_rules(mlp.layout(), *fs), "RDA for all 8 tensors, the embeddings and output heads too");
+}
+
 BOOST_AUTO_TEST_CASE(shards_that_do_not_divide_the_fragments_are_refused_naming_both_keys) {
   Topology t;
   t.outer.fragments = 8;

@@ -93,6 +93,8 @@ BOOST_AUTO_TEST_CASE(out_of_range_values_name_file_line_and_key) {
   expect_error("[outer]\ncarry_progress = false\npush_error_feedback = true\n",
                "outer.push_error_feedback keeps what a push left out in the carried progress: it needs "
                "outer.carry_progress");
+  expect_error("[outer]\nforce_avg = true\nforce_rda = true\n",
+               "outer.force_avg and outer.force_rda both choose every fragment's merge rule: choose one");
   expect_error("[outer]\ncarry_progress = false\neager_updates = true\n",
                "outer.eager_updates keeps a share of the progress that carry_progress keeps whole: it needs "
                "outer.carry_progress");
