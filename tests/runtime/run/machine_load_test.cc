@@ -16,7 +16,7 @@ BOOST_AUTO_TEST_CASE(parses_the_aggregate_line) {
   BOOST_CHECK_CLOSE(s->busy, 13.5, 1e-9);  // 1000 + 50 + 250 + 10 + 40 ticks; guest is inside user
   BOOST_CHECK_CLOSE(s->idle, 61.0, 1e-9);
   BOOST_CHECK_CLOSE(s->steal, 3.0, 1e-9);
-  // Kernels before 2.6.33 stop at steal: the eight fields are enough.
+  // Kernels before 2.6.24 stop at steal (guest came then): the eight fields are enough.
   BOOST_CHECK(parse_proc_stat("cpu 1 2 3 4 5 6 7 8", 100).ok());
 }
 
