@@ -846,7 +846,7 @@ Result<std::shared_ptr<StepPacer>> Run::Impl::make_pacer() const {
   }
   auto compute = measure_step_compute(*job, *pool, static_cast<int>(plan.local_ids.size()), batch);
   if (!compute.ok()) return compute.status();
-  auto made = std::make_shared<StepPacer>(pool->threads(), total_speed, *compute, batch);
+  auto made = std::make_shared<StepPacer>(pool->threads(), total_speed, *compute, batch, topology.hardware_headroom);
   char line[200];
   std::snprintf(line, sizeof line,
                 "dedicated hardware: one step computes in %.1f ms on one thread; a speed-1 learner's step takes %.1f ms",

@@ -128,6 +128,7 @@ struct Topology {
   membership @10 :MembershipSpec;
   hardware @11 :Hardware;
   syncerShards @12 :UInt32;   # 0 (an older sender): 1
+  hardwareHeadroom @13 :Float64 = 1.15;   # dedicated: a step's wall time over its compute
 }
 
 enum Hardware {

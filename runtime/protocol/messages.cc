@@ -154,6 +154,7 @@ void put(const Topology& t, s::Topology::Builder b) {
   b.initMembership().setMaxLearners(static_cast<uint32_t>(t.membership.max_learners));
   b.setHardware(static_cast<s::Hardware>(t.hardware));
   b.setSyncerShards(static_cast<uint32_t>(t.syncer.shards));
+  b.setHardwareHeadroom(t.hardware_headroom);
 }
 
 // Unsigned wire fields become int knobs; anything above INT32_MAX is out of
@@ -238,6 +239,7 @@ Topology get(s::Topology::Reader r) {
   t.membership.max_learners = as_int(r.getMembership().getMaxLearners());  // absent (an older sender): 0
   t.hardware = checked_enum<Hardware>(static_cast<uint16_t>(r.getHardware()), 1, "hardware");
   t.syncer.shards = std::max(1, as_int(r.getSyncerShards()));
+  t.hardware_headroom = r.getHardwareHeadroom();  // absent (an older sender): 1.15
   if (Status st = validate(t); !st.ok()) throw DecodeError{"topology: " + std::string(st.message())};
   return t;
 }

@@ -12,15 +12,16 @@
 
 namespace atl {
 
-StepPacer::StepPacer(int threads, double total_speed, double compute_seconds, int batch)
+StepPacer::StepPacer(int threads, double total_speed, double compute_seconds, int batch, double headroom)
     : threads_(std::max(1, threads)),
       total_speed_(total_speed > 0.0 ? total_speed : 1.0),
       compute_seconds_(compute_seconds),
-      batch_(std::max(1, batch)) {}
+      batch_(std::max(1, batch)),
+      headroom_(std::max(1.0, headroom)) {}
 
 double StepPacer::step_seconds(double speed, int batch) const {
   const double share = std::min(1.0, threads_ * std::max(speed, 1e-6) / total_speed_);
-  return kHeadroom * compute_seconds_ * (static_cast<double>(batch) / batch_) / share;
+  return headroom_ * compute_seconds_ * (static_cast<double>(batch) / batch_) / share;
 }
 
 double StepPacer::pace(double wall_seconds, double speed, int batch) {

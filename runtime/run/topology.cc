@@ -133,6 +133,7 @@ Status validate(const Topology& t) {
   c.range("learners (count)", m, 1, kMaxLearnerSlots);
   c.require(t.tokens > 0 || t.seconds > 0, "tokens and seconds are both 0: the run would never end");
   c.range("seconds", t.seconds, 0.0, 1e7);
+  c.range("hardware_headroom", t.hardware_headroom, 1.0, 10.0);
   for (int i = 0; i < m; ++i) {
     const auto& l = t.learners[static_cast<size_t>(i)];
     const std::string key = "learners[" + std::to_string(i) + "]";

@@ -27,6 +27,7 @@ const std::map<std::string, Setter>& scalar_keys() {
       {"tokens", [](Topology& t, const toml::node& n, const std::string& k) { t.tokens = static_cast<uint64_t>(get_int(n, k, 0, INT64_MAX)); }},
       {"seconds", [](Topology& t, const toml::node& n, const std::string& k) { t.seconds = get_number(n, k); }},
       {"hardware", [](Topology& t, const toml::node& n, const std::string& k) { t.hardware = get_enum(n, k, parse_hardware); }},
+      {"hardware_headroom", [](Topology& t, const toml::node& n, const std::string& k) { t.hardware_headroom = get_number(n, k); }},
       {"model.kind", [](Topology& t, const toml::node& n, const std::string& k) { t.model.kind = get_enum(n, k, parse_model_kind); }},
       {"model.layers", [](Topology& t, const toml::node& n, const std::string& k) { t.model.layers = get_int32(n, k); }},
       {"model.width", [](Topology& t, const toml::node& n, const std::string& k) { t.model.width = get_int32(n, k); }},
@@ -285,6 +286,7 @@ toml::table to_table(const Topology& t) {
   root.insert("tokens", static_cast<int64_t>(t.tokens));
   root.insert("seconds", t.seconds);
   root.insert("hardware", hardware_name(t.hardware));
+  root.insert("hardware_headroom", t.hardware_headroom);
   toml::array hidden;
   for (int h : t.model.hidden) hidden.push_back(h);
   toml::array avg;

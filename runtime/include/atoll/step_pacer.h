@@ -14,9 +14,13 @@
 // will have (measure_step_compute): the same for every mode, so modes run
 // side by side get the same hardware. A learner waits out what a step took
 // less than that; one that took longer (the pool was late) is not made up.
-// The headroom (15%) leaves the cores room for what the measurement leaves
-// out (the actors' own work: codecs, merges, messages) and keeps the pool
-// below its capacity, where any jitter would make every step late.
+// The headroom (topology `hardware_headroom`, 1.15 by default) leaves the
+// cores room for what the measurement leaves out (the actors' own work:
+// codecs, merges, messages) and keeps the pool below its capacity, where any
+// jitter would make every step late. Where that work is large next to a step
+// (a small model, a slow machine), steps run late (late() over paced()) and
+// learners share cores the way islands on their own chips would not: more
+// headroom restores the islands, at the cost of wall time.
 //
 // Thread-safe: learners on different threads ask at once.
 #pragma once
@@ -32,12 +36,10 @@ namespace atl {
 
 class StepPacer {
  public:
-  static constexpr double kHeadroom = 1.15;
-
   // `threads`: the pool's; `total_speed`: the sum of the speeds of the
   // learners sharing it (> 0); `compute_seconds`: one step at `batch` on one
-  // thread (> 0).
-  StepPacer(int threads, double total_speed, double compute_seconds, int batch);
+  // thread (> 0); `headroom`: a step's wall time over its compute (>= 1).
+  StepPacer(int threads, double total_speed, double compute_seconds, int batch, double headroom);
 
   // The wall seconds a step of a learner of `speed` (an injected slowdown
   // divides it) and `batch` takes.
@@ -48,6 +50,7 @@ class StepPacer {
   double pace(double wall_seconds, double speed, int batch);
 
   double compute_seconds() const { return compute_seconds_; }
+  double headroom() const { return headroom_; }
   uint64_t paced() const { return paced_.load(); }
   uint64_t late() const { return late_.load(); }  // steps that took longer than their pace
 
@@ -56,6 +59,7 @@ class StepPacer {
   const double total_speed_;
   const double compute_seconds_;
   const int batch_;
+  const double headroom_;
   std::atomic<uint64_t> paced_{0}, late_{0};
 };
 

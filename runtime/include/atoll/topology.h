@@ -232,6 +232,9 @@ struct Topology {
   double seconds = 0.0;         // wall-clock limit; 0: none
   std::vector<LearnerSpec> learners = {{1.0, 8}, {1.0, 8}, {0.7, 8}, {0.5, 8}};
   Hardware hardware = Hardware::kShared;
+  // Dedicated hardware: a step's wall time over its measured compute, room
+  // for the actors' own work (atoll/step_pacer.h). At least 1.
+  double hardware_headroom = 1.15;
   ModelSpec model;
   DataSpec data;
   // lr 3e-3, betas 0.9/0.95, eps 1e-8, weight decay 0.1, 50 warmup steps,

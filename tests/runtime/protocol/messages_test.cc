@@ -67,6 +67,7 @@ Topology unusual_topology() {
   t.outer.push_density = 0.25f;
   t.outer.push_error_feedback = false;  // carry_progress is off here
   t.hardware = Hardware::kDedicated;
+  t.hardware_headroom = 1.6;
   return t;
 }
 

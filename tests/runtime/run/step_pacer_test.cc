@@ -11,8 +11,8 @@ namespace {
 BOOST_AUTO_TEST_SUITE(step_pacer_test)
 
 BOOST_AUTO_TEST_CASE(a_step_takes_its_share_of_the_threads) {
-  StepPacer pacer(2, 3.2, 0.12, 8);  // 2 threads; speeds 1, 1, 0.7, 0.5; 0.12 s per step at batch 8
-  const double h = StepPacer::kHeadroom;
+  const double h = 1.15;
+  StepPacer pacer(2, 3.2, 0.12, 8, h);  // 2 threads; speeds 1, 1, 0.7, 0.5; 0.12 s per step at batch 8
   // A speed-1 learner owns 2 * 1 / 3.2 = 0.625 threads.
   BOOST_CHECK_CLOSE(pacer.step_seconds(1.0, 8), h * 0.12 / 0.625, 1e-9);
   BOOST_CHECK_CLOSE(pacer.step_seconds(0.5, 8), 2 * pacer.step_seconds(1.0, 8), 1e-9);  // half the share
@@ -26,9 +26,9 @@ BOOST_AUTO_TEST_CASE(a_step_takes_its_share_of_the_threads) {
 }
 
 BOOST_AUTO_TEST_CASE(a_share_never_exceeds_one_thread) {
-  StepPacer pacer(4, 1.0, 0.2, 8);  // one learner on four threads: its step is single-threaded
-  BOOST_CHECK_CLOSE(pacer.step_seconds(1.0, 8), StepPacer::kHeadroom * 0.2, 1e-9);
-  BOOST_CHECK_CLOSE(pacer.step_seconds(0.5, 8), StepPacer::kHeadroom * 0.2, 1e-9);  // 2 threads' share: capped at 1
+  StepPacer pacer(4, 1.0, 0.2, 8, 1.6);  // one learner on four threads: its step is single-threaded
+  BOOST_CHECK_CLOSE(pacer.step_seconds(1.0, 8), 1.6 * 0.2, 1e-9);
+  BOOST_CHECK_CLOSE(pacer.step_seconds(0.5, 8), 1.6 * 0.2, 1e-9);  // 2 threads' share: capped at 1
 }
 
 BOOST_AUTO_TEST_CASE(one_step_is_measured_on_the_pool) {

@@ -88,6 +88,7 @@ BOOST_AUTO_TEST_CASE(out_of_range_values_name_file_line_and_key) {
                "topo.toml:4: outer.quorum = 6 exceeds the 5 learner slots (membership.max_learners)");
   expect_error("[[learners]]\nspeed = 0.0\n", "topo.toml:2: learners[0].speed = 0 is outside");
   expect_error("[inner]\nlr = -1\n", "topo.toml:2: inner.lr = -1 is outside");
+  expect_error("hardware_headroom = 0.9\n", "topo.toml:1: hardware_headroom = 0.9 is outside [1, 10]");
   expect_error("[outer]\nmomentum_every = 0\n", "topo.toml:2: outer.momentum_every = 0 is outside");
   expect_error("[outer]\npush_density = 0\n", "topo.toml:2: outer.push_density = 0 is outside");
   expect_error("[outer]\ncarry_progress = false\npush_error_feedback = true\n",
@@ -139,6 +140,7 @@ BOOST_AUTO_TEST_CASE(printed_topologies_read_back_unchanged) {
   t.membership.max_learners = 6;
   t.outer.sync_by_speed = true;
   t.hardware = Hardware::kDedicated;
+  t.hardware_headroom = 1.6;
   auto back = parse_topology(to_toml(t), "printed.toml");
   BOOST_REQUIRE_MESSAGE(back.ok(), back.status().to_string());
   BOOST_CHECK(*back == t);
