@@ -329,6 +329,7 @@ std::string comparison_table(const std::vector<Group>& chosen, const std::vector
     out += repeat_lines(g, records);
   }
   out += atl::shared_machine_line(records);
+  out += atl::late_pace_line(records);
   out +=
       "\nequal wall time: against a dp run whose budget ends at the variant's mean wall time (its cosine\n"
       "finishes there). token efficiency: the tokens dp needed for the variant's final quality over the\n"

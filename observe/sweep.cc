@@ -132,6 +132,8 @@ TrialRecord TrialRecord::of(const Trial& trial, const Report& r) {
   t.curve = r.curve;
   t.others_cpu = r.hardware.others_cpu;
   t.steal = r.hardware.steal;
+  t.paced_steps = r.hardware.paced_steps;
+  t.late_steps = r.hardware.late_steps;
   return t;
 }
 
@@ -190,6 +192,10 @@ std::string TrialRecord::to_toml() const {
                 {"windows", windows}};
   if (std::isfinite(others_cpu)) t.insert("others_cpu", others_cpu);
   if (std::isfinite(steal)) t.insert("steal", steal);
+  if (paced_steps) {
+    t.insert("paced_steps", static_cast<int64_t>(paced_steps));
+    t.insert("late_steps", static_cast<int64_t>(late_steps));
+  }
   toml::array seconds, tokens_at, losses, bpb, acc;
   for (const auto& p : curve) {
     seconds.push_back(p.seconds);
@@ -239,6 +245,8 @@ Result<TrialRecord> TrialRecord::parse_toml(const std::string& text, const std::
   r.windows = t["windows"].value<int64_t>().value_or(0);
   r.others_cpu = t["others_cpu"].value<double>().value_or(std::numeric_limits<double>::quiet_NaN());
   r.steal = t["steal"].value<double>().value_or(std::numeric_limits<double>::quiet_NaN());
+  r.paced_steps = static_cast<uint64_t>(std::max<int64_t>(0, t["paced_steps"].value<int64_t>().value_or(0)));
+  r.late_steps = std::min(r.paced_steps, static_cast<uint64_t>(std::max<int64_t>(0, t["late_steps"].value<int64_t>().value_or(0))));
   const auto column = [&](const char* key) {
     std::vector<double> out;
     if (const auto* a = t["curve"][key].as_array())
@@ -370,7 +378,7 @@ std::string sweep_table(std::vector<SweepRow> rows) {
   }
   std::vector<TrialRecord> all;
   for (const auto& r : rows) all.insert(all.end(), r.trials.begin(), r.trials.end());
-  o << shared_machine_line(all);
+  o << shared_machine_line(all) << late_pace_line(all);
   return o.str();
 }
 
@@ -386,6 +394,22 @@ std::string shared_machine_line(const std::vector<TrialRecord>& records) {
   if (runs.empty()) return "";
   std::snprintf(buf, sizeof buf, "shared the machine (more than %.0f%% of its CPU went elsewhere): ",
                 100 * TrialRecord::kSharedMachine);
+  return buf + runs + "\n";
+}
+
+std::string late_pace_line(const std::vector<TrialRecord>& records) {
+  std::string runs;
+  char buf[160];
+  for (const auto& t : records) {
+    if (!t.late_pace()) continue;
+    std::snprintf(buf, sizeof buf, "%s%s, seed %llu (%.0f%% late)", runs.empty() ? "" : "; ", t.label.c_str(),
+                  static_cast<unsigned long long>(t.seed), 100 * t.late_share());
+    runs += buf;
+  }
+  if (runs.empty()) return "";
+  std::snprintf(buf, sizeof buf,
+                "ran late (more than %.0f%% of paced steps took longer than their pace; more hardware_headroom): ",
+                100 * TrialRecord::kLatePace);
   return buf + runs + "\n";
 }
 
@@ -438,6 +462,8 @@ std::string sweep_json(std::vector<SweepRow> rows, const std::vector<std::string
       j.field("goodput", t.goodput);
       j.field("others_cpu", t.others_cpu);
       j.field("steal", t.steal);
+      j.field("paced_steps", t.paced_steps);
+      j.field("late_steps", t.late_steps);
       j.open("curve", '[');
       for (const auto& p : t.curve) {
         j.open(nullptr, '{');

@@ -114,6 +114,36 @@ BOOST_AUTO_TEST_CASE(a_run_that_shared_its_machine_is_named) {
   BOOST_CHECK_EQUAL(shared_machine_line({records[1], records[2]}), "");
 }
 
+BOOST_AUTO_TEST_CASE(a_record_keeps_its_paced_and_late_steps_and_the_table_names_runs_that_ran_late) {
+  testing::TempDir dir;
+  Report report;
+  report.eval.loss = 1.5;
+  report.eval.bits_per_byte = 2.0;
+  report.hardware.paced_steps = 1000;
+  report.hardware.late_steps = 350;
+  const Trial late{{"decoupled", {}}, 1}, paced{{"decoupled", {}}, 2}, shared{{"decoupled", {}}, 3};
+  BOOST_REQUIRE(save_record(dir.path(), late, TrialRecord::of(late, report)).ok());
+  report.hardware.late_steps = 100;
+  BOOST_REQUIRE(save_record(dir.path(), paced, TrialRecord::of(paced, report)).ok());
+  report.hardware.paced_steps = report.hardware.late_steps = 0;  // shared hardware: nothing paced
+  BOOST_REQUIRE(save_record(dir.path(), shared, TrialRecord::of(shared, report)).ok());
+  std::vector<TrialRecord> records;
+  for (const Trial& t : {late, paced, shared}) {
+    auto back = load_record(dir.path(), t);
+    BOOST_REQUIRE(back.ok() && back->has_value());
+    records.push_back(**back);
+  }
+  BOOST_CHECK_EQUAL(records[0].paced_steps, 1000u);
+  BOOST_CHECK_EQUAL(records[0].late_steps, 350u);
+  // 35% is more than a fifth; 10% is not; an unpaced run is not named.
+  BOOST_CHECK(records[0].late_pace() && !records[1].late_pace() && !records[2].late_pace());
+  const std::string line = late_pace_line(records);
+  BOOST_CHECK_NE(line.find("decoupled, seed 1 (35% late)"), std::string::npos);
+  BOOST_CHECK_EQUAL(line.find("seed 2"), std::string::npos);
+  BOOST_CHECK_NE(sweep_table(summarize({{"decoupled", {}}}, records)).find(line), std::string::npos);
+  BOOST_CHECK_EQUAL(late_pace_line({records[1], records[2]}), "");
+}
+
 BOOST_AUTO_TEST_CASE(a_summary_gives_mean_and_spread_over_seeds_best_first) {
   const std::vector<Variant> variants = {{"slow", {"x=1"}}, {"fast", {"x=2"}}};
   std::vector<TrialRecord> records;

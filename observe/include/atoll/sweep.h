@@ -76,6 +76,15 @@ struct TrialRecord {
   // a decoupled run's timing with it, was not the machine's own.
   static constexpr double kSharedMachine = 0.10;
   bool shared_machine() const { return others_cpu + steal > kSharedMachine; }  // false when not measured
+  // Dedicated hardware's steps (Report::hardware): those paced, and those
+  // that took longer than their pace. 0 and 0 on shared hardware.
+  uint64_t paced_steps = 0, late_steps = 0;
+
+  // More than this share of the paced steps ran late: the learners shared
+  // cores the way islands do not (more `hardware_headroom` restores them).
+  static constexpr double kLatePace = 0.20;
+  double late_share() const { return paced_steps ? static_cast<double>(late_steps) / paced_steps : 0.0; }
+  bool late_pace() const { return late_share() > kLatePace; }
 
   static TrialRecord of(const Trial& trial, const Report& report);
   static TrialRecord failed(const Trial& trial, const std::string& error);
@@ -120,11 +129,15 @@ struct SweepRow {
 std::vector<SweepRow> summarize(const std::vector<Variant>& variants, const std::vector<TrialRecord>& records);
 
 // Rows best first (lowest loss; failed-only rows last) as a text table,
-// then a line naming each run that shared its machine (shared_machine()).
+// then a line naming each run that shared its machine (shared_machine()),
+// and one naming each whose paced steps ran late (late_pace()).
 std::string sweep_table(std::vector<SweepRow> rows);
 // The line (ending in a newline) naming every record that shared its
 // machine, with the shares; empty when none did.
 std::string shared_machine_line(const std::vector<TrialRecord>& records);
+// The line (ending in a newline) naming every record whose paced steps ran
+// late, with the share; empty when none did.
+std::string late_pace_line(const std::vector<TrialRecord>& records);
 // The rows, best first, and every trial as JSON.
 std::string sweep_json(std::vector<SweepRow> rows, const std::vector<std::string>& shared_overrides,
                        const std::string& topology_file);
