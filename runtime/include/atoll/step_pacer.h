@@ -50,7 +50,6 @@ class StepPacer {
   double pace(double wall_seconds, double speed, int batch);
 
   double compute_seconds() const { return compute_seconds_; }
-  double headroom() const { return headroom_; }
   uint64_t paced() const { return paced_.load(); }
   uint64_t late() const { return late_.load(); }  // steps that took longer than their pace
 
