@@ -12,6 +12,7 @@
 
 #include "atoll/file.h"
 #include "atoll/json_writer.h"
+#include "atoll/printf_string.h"
 
 namespace atl {
 namespace {
@@ -382,35 +383,41 @@ std::string sweep_table(std::vector<SweepRow> rows) {
   return o.str();
 }
 
-std::string shared_machine_line(const std::vector<TrialRecord>& records) {
+namespace {
+
+// HEADER then "label, seed S (DETAIL)" for each record FLAGGED picks, joined
+// by "; ", as one line; "" when it picks none.
+template <class Flagged, class Detail>
+std::string flagged_runs_line(const std::vector<TrialRecord>& records, const std::string& header, Flagged flagged,
+                              Detail detail) {
   std::string runs;
-  char buf[160];
   for (const auto& t : records) {
-    if (!t.shared_machine()) continue;
-    std::snprintf(buf, sizeof buf, "%s%s, seed %llu (%.0f%% others, %.0f%% steal)", runs.empty() ? "" : "; ",
-                  t.label.c_str(), static_cast<unsigned long long>(t.seed), 100 * t.others_cpu, 100 * t.steal);
-    runs += buf;
+    if (!flagged(t)) continue;
+    runs += (runs.empty() ? "" : "; ") + t.label + ", seed " + std::to_string(t.seed) + " (" + detail(t) + ")";
   }
-  if (runs.empty()) return "";
-  std::snprintf(buf, sizeof buf, "shared the machine (more than %.0f%% of its CPU went elsewhere): ",
-                100 * TrialRecord::kSharedMachine);
-  return buf + runs + "\n";
+  return runs.empty() ? "" : header + runs + "\n";
+}
+
+}  // namespace
+
+std::string shared_machine_line(const std::vector<TrialRecord>& records) {
+  return flagged_runs_line(
+      records,
+      printf_string("shared the machine (more than %.0f%% of its CPU went elsewhere): ",
+                    100 * TrialRecord::kSharedMachine),
+      [](const TrialRecord& t) { return t.shared_machine(); },
+      [](const TrialRecord& t) {
+        return printf_string("%.0f%% others, %.0f%% steal", 100 * t.others_cpu, 100 * t.steal);
+      });
 }
 
 std::string late_pace_line(const std::vector<TrialRecord>& records) {
-  std::string runs;
-  char buf[160];
-  for (const auto& t : records) {
-    if (!t.late_pace()) continue;
-    std::snprintf(buf, sizeof buf, "%s%s, seed %llu (%.0f%% late)", runs.empty() ? "" : "; ", t.label.c_str(),
-                  static_cast<unsigned long long>(t.seed), 100 * t.late_share());
-    runs += buf;
-  }
-  if (runs.empty()) return "";
-  std::snprintf(buf, sizeof buf,
-                "ran late (more than %.0f%% of paced steps took longer than their pace; more hardware_headroom): ",
-                100 * TrialRecord::kLatePace);
-  return buf + runs + "\n";
+  return flagged_runs_line(
+      records,
+      printf_string("ran late (more than %.0f%% of paced steps took longer than their pace; more hardware_headroom): ",
+                    100 * TrialRecord::kLatePace),
+      [](const TrialRecord& t) { return t.late_pace(); },
+      [](const TrialRecord& t) { return printf_string("%.0f%% late", 100 * t.late_share()); });
 }
 
 std::string sweep_json(std::vector<SweepRow> rows, const std::vector<std::string>& shared_overrides,

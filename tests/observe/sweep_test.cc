@@ -142,6 +142,9 @@ BOOST_AUTO_TEST_CASE(a_record_keeps_its_paced_and_late_steps_and_the_table_names
   BOOST_CHECK_EQUAL(line.find("seed 2"), std::string::npos);
   BOOST_CHECK_NE(sweep_table(summarize({{"decoupled", {}}}, records)).find(line), std::string::npos);
   BOOST_CHECK_EQUAL(late_pace_line({records[1], records[2]}), "");
+  TrialRecord long_label = records[0];  // a long variant label is named whole, never cut short
+  long_label.label = std::string(200, 'x');
+  BOOST_CHECK_NE(late_pace_line({long_label}).find(long_label.label + ", seed 1 (35% late)"), std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(a_summary_gives_mean_and_spread_over_seeds_best_first) {
