@@ -151,6 +151,27 @@ BOOST_AUTO_TEST_CASE(printed_topologies_read_back_unchanged) {
   BOOST_CHECK(*parse_topology(to_toml(sharded), "sharded.toml") == sharded);
 }
 
+BOOST_AUTO_TEST_CASE(printed_floats_are_the_shortest_decimals_that_read_back) {
+  Topology t;
+  t.inner.lr = 3e-3f;
+  t.hardware_headroom = 1.15;
+  t.learners = {{0.7, 32}};
+  t.checkpoint.dir = "runs/1.2345678901234567";  // a string that looks like a float stays as it is
+  const std::string toml = to_toml(t), json = to_json(t);
+  BOOST_CHECK_NE(toml.find("lr = 0.003\n"), std::string::npos);
+  BOOST_CHECK_NE(toml.find("hardware_headroom = 1.15\n"), std::string::npos);
+  BOOST_CHECK_NE(toml.find("speed = 0.7\n"), std::string::npos);
+  BOOST_CHECK_NE(toml.find("runs/1.2345678901234567"), std::string::npos);
+  for (const std::string& text : {toml, json}) {
+    BOOST_CHECK_EQUAL(text.find("0000000"), std::string::npos);
+    BOOST_CHECK_EQUAL(text.find("9999999"), std::string::npos);
+  }
+  BOOST_CHECK_NE(json.find("0.003"), std::string::npos);
+  auto back = parse_topology(toml, "shortest.toml");
+  BOOST_REQUIRE_MESSAGE(back.ok(), back.status().to_string());
+  BOOST_CHECK(*back == t);
+}
+
 BOOST_AUTO_TEST_CASE(a_missing_file_is_not_found_by_name) {
   auto t = load_topology("/nonexistent/topo.toml");
   BOOST_CHECK(t.status().code() == Status::Code::kNotFound);
