@@ -51,8 +51,8 @@ bool eventually(const std::function<bool()>& done, std::chrono::milliseconds lim
 BOOST_AUTO_TEST_SUITE(sharded_run_test)
 
 BOOST_AUTO_TEST_CASE(two_shards_in_one_process_make_one_run_with_one_report_one_model_and_its_evaluation) {
-  const auto folder = std::filesystem::temp_directory_path() / ("atoll-sharded-run-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(folder);
+  const testing::TempDir scratch;  // declared before the run: removed after it stops
+  const std::filesystem::path folder = scratch.path();
   Topology t = sharded_run();
   t.checkpoint.dir = folder.string();
   t.checkpoint.every_rounds = 5;
@@ -116,7 +116,6 @@ BOOST_AUTO_TEST_CASE(two_shards_in_one_process_make_one_run_with_one_report_one_
       files += e.path().filename().string().starts_with("checkpoint-") ? 1 : 0;
     BOOST_CHECK_MESSAGE(files >= 1, dir.string() + " holds no checkpoint");
   }
-  std::filesystem::remove_all(folder);
 }
 
 BOOST_AUTO_TEST_CASE(a_process_that_holds_one_shard_of_two_does_not_save_a_model_it_does_not_have) {

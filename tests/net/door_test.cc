@@ -21,6 +21,7 @@
 #include "atoll/certificates.h"
 #include "atoll/cluster_token.h"
 #include "atoll/door.h"
+#include "test_support.h"
 
 namespace atl {
 namespace {
@@ -132,12 +133,6 @@ std::vector<uint8_t> big_message(size_t floats) {
   d.reason.assign(floats * 4, 'x');
   for (size_t i = 0; i < d.reason.size(); ++i) d.reason[i] = static_cast<char>('a' + i % 26);
   return encode_message(d);
-}
-
-std::string temp_dir(const std::string& name) {
-  const auto p = std::filesystem::temp_directory_path() / ("atoll-door-test-" + name + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(p);
-  return p.string();
 }
 
 }  // namespace
@@ -345,11 +340,12 @@ BOOST_AUTO_TEST_CASE(an_emulated_link_delays_and_paces_what_is_sent) {
 // ---- TLS
 
 struct Pki {
+  testing::TempDir dir_a, dir_b;  // the keys go when the test does
   CertificateFiles ours, theirs;  // two clusters, two CAs
   Pki() {
-    auto a = make_certificates({temp_dir("a"), {"syncer.example"}, 2, false});
+    auto a = make_certificates({dir_a.path(), {"syncer.example"}, 2, false});
     BOOST_REQUIRE_MESSAGE(a.ok(), a.status().to_string());
-    auto b = make_certificates({temp_dir("b"), {}, 2, false});
+    auto b = make_certificates({dir_b.path(), {}, 2, false});
     BOOST_REQUIRE_MESSAGE(b.ok(), b.status().to_string());
     ours = *a;
     theirs = *b;

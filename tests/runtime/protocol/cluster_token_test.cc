@@ -5,7 +5,6 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 
 #include "atoll/cluster_token.h"
@@ -31,10 +30,10 @@ bool welcomed(const SyncerEffects& fx, uint32_t learner) {
   return false;
 }
 
-std::string write_file(const std::string& name, const std::string& text) {
-  const auto path = std::filesystem::temp_directory_path() / name;
+std::string write_file(const testing::TempDir& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir.file(name);
   std::ofstream(path, std::ios::binary) << text;
-  return path.string();
+  return path;
 }
 
 }  // namespace
@@ -62,11 +61,12 @@ BOOST_AUTO_TEST_CASE(fresh_tokens_are_long_and_differ) {
 }
 
 BOOST_AUTO_TEST_CASE(tokens_load_from_a_file_or_the_environment_with_clear_errors) {
-  auto from_file = load_cluster_token(write_file("atoll-token-ok", kToken + "\n"));
+  const testing::TempDir dir;
+  auto from_file = load_cluster_token(write_file(dir, "atoll-token-ok", kToken + "\n"));
   BOOST_REQUIRE(from_file.ok());
   BOOST_CHECK_EQUAL(*from_file, kToken);  // the trailing newline is not part of it
 
-  auto short_one = load_cluster_token(write_file("atoll-token-short", "abc\n"));
+  auto short_one = load_cluster_token(write_file(dir, "atoll-token-short", "abc\n"));
   BOOST_REQUIRE(!short_one.ok());
   BOOST_CHECK(short_one.status().message().find("atoll-token-short") != std::string_view::npos);
   BOOST_CHECK(short_one.status().message().find("at least 16") != std::string_view::npos);
