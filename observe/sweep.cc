@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "atoll/file.h"
+#include "atoll/float_text.h"
 #include "atoll/json_writer.h"
 #include "atoll/printf_string.h"
 
@@ -209,7 +210,7 @@ std::string TrialRecord::to_toml() const {
                                 {"bits_per_byte", bpb}, {"accuracy", acc}});
   std::ostringstream os;
   os << "# one trial of `atoll sweep`: " << label << ", seed " << seed << "\n" << t << "\n";
-  return os.str();
+  return shortest_floats(os.str());
 }
 
 Result<TrialRecord> TrialRecord::parse_toml(const std::string& text, const std::string& source) {

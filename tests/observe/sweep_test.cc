@@ -81,6 +81,28 @@ BOOST_AUTO_TEST_CASE(a_record_round_trips_and_resumes_only_its_own_trial) {
   BOOST_CHECK(damaged.status().message().find(trial.id()) != std::string_view::npos);
 }
 
+BOOST_AUTO_TEST_CASE(a_record_prints_each_float_short_and_reads_it_back_exactly) {
+  const Trial trial{{"inner.lr=3e-3", {"inner.lr=3e-3"}}, 1};
+  Report report;
+  report.wall_seconds = 527.573;
+  report.tokens = 9602048;
+  report.eval.loss = 0.1 + 0.2;  // 0.30000000000000004: its shortest form needs all 17 digits
+  report.eval.bits_per_byte = 1.726592279272231;
+  const TrialRecord record = TrialRecord::of(trial, report);
+  const std::string text = record.to_toml();
+  BOOST_CHECK_NE(text.find("wall_seconds = 527.573\n"), std::string::npos);
+  BOOST_CHECK_NE(text.find("loss = 0.30000000000000004\n"), std::string::npos);
+  BOOST_CHECK_NE(text.find("# one trial of `atoll sweep`: inner.lr=3e-3, seed 1\n"), std::string::npos);  // comments as written
+  BOOST_CHECK_NE(text.find("bits_per_byte = 1.726592279272231\n"), std::string::npos);
+  BOOST_CHECK_EQUAL(text.find("99999999"), std::string::npos);  // toml++ alone: 527.57299999999998
+  auto back = TrialRecord::parse_toml(text, "record.toml");
+  BOOST_REQUIRE_MESSAGE(back.ok(), back.status().to_string());
+  BOOST_CHECK_EQUAL(back->wall_seconds, report.wall_seconds);  // exactly
+  BOOST_CHECK_EQUAL(back->loss, report.eval.loss);
+  BOOST_CHECK_EQUAL(back->bits_per_byte, report.eval.bits_per_byte);
+  BOOST_CHECK_EQUAL(back->label, "inner.lr=3e-3");
+}
+
 BOOST_AUTO_TEST_CASE(a_run_that_shared_its_machine_is_named) {
   testing::TempDir dir;
   Report report;
