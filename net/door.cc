@@ -201,11 +201,17 @@ struct Door::Impl {
                             challenge(conn);
                           })
                           .eagerlyEvaluate([this, &conn](kj::Exception&& e) {
-                            // Logged, but not once per connection of a flood.
-                            if (++impl.counters.handshake_failed % 100 == 1)
-                              log_warn("door: TLS handshake with " + conn.peer + " failed: " + describe(e));
-                            finish(conn, "TLS handshake failed: " + describe(e));
+                            handshake_failed(conn, describe(e));
                           });
+    }
+
+    // A connection that did not finish its handshake, by an error or by the
+    // deadline (kj's TLS accept timeout and our tick race for it): counted and
+    // logged the same either way, but not once per connection of a flood.
+    void handshake_failed(Conn& c, const std::string& why) {
+      const std::string what = tls && !c.stream ? "TLS handshake" : "handshake";
+      if (++impl.counters.handshake_failed % 100 == 1) log_warn("door: " + what + " with " + c.peer + " failed: " + why);
+      finish(c, what + " failed: " + why);
     }
 
     void challenge(Conn& c) {
@@ -454,13 +460,11 @@ struct Door::Impl {
       return timer.afterDelay(duration(kTickSeconds)).then([this] {
         const auto now = timer.now();
         std::vector<std::pair<Conn*, std::string>> ending;
+        std::vector<Conn*> unfinished;
         for (auto& [id, c] : conns) {
           if (c->closing) continue;
           if (!c->authenticated) {
-            if (seconds(now - c->started) > impl.opt.handshake_seconds) {
-              ++impl.counters.handshake_failed;
-              ending.emplace_back(c.get(), "no handshake within " + fmt_seconds(impl.opt.handshake_seconds));
-            }
+            if (seconds(now - c->started) > impl.opt.handshake_seconds) unfinished.push_back(c.get());
             continue;
           }
           if (seconds(now - c->last_in) > impl.opt.timeout_seconds) {
@@ -470,8 +474,9 @@ struct Door::Impl {
             queue(*c, {});
           }
         }
+        for (Conn* c : unfinished) handshake_failed(*c, "not done within " + fmt_seconds(impl.opt.handshake_seconds));
         for (auto& [c, why] : ending) {
-          if (c->authenticated) log_warn("door: closed " + c->peer + ": " + why);
+          log_warn("door: closed " + c->peer + ": " + why);
           finish(*c, why);
         }
         return tick();

@@ -10,6 +10,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 
 #include "atoll/batch.h"
 #include "atoll/codec.h"
+#include "atoll/log.h"
 #include "atoll/messages.h"
 #include "atoll/rng.h"
 #include "atoll/syncer_core.h"
@@ -171,6 +173,32 @@ inline Batch text_batch(const std::string& text, int rows, int T, size_t offset)
   std::fflush(nullptr);
   std::_Exit(77);
 }
+
+// The log's lines while it lives (atoll/log.h's sink), for tests that check
+// what a component says; the default destination comes back when it goes.
+class LogCapture {
+ public:
+  LogCapture() {
+    set_log_sink([this](LogLevel, const std::string& text) {
+      std::lock_guard lock(mu_);
+      lines_.push_back(text);
+    });
+  }
+  ~LogCapture() { set_log_sink(nullptr); }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  // How many lines so far contain `text`.
+  size_t count(const std::string& text) const {
+    std::lock_guard lock(mu_);
+    size_t n = 0;
+    for (const auto& l : lines_) n += l.find(text) != std::string::npos;
+    return n;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> lines_;
+};
 
 // A fresh temporary folder, removed when the object goes away.
 class TempDir {

@@ -250,6 +250,7 @@ BOOST_AUTO_TEST_CASE(a_peer_that_never_says_hello_is_dropped_and_one_address_can
   DoorOptions o = options();
   o.handshake_seconds = 0.5;
   o.max_unauthenticated_per_address = 4;
+  testing::LogCapture log;
   auto listener = must(Door::open(o, server.events()));
   const uint16_t port = *listener->listen("127.0.0.1", 0);
   std::vector<std::unique_ptr<Raw>> idle;
@@ -259,6 +260,10 @@ BOOST_AUTO_TEST_CASE(a_peer_that_never_says_hello_is_dropped_and_one_address_can
   BOOST_TEST(listener->counters().crowded.load() == 6u);
   BOOST_TEST(listener->counters().handshake_failed.load() == 4u);
   BOOST_TEST(listener->counters().unauthenticated.load() == 0u);
+  // Said, but once for the lot: the deadline logs as a failed handshake does.
+  BOOST_TEST(log.count("handshake with 127.0.0.1:") == 1u);
+  BOOST_TEST(log.count("failed: not done within 0.5 s") == 1u);
+  BOOST_TEST(log.count("have not said hello yet") == 1u);
   // And the door still admits a member afterwards.
   Inbox client;
   auto connector = must(Door::open(options(), client.events()));
