@@ -56,19 +56,21 @@ slurm_start "$work/slurm" 8 || die "the Slurm cluster did not start"
 echo "slurm: up on node $SLURM_CLUSTER_NODE"
 
 # A small run that needs no data and ends by itself once its learners trained
-# 800,000 examples (about 75 s), its syncer in 2 shards (shard i owns fragment
-# i), a checkpoint every 2 s. A token budget, not a time limit: each shard
-# counts every learner's tokens and keeps the counts in its checkpoints, so
-# both end together although shard 1's process started again (a time limit
-# counts from each process's start). The time limit is the backstop: a restarted
-# shard may count a few hundred tokens short and never reach the budget alone:
-# slow learners (speed 0.05) sleep most of each step, keeping the 2 cores free.
+# 400,000 examples (about 80 s on 2 cores: five processes over TLS, slower than
+# one process's 40 s), its syncer in 2 shards (shard i owns fragment i), a
+# checkpoint every 2 s. A token budget, not a time limit: each shard counts
+# every learner's tokens and keeps the counts in its checkpoints, so both end
+# together although shard 1's process started again (a time limit counts from
+# each process's start). The time limit is the backstop, three times the
+# budget's time, so the two never race: a restarted shard may count a few
+# hundred tokens short and never reach the budget alone. Slow learners (speed
+# 0.05) sleep most of each step, keeping the 2 cores free.
 shared="$work/shared"
 mkdir -p "$shared"
 cat >"$shared/topology.toml" <<'TOML'
 mode = "decoupled"
-tokens = 800000
-seconds = 150
+tokens = 400000
+seconds = 240
 [model]
 kind = "mlp"
 hidden = [32]
@@ -172,6 +174,8 @@ print(f"reports: final versions {[r['final_versions'] for r in reports]} (shard 
       f"process")
 sys.exit(1 if problems else 0)
 PY
+grep -q "token budget of 400000 reached" "$syncer_log" ||
+  die "shard 0 did not end the run by its token budget (its time limit came first?)"
 for id in 0 1 2; do
   grep -q "the run is over" "$shared/logs/learner-$job-$id.log" || die "learner $id was not told the run is over"
 done
