@@ -1,7 +1,9 @@
 // The only translation unit that includes libtorch (about 30 s to compile):
-// everything else sees the Model interface of torchscript_model.h. It is its
-// own library, atoll_torchscript; builds and programs without libtorch get
-// torchscript_unavailable.cc instead (runtime/CMakeLists.txt says which).
+// everything else sees the Model interface of torchscript_model.h. It is a
+// module of its own, libatoll_torchscript.so, which a program loads the first
+// time it opens a TorchScript model (torchscript_loader.cc); builds and
+// programs without libtorch get torchscript_unavailable.cc instead
+// (runtime/CMakeLists.txt says which).
 #include "atoll/torchscript_model.h"
 
 
@@ -19,6 +21,7 @@
 
 #include "atoll/log.h"
 #include "atoll/module_layout.h"
+#include "torchscript_entry.h"
 
 namespace atl {
 namespace {
@@ -334,15 +337,20 @@ Status TorchScriptModel::probe() {
   return {};
 }
 
-}  // namespace
-
-bool torchscript_available() { return true; }
-
-Result<std::unique_ptr<Model>> load_torchscript_model(const TorchScriptConfig& config) {
+Result<std::unique_ptr<Model>> open_and_probe(const TorchScriptConfig& config) {
   auto m = TorchScriptModel::open(config);
   if (!m.ok()) return m.status();
   ATOLL_RETURN_IF_ERROR((*m)->probe());
   return std::unique_ptr<Model>(std::move(*m));
 }
 
+}  // namespace
 }  // namespace atl
+
+// The module's entry (torchscript_entry.h): TorchScriptOpen.
+extern "C" __attribute__((visibility("default"))) void atoll_torchscript_open(
+    const atl::TorchScriptConfig& config, atl::TorchScriptLog log, atl::Result<std::unique_ptr<atl::Model>>& out) {
+  static std::once_flag once;
+  std::call_once(once, [log] { atl::set_log_sink([log](atl::LogLevel l, const std::string& text) { log(l, text); }); });
+  out = atl::open_and_probe(config);
+}

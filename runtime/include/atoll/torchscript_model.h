@@ -33,8 +33,10 @@
 // thread per process, set on first load), so a learner's compute stays inside
 // its TBB arena and the cores are never oversubscribed.
 //
-// Without libtorch at build time (CMake did not find Torch), loading returns
-// an Unavailable error that says so.
+// libtorch is loaded with the first model opened, not at the program's start
+// (runtime/model/torchscript_loader.cc). Without libtorch at build time (CMake
+// did not find Torch), or without the module that holds it, loading returns an
+// Unavailable error that says so.
 #pragma once
 
 #include <memory>
@@ -63,7 +65,8 @@ struct TorchScriptConfig {
 // in a build without libtorch).
 Result<std::unique_ptr<Model>> load_torchscript_model(const TorchScriptConfig& config);
 
-// Whether this build has libtorch.
+// Whether this program can open TorchScript models: its build has libtorch,
+// and the module that holds it loads (the first call loads it).
 bool torchscript_available();
 
 }  // namespace atl
