@@ -20,13 +20,14 @@ struct Module {
   std::string why;  // when not loaded
 };
 
-// Beside an installed program (bin/../lib/atoll/, wherever it was installed
-// to), where the build put the module, where `cmake --install` puts it by default.
+// Beside an installed program (PREFIX/bin/../lib/atoll/, whatever the prefix
+// it was installed to), where the build put the module, where `cmake
+// --install` puts it by default.
 std::vector<std::string> places() {
   std::vector<std::string> paths;
   std::error_code ec;
   const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) paths.push_back((exe.parent_path().parent_path() / "lib/atoll/libatoll_torchscript.so").string());
+  if (!ec) paths.push_back((exe.parent_path().parent_path() / ATOLL_TORCHSCRIPT_MODULE_IN_PREFIX).string());
   paths.push_back(ATOLL_TORCHSCRIPT_MODULE_BUILT);
   paths.push_back(ATOLL_TORCHSCRIPT_MODULE_INSTALLED);
   return paths;
