@@ -351,6 +351,6 @@ Result<std::unique_ptr<Model>> open_and_probe(const TorchScriptConfig& config) {
 extern "C" __attribute__((visibility("default"))) void atoll_torchscript_open(
     const atl::TorchScriptConfig& config, atl::TorchScriptLog log, atl::Result<std::unique_ptr<atl::Model>>& out) {
   static std::once_flag once;
-  std::call_once(once, [log] { atl::set_log_sink([log](atl::LogLevel l, const std::string& text) { log(l, text); }); });
+  std::call_once(once, [log] { atl::set_log_sink(log); });
   out = atl::open_and_probe(config);
 }
