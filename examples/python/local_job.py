@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -43,6 +44,13 @@ except ImportError:
 DONE, FAILED, REFUSED, LOST = 0, 1, 2, 3
 
 
+def free_port() -> int:
+    """A loopback port free now (for a torchrun rendezvous of its own)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def atoll_command() -> str:
     """The `atoll` command: $ATOLL, else the build tree's, else the one on PATH."""
     for candidate in (os.environ.get("ATOLL"), str(REPO / "build" / "atoll"), shutil.which("atoll")):
@@ -63,7 +71,7 @@ class LocalJob:
     def __init__(self, workdir: Path, topology: str, learners: int,
                  learner_argv: Callable[[int, str, Path], List[str]], *, max_restarts: int = 3,
                  syncer_args: Optional[List[str]] = None, threads: int = 0, command: str = "",
-                 env: Optional[dict] = None) -> None:
+                 env: Optional[dict] = None, ranks: int = 1) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.topology = self.workdir / "topology.toml"
@@ -79,9 +87,9 @@ class LocalJob:
         self.report = self.workdir / "report.json"
         self.final_model = self.workdir / "final.atoll"
         self.restarts = [0] * learners
-        # Each learner's BLAS and OpenMP threads: the cores shared among the learners, unless given. Their
-        # own pools would each take every core, and idle threads spin.
-        n = str(threads or max(1, (os.cpu_count() or 1) // learners))
+        # Each learner's (each rank's, with `ranks` per learner) BLAS and OpenMP threads: the cores shared among
+        # them, unless given. Their own pools would each take every core, and idle threads spin.
+        n = str(threads or max(1, (os.cpu_count() or 1) // (learners * ranks)))
         self.env = dict(env if env is not None else os.environ, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n)
         self.command = command or atoll_command()
         self._procs: List[Optional[subprocess.Popen]] = [None] * learners

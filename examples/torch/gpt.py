@@ -28,9 +28,9 @@ class Attention(nn.Module):
         self.heads = heads
         self.qkv = nn.Linear(width, 3 * width)   # rows: queries, keys, values
         self.proj = nn.Linear(width, width)
-        # A buffer, not a parameter: each replica keeps its own, nothing merges it.
-        self.register_buffer("mask", torch.tril(torch.ones(context, context, dtype=torch.bool)),
-                             persistent=False)
+        # A buffer, not a parameter: each replica keeps its own, nothing merges it. Float, not bool:
+        # DistributedDataParallel broadcasts buffers, and gloo takes no bool tensors.
+        self.register_buffer("mask", torch.tril(torch.ones(context, context)), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.shape
@@ -40,7 +40,7 @@ class Attention(nn.Module):
         k = k.view(B, T, self.heads, hs).transpose(1, 2)
         v = v.view(B, T, self.heads, hs).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
-        att = att.masked_fill(~self.mask[:T, :T], float("-inf")).softmax(dim=-1)
+        att = att.masked_fill(self.mask[:T, :T] == 0, float("-inf")).softmax(dim=-1)
         y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
         return self.proj(y)
 

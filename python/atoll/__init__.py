@@ -30,6 +30,7 @@ build) beside NumPy 1, NumPy 2 or none, without a rebuild. ``torch`` is
 imported only by what needs it; NumPy never.
 
 The package is split by concern: ``learner`` (Learner, LearnerState),
+``island`` (many ranks of torch.distributed as one learner),
 ``evaluator``, ``model_files`` (save_model, load_model), ``topology``,
 ``runs`` (run, Run), ``chaos_suites`` (chaos, ChaosVerdict), and ``tensors``
 (moving values between torch tensors and atoll). Import them from ``atoll``.
@@ -41,6 +42,7 @@ from . import _atoll
 from ._atoll import Refused, RunOver, Unavailable
 from .chaos_suites import ChaosVerdict, chaos
 from .evaluator import Evaluator
+from .island import IslandFailed
 from .learner import Learner, LearnerState
 from .model_files import save_model, load_model
 from .runs import Run, run
@@ -50,7 +52,7 @@ __version__: str = _atoll.__version__
 
 __all__ = [
     "Learner", "Evaluator", "LearnerState", "save_model", "load_model", "Topology", "run", "Run", "chaos",
-    "ChaosVerdict", "Refused", "Unavailable", "RunOver", "set_log_level", "make_token",
+    "ChaosVerdict", "Refused", "Unavailable", "RunOver", "IslandFailed", "set_log_level", "make_token",
 ]
 
 Refused.__module__ = Unavailable.__module__ = RunOver.__module__ = __name__

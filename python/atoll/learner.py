@@ -1,20 +1,22 @@
 """Learner: any PyTorch training loop as a Decoupled DiLoCo learner of an ``atoll syncer``."""
 from __future__ import annotations
 
+import hashlib
 import math
 import numbers
 import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Optional, Tuple, Union
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _atoll
 from ._atoll import Refused, Unavailable
 from .evaluator import Evaluator
-from .tensors import check_parameter, host_buffer, named_parameters, view
+from .island import Holding, Island, RankPlan, check_holdings, pack, packed, share, unpack
+from .tensors import check_parameter, host_buffer, local_tensor, named_parameters, view
 from .topology import Topology
-from .transfers import PendingRead, Transfers
+from .transfers import PendingRead, Transfers, buffer_of
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -82,13 +84,31 @@ class Learner:
             never waits for the device (atoll.transfers). None (default): on
             when a parameter is on a GPU. False: read and hand them at their
             own boundary, waiting for the device to finish the step.
+        group: a ``torch.distributed`` process group whose ranks train this
+            one replica together (DDP, or a model sharded among them): the
+            island is one learner (atoll.island). Every rank of the group
+            makes the Learner with the same arguments and calls
+            :meth:`step` at the same steps; rank 0 of the group (the leader)
+            holds the connections. ``tokens`` and ``batch_size`` are each
+            rank's: the island's are their sums. The group's timeout must be
+            at most 300 s (a hung rank fails the island within it). None
+            (default): this process alone is the learner.
+        shards: in an island, the parameters split among its ranks by hand:
+            ``{name: (full_shape, first_row)}``, this rank holding rows
+            ``first_row ..`` of the full tensor (its local tensor's rows).
+            DTensor parameters (FSDP2's ``fully_shard``) say it themselves;
+            every other parameter is replicated (the same on every rank).
 
     Raises at construction: TypeError / ValueError for parameters atoll
     cannot exchange or a layout that is not the run's; :class:`Refused`
     when the syncer refuses (token, id, or "full": no free open slot) or
     no TLS handshake with it succeeds within ``wait_seconds``;
     :class:`Unavailable` when no syncer answers within ``wait_seconds``;
-    :class:`RunOver` when the syncer there is idle after its run.
+    :class:`RunOver` when the syncer there is idle after its run. In an
+    island, every rank raises what its leader met; ranks that disagree
+    (layout, syncer, id, token, speed, optimizer) are refused with a
+    ValueError naming the rank and the difference; and
+    :class:`~atoll.island.IslandFailed` once a rank died or hung.
 
     The learner joins at once and is welcomed shortly after (its parameters
     are then set to the global model, and with AdamW a peer's moments are
@@ -119,11 +139,16 @@ class Learner:
                  batch_size: int = 0, evaluator: Optional[Evaluator] = None, tls_cert: Optional[PathLike] = None,
                  tls_key: Optional[PathLike] = None, tls_ca: Optional[PathLike] = None, tls_name: str = "",
                  wait_seconds: float = 60.0, give_up_seconds: float = 60.0, timeout_seconds: float = 5.0,
-                 overlap: Optional[bool] = None) -> None:
+                 overlap: Optional[bool] = None, group: Any = None,
+                 shards: Optional[Mapping[str, Tuple[Sequence[int], int]]] = None) -> None:
         import torch
 
         self._native = None
         self._closed = True  # until joined: __del__ has nothing to close
+        # An island: its collectives first, so that a rank's bad argument is every rank's error, not a hang.
+        self._island: Optional[Island] = Island(group) if group is not None else None
+        if shards is not None and group is None:
+            raise ValueError("Learner: shards name the parameters split among an island's ranks: give the group too")
         if not isinstance(syncer, str):
             raise TypeError(f"Learner: syncer must be 'HOST:PORT', got {type(syncer).__name__}")
         if id is not None and (isinstance(id, bool) or not isinstance(id, int) or id < 0):
@@ -146,32 +171,43 @@ class Learner:
         if evaluator is not None and any(a is b for (_, a), (_, b) in zip(self._params, evaluator._params)):
             raise ValueError("Learner: the evaluator's module is the one you train: give it its own copy "
                              "(copy.deepcopy(model)), or evaluating would overwrite the training progress")
-        self._shapes = [tuple(p.shape) for _, p in self._params]
-        self._offsets = [0]
-        for _, p in self._params:
-            self._offsets.append(self._offsets[-1] + p.numel())
         if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"Learner: optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
         self._optimizer = optimizer
         self._adam = isinstance(optimizer, (torch.optim.AdamW, torch.optim.Adam))
-        if token is None:
-            token = _atoll.load_token(os.fspath(token_file) if token_file is not None else "")
-        tls = [os.fspath(x) if x is not None else "" for x in (tls_cert, tls_key, tls_ca)]
         self._evaluator = evaluator
         self._evaluation: Optional[dict] = None  # evaluated, to go with the next step
         self._broken: Optional[str] = None  # a step failed between taking and handing: why
-        self._native = _atoll.Learner.join(
-            syncer, id, token, [(n, list(p.shape)) for n, p in self._params], float(speed), batch_size,
-            tls[0], tls[1], tls[2], tls_name, float(wait_seconds), float(give_up_seconds), float(timeout_seconds))
-        # Per fragment: (tensor, offset in the fragment, values, offset in the tensor): a whole tensor, or
-        # in a syncer in shards a block of a large one's rows.
-        self._pieces = self._native.fragments()
+        tls = [os.fspath(x) if x is not None else "" for x in (tls_cert, tls_key, tls_ca)]
+        if self._island is None:
+            self._local_shapes = [tuple(p.shape) for _, p in self._params]
+            self._shapes = list(self._local_shapes)
+            if token is None:
+                token = _atoll.load_token(os.fspath(token_file) if token_file is not None else "")
+            self._native = _atoll.Learner.join(
+                syncer, id, token, self._layout(), float(speed), batch_size, tls[0], tls[1], tls[2], tls_name,
+                float(wait_seconds), float(give_up_seconds), float(timeout_seconds))
+            self._id = self._native.id()
+            # Per fragment: (tensor, offset in the fragment, values, offset in the tensor): a whole tensor, or
+            # in a syncer in shards a block of a large one's rows.
+            self._pieces = self._native.fragments()
+        else:
+            token = self._island_agree(syncer, id, token, token_file, speed, batch_size, shards, tls, tls_name,
+                                       overlap)
+            self._island_join(syncer, id, token, speed, tls, tls_name, wait_seconds, give_up_seconds,
+                              timeout_seconds)
+        self._offsets = [0]
+        for shape in self._shapes:
+            self._offsets.append(self._offsets[-1] + math.prod(shape))
         self._sizes = [sum(piece[2] for piece in f) for f in self._pieces]
-        cuda = any(p.is_cuda for _, p in self._params)
-        self._transfers = Transfers(self._tensor, self._pieces, self._sizes, cuda,
-                                    lambda number, seconds: self._native is None or
-                                    self._native.released(number, seconds))
-        self._overlap = cuda if overlap is None else overlap
+        cuda = any(local_tensor(p).is_cuda for _, p in self._params)
+        released = (lambda number, seconds: self._native is None or self._native.released(number, seconds))
+        if self._island is None:
+            self._transfers = Transfers(self._tensor, self._pieces, self._sizes, cuda, released)
+            self._writer = self._transfers
+        else:
+            self._island_plan(cuda, released)
+        self._overlap = (cuda if overlap is None else overlap) and not self._sharded()
         self._pending: Optional[PendingRead] = None  # fragments copied at the last boundary, handed at this one
         self.timings = {"steps": 0, "request": 0.0, "adopt": 0.0, "read": 0.0, "wait": 0.0, "hand": 0.0,
                         "evaluate": 0.0, "allocations": 0}
@@ -179,6 +215,9 @@ class Learner:
         # The global model as adopted when the learner closed, and its versions.
         self.final_global: Optional[_atoll.Floats] = None
         self.final_versions: list = []
+
+    def _layout(self) -> list:
+        return [(n, list(shape)) for (n, _), shape in zip(self._params, self._shapes)]
 
     # -- the loop
 
@@ -197,10 +236,14 @@ class Learner:
         if isinstance(tokens, bool) or not isinstance(tokens, numbers.Integral) or tokens < 0:
             raise ValueError(f"Learner.step: tokens must be an int >= 0, got {tokens!r}")
         loss = math.nan if loss is None else float(loss)
-        native = self._live()
         if self._broken is not None:
             raise ValueError(f"Learner.step: an earlier step failed while it changed the parameters ({self._broken}); "
                              "they may no longer be what atoll thinks: close this learner and start a new one")
+        if self._island is not None:
+            if self._closed:
+                raise ValueError("the learner is closed")
+            return self._island_step(int(tokens), loss)
+        native = self._live()
         clock, t = time.perf_counter, self.timings
         started = clock()
         waited = self._transfers.waited
@@ -210,11 +253,12 @@ class Learner:
             if request.updates:
                 self._transfers.apply(request.updates)
             if request.moments is not None:
-                self._load_moments(request.moments)
+                self._load_moments(request.moments.step, view(request.moments.m), view(request.moments.v),
+                                   self._whole_model()[0])
             adopted = clock()
             reads, pending, read_at = self._reads(request)
             values = self._transfers.collect(pending) if pending is not None else None
-            moments = self._read_moments() if request.read_moments else None
+            moments = self._moments_to_hand() if request.read_moments else None
         except BaseException as e:  # the adopted versions were taken and maybe half applied
             self._broken = f"{type(e).__name__}: {e}"
             raise
@@ -249,13 +293,21 @@ class Learner:
 
         The global model is in the parameters after the next :meth:`step`
         (or call ``step(tokens=0)`` once to put it there before training).
+        In an island, every rank calls it.
         """
-        return self._live().wait_welcome(float(seconds))
+        if self._island is None:
+            return self._live().wait_welcome(float(seconds))
+        if self._closed:
+            raise ValueError("the learner is closed")
+        welcomed = self._island.while_leader(lambda: self._native.wait_welcome(float(seconds)))
+        return bool(self._island.broadcast_object(welcomed))
 
     @property
     def id(self) -> int:
-        """This learner's id: the one given, or the open slot the syncer gave it."""
-        return self._live().id()
+        """This learner's id: the one given, or the open slot the syncer gave it (an island's, on every rank)."""
+        if self._closed:
+            raise ValueError("the learner is closed")
+        return self._id
 
     def leave(self, seconds: float = 30.0) -> Optional[dict]:
         """Departs in order while the run goes on, and returns this learner's side of the report.
@@ -265,18 +317,27 @@ class Learner:
         records a departure, not a failure; then the learner is closed. Waits
         up to ``seconds`` for the syncer to confirm; past that the last
         progress may be lost. Safe to call after :meth:`close` (returns None).
+        In an island, every rank calls it.
         """
-        if self._closed or self._native is None:
+        if self._closed:
             return None
         if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 < seconds < 1e7:
             raise ValueError(f"Learner.leave: seconds must be a positive number, got {seconds!r}")
-        self._native.leave("Learner.leave()", float(seconds))
+        if self._island is None:
+            self._native.leave("Learner.leave()", float(seconds))
+        else:
+            self._island.while_leader(lambda: self._native.leave("Learner.leave()", float(seconds)))
         return self.close(seconds)
 
     @property
     def state(self) -> LearnerState:
-        """Where this learner stands (:class:`LearnerState`)."""
-        s = self._live().state()
+        """Where this learner stands (:class:`LearnerState`). On an island's other ranks: as the leader told
+        it at the last step (no versions, no incarnation)."""
+        if self._closed:
+            raise ValueError("the learner is closed")
+        if self._native is None:
+            return self._told
+        s = self._native.state()
         return LearnerState(welcomed=s.welcomed, over=s.over, why=s.why, failed=s.failed, refused=s.refused,
                             stopping=s.stopping, incarnation=s.incarnation, versions=list(s.versions),
                             steps=s.steps, tokens=s.tokens)
@@ -284,17 +345,23 @@ class Learner:
     @property
     def topology(self) -> "Topology":
         """The run's topology, as the syncer told it."""
-        return Topology._from_toml(self._live().topology())
+        if self._closed:
+            raise ValueError("the learner is closed")
+        return Topology._from_toml(self._native.topology() if self._native is not None else self._topology_toml)
 
     def global_parameters(self) -> Tuple[dict, list]:
-        """The global model as this learner adopted it: ({name: CPU float32 tensor}, versions per fragment)."""
-        values, versions = self._live().global_parameters()
+        """The global model as this learner adopted it: ({name: CPU float32 tensor}, versions per fragment).
+        In an island, on its leader (rank 0)."""
+        values, versions = self._leader("global_parameters").global_parameters()
         return self._by_name(values), list(versions)
 
     def load_global(self, module: Any) -> list:
-        """Copies the global model as adopted into ``module`` (same parameters); returns its versions."""
+        """Copies the global model as adopted into ``module`` (same parameters, whole); returns its versions.
+        In an island, on its leader (rank 0)."""
         import torch
 
+        if self._island is not None and not self._island.leader:
+            self._leader("load_global")
         values, versions = (self._native.global_parameters() if self._native is not None
                             else (self.final_global, self.final_versions))
         if values is None or len(values) == 0:
@@ -318,10 +385,15 @@ class Learner:
         figure to the syncer, which waits for it (up to 60 s) and reports it
         as the run's held-out figure, marked final. Otherwise it stops at
         once: what was not pushed is lost, as with a failure. Safe to call
-        twice.
+        twice. In an island, every rank calls it (each gets the report); after
+        a rank failed, each closes alone, as a failure.
         """
-        if self._closed or self._native is None:
+        if self._closed:
             return None
+        if self._island is not None:
+            if self._island.failed is not None:
+                return self._close_alone()
+            return self._island_close(seconds)
         native = self._native
         deadline = time.monotonic() + float(seconds)
         frozen = False
@@ -339,6 +411,32 @@ class Learner:
                     self._transfers.lent(read, number)
                 frozen = True
             time.sleep(0.02)
+        return self._finish(deadline)
+
+    def __enter__(self) -> "Learner":
+        return self
+
+    def __exit__(self, kind: Any, *exc: Any) -> None:
+        # An island whose loop raised (a rank died in the user's own collective, a Ctrl-C) closes each rank
+        # alone: a collective now would wait out the group's timeout for a rank that is gone.
+        if kind is not None and self._island is not None:
+            self._close_alone()
+        else:
+            self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_native", None) is not None and not getattr(self, "_closed", True):
+            try:
+                self._native.close(0.0)
+            except Exception:
+                pass
+
+    # -- the end
+
+    def _finish(self, deadline: float) -> Optional[dict]:
+        """The final evaluation and the native close, on the learner (an island's leader) that holds the
+        connections; returns its report."""
+        native = self._native
         handed = False
         if self._evaluator is not None and native.state().welcomed:
             try:
@@ -357,18 +455,366 @@ class Learner:
         self._native = None
         return report
 
-    def __enter__(self) -> "Learner":
-        return self
+    def _close_alone(self) -> None:
+        """Ends this rank's part without its island: the leader's connection closes as a failure (the slot
+        stays the island's, for its restart), the other ranks hold nothing."""
+        self._closed = True
+        native, self._native = self._native, None
+        if native is not None:
+            native.close(0.0)
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    # -- an island (atoll.island): every rank runs these at the same points
 
-    def __del__(self) -> None:
-        if getattr(self, "_native", None) is not None and not getattr(self, "_closed", True):
-            try:
-                self._native.close(0.0)
-            except Exception:
-                pass
+    def _sharded(self) -> bool:
+        return self._island is not None and any(not h.replicated for h in self._holdings)
+
+    def _leader(self, what: str) -> Any:
+        if self._island is not None and not self._island.leader:
+            raise ValueError(f"{what}: the island's leader (rank 0 of its group) holds the global model; call it "
+                             "there")
+        return self._live()
+
+    def _island_agree(self, syncer: str, id: Optional[int], token: Optional[str], token_file: Any, speed: float,
+                      batch_size: int, shards: Any, tls: list, tls_name: str, overlap: Optional[bool]) -> str:
+        """Every rank describes what it was given; any difference, or any rank's bad argument, is every rank's
+        ValueError, naming the rank. Returns the token to join with (the leader's)."""
+        island = self._island
+        mine: dict = {"error": None}
+        try:
+            self._holdings, self._shapes = self._holding(shards)
+            if token is None:
+                token = _atoll.load_token(os.fspath(token_file) if token_file is not None else "")
+            mine.update(layout=self._layout(), holdings=[(h.start, h.count, h.replicated) for h in self._holdings],
+                        syncer=syncer, id=id, speed=float(speed), batch_size=batch_size, optimizer=self._adam,
+                        overlap=overlap, tls=tls + [tls_name], token=hashlib.sha256(token.encode()).hexdigest())
+        except Exception as e:
+            mine["error"] = f"{type(e).__name__}: {e}"
+        everyone = island.all_gather_object(mine)
+        for r, d in enumerate(everyone):
+            if d["error"] is not None:
+                raise ValueError(f"island rank {r}: {d['error']}")
+        lead = everyone[0]
+        for r, d in enumerate(everyone[1:], start=1):
+            if d["token"] != lead["token"]:
+                raise ValueError(f"island rank {r} has another cluster token than its leader (rank 0) "
+                                 "(compared by hash, never sent)")
+            if d["layout"] != lead["layout"]:
+                raise ValueError(f"island rank {r} trains another model than its leader (rank 0): "
+                                 f"{_layout_difference(d['layout'], lead['layout'])}")
+            for key, what in (("syncer", "syncer"), ("id", "id"), ("speed", "speed"), ("optimizer", "AdamW"),
+                              ("overlap", "overlap"), ("tls", "TLS files")):
+                if d[key] != lead[key]:
+                    raise ValueError(f"island rank {r} disagrees with its leader (rank 0) on the {what}: "
+                                     f"{d[key]!r} against {lead[key]!r}")
+        self._all_holdings = [[Holding(*h) for h in d["holdings"]] for d in everyone]
+        check_holdings([n for n, _ in self._params], [math.prod(s) for s in self._shapes], self._all_holdings)
+        self._island_batch = sum(d["batch_size"] for d in everyone)
+        return token
+
+    def _holding(self, shards: Any) -> Tuple[List[Holding], list]:
+        """This rank's holding of each parameter, and the parameters' full shapes."""
+        from .tensors import is_dtensor
+
+        shards = dict(shards or {})
+        names = {n for n, _ in self._params}
+        for name in shards:
+            if name not in names:
+                raise ValueError(f"shards names {name}, which is not a parameter of the model")
+        holdings, full_shapes = [], []
+        self._local_shapes = []
+        for name, p in self._params:
+            local = local_tensor(p)
+            self._local_shapes.append(tuple(local.shape))
+            if is_dtensor(p):
+                shape, h = _dtensor_holding(name, p, self._island.size)
+            elif name in shards:
+                shape, h = _hand_split_holding(name, local, shards[name])
+            else:
+                shape, h = tuple(local.shape), Holding(0, local.numel(), True)
+            holdings.append(h)
+            full_shapes.append(shape)
+        return holdings, full_shapes
+
+    def _island_join(self, syncer: str, id: Optional[int], token: str, speed: float, tls: list, tls_name: str,
+                     wait_seconds: float, give_up_seconds: float, timeout_seconds: float) -> None:
+        """The leader joins for the island, while the others wait; then every rank knows the id, the
+        fragments and the topology."""
+        island = self._island
+
+        def join() -> Any:
+            return _atoll.Learner.join(syncer, id, token, self._layout(), float(speed), self._island_batch, tls[0],
+                                       tls[1], tls[2], tls_name, float(wait_seconds), float(give_up_seconds),
+                                       float(timeout_seconds))
+
+        self._native = island.while_leader(join)
+        told = (self._native.id(), self._native.fragments(), self._native.topology()) if island.leader else None
+        self._id, self._pieces, self._topology_toml = island.broadcast_object(told)
+        self._told = LearnerState(welcomed=False, over=False, why="", failed=False, refused=False, stopping=False,
+                                  incarnation=0, versions=[], steps=0, tokens=0)
+        self._lent: dict = {}  # gathered values lent to atoll, by step number, until released
+
+    def _island_plan(self, cuda: bool, released: Any) -> None:
+        """Every rank's plans for fragments and for the whole model (moments), and this rank's transfers."""
+        model = self._whole_model()
+        full_model = [self._offsets[-1]]
+        island = self._island
+        self._read_plans = [share(self._pieces, hs, reading=True, leader=r == 0)
+                            for r, hs in enumerate(self._all_holdings)]
+        self._write_plans = [share(self._pieces, hs, reading=False, leader=r == 0)
+                             for r, hs in enumerate(self._all_holdings)]
+        self._model_reads = [share(model, hs, reading=True, leader=r == 0) for r, hs in enumerate(self._all_holdings)]
+        self._model_writes = [share(model, hs, reading=False, leader=r == 0)
+                              for r, hs in enumerate(self._all_holdings)]
+        # DDP: every rank writes whole vectors (a broadcast), the leader reads them alone.
+        self._writes_whole = all(p.whole(self._sizes) for p in self._write_plans)
+        self._model_writes_whole = all(p.whole(full_model) for p in self._model_writes)
+        writes = self._write_plans[island.rank]
+        self._transfers = Transfers(self._tensor, writes.pieces, writes.sizes, cuda, released)
+        self._writer = self._transfers
+        reads = self._read_plans[island.rank]
+        self._reader = Transfers(self._tensor, reads.pieces, reads.sizes, cuda, released) if self._sharded() else None
+
+    def _island_step(self, tokens: int, loss: float) -> bool:
+        import torch
+
+        island, native = self._island, self._native
+        clock, t = time.perf_counter, self.timings
+        started = clock()
+        waited = self._transfers.waited
+        header = torch.zeros(_HEADER, dtype=torch.float64)
+        header[_TOKENS] = tokens
+        if math.isfinite(loss):
+            header[_LOSS], header[_LOSSES] = loss, 1
+        request, state = None, None
+        if island.leader:
+            state = native.state()
+            if not state.over:
+                request = native.request()
+            _describe(header, state, request, self._adam)
+        island.all_reduce(header)
+        requested = clock()
+        self._told = _told(header)
+        if header[_FAILED]:
+            why = island.broadcast_object(state.why if island.leader else None)
+            raise (Refused if header[_REFUSED] else Unavailable)(why or "the learner failed")
+        if header[_OVER]:
+            return False
+        freeze = bool(header[_FREEZE])
+        try:
+            self._island_adopt(request, header)
+            adopted = clock()
+            reads, values, read_at, lend = self._island_reads(request, header)
+            moments = self._island_moments(header)
+        except BaseException as e:  # the adopted versions were taken and maybe half applied
+            self._broken = f"{type(e).__name__}: {e}"
+            raise
+        read = clock()
+        if island.leader:
+            evaluation, self._evaluation = self._evaluation, None
+            losses = header[_LOSSES].item()
+            number = native.hand(int(header[_TOKENS].item()), header[_LOSS].item() / losses if losses else math.nan,
+                                 reads, values, moments, evaluation, freeze, read_at)
+            self._lend(lend, number)
+        handed = clock()
+        t["steps"] += 1
+        t["request"] += requested - started
+        t["adopt"] += adopted - requested
+        t["read"] += read - adopted
+        t["wait"] += self._transfers.waited - waited
+        t["hand"] += handed - read
+        t["allocations"] = self._transfers.allocations + (self._reader.allocations if self._reader else 0)
+        if island.leader and self._evaluator is not None and state.welcomed and not freeze:
+            now = native.state()
+            if self._evaluator._due(now.versions):  # the leader evaluates; the others go on to their next step
+                r = self._evaluator.evaluate(self)
+                self._evaluation = _atoll.Evaluation(r["loss"], r["bits_per_byte"], r["accuracy"], r["count"],
+                                                     r["versions"])
+                t["evaluate"] += clock() - handed
+        return not freeze
+
+    def _island_adopt(self, request: Any, header: Any) -> None:
+        """The global versions (and a peer's moments) the leader's request brought, onto every rank's part."""
+        import torch
+
+        island = self._island
+        count = int(header[_UPDATES].item())
+        if count:
+            what = torch.zeros(2 * count, dtype=torch.float64)
+            if island.leader:
+                for k, u in enumerate(request.updates):
+                    what[k], what[count + k] = u.fragment, u.scale
+            island.broadcast(what)
+            fragments = [int(f) for f in what[:count].tolist()]
+            scales = what[count:].tolist()
+            sources = [view(u.offset) for u in request.updates] if island.leader else None
+            values = self._spread(sources, fragments, self._write_plans, self._sizes, self._writes_whole)
+            self._writer.apply([_Update(f, s, v) for f, s, v in zip(fragments, scales, values)])
+        if header[_MOMENTS]:
+            step = int(header[_MOMENTS_STEP].item())
+            full = [self._offsets[-1]]
+            moments = request.moments if island.leader else None
+            m = self._spread([view(moments.m)] if moments else None, [0], self._model_writes, full,
+                             self._model_writes_whole)[0]
+            v = self._spread([view(moments.v)] if moments else None, [0], self._model_writes, full,
+                             self._model_writes_whole)[0]
+            self._load_moments(step, m, v, self._model_writes[island.rank].pieces[0])
+
+    def _spread(self, sources: Optional[list], vectors: List[int], plans: List[RankPlan], sizes: Sequence[int],
+                whole: bool) -> list:
+        """The leader's full ``sources`` (one per vector) to every rank, as each rank's packed part of each
+        vector: whole vectors by broadcast (DDP), else each rank's part by scatter."""
+        import torch
+
+        island = self._island
+        if whole:
+            out = []
+            for k, v in enumerate(vectors):
+                buf = sources[k] if island.leader else torch.empty(sizes[v], dtype=torch.float32)
+                out.append(island.broadcast(buf))
+            return out
+        counts = packed(plans, vectors)
+        longest = max(counts)
+        parts = None
+        if island.leader:
+            parts = [torch.zeros(longest, dtype=torch.float32) for _ in plans]
+            for plan, part in zip(plans, parts):
+                pack(sources, plan, vectors, part)
+        mine = torch.empty(longest, dtype=torch.float32)
+        island.scatter(mine, parts)
+        plan, out, at = plans[island.rank], [], 0
+        for v in vectors:
+            out.append(mine[at:at + plan.sizes[v]])
+            at += plan.sizes[v]
+        return out
+
+    def _island_reads(self, request: Any, header: Any) -> Tuple[list, Any, Optional[int], Any]:
+        """What the leader hands for this boundary: (fragments, their values, read_at, what the values are lent
+        from: a PendingRead, or the tensor they were gathered into). Replicated (DDP): the leader reads alone, as a learner of one process does; sharded: every rank
+        reads its part of the fragments due and the leader gathers them."""
+        import torch
+
+        island = self._island
+        if not self._sharded():
+            if not island.leader:
+                return [], None, None, None
+            reads, pending, read_at = self._reads(request)
+            return reads, (self._transfers.collect(pending) if pending is not None else None), read_at, pending
+        count = int(header[_READS].item())
+        if not count:
+            return [], None, None, None
+        ids = torch.zeros(count, dtype=torch.float64)
+        if island.leader:
+            ids[:] = torch.tensor(request.reads, dtype=torch.float64)
+        fragments = [int(f) for f in island.broadcast(ids).tolist()]
+        full = self._gather(self._reader, fragments, self._read_plans, self._sizes)
+        return (fragments, buffer_of(full, full.numel()), None, full) if island.leader else ([], None, None, None)
+
+    def _lend(self, lend: Any, number: int) -> None:
+        """Keeps what step ``number``'s values were lent from until atoll released them."""
+        if isinstance(lend, PendingRead):
+            self._transfers.lent(lend, number)
+        elif lend is not None:
+            self._lent[number] = lend  # a gathered tensor: atoll copies it on its own thread
+        self._lent = {n: t for n, t in self._lent.items() if not self._native.released(n, 0.0)}
+
+    def _gather(self, reader: Transfers, vectors: List[int], plans: List[RankPlan], sizes: Sequence[int]) -> Any:
+        """Every rank's part of ``vectors``, read from its tensors, put together on the leader (one tensor, the
+        vectors back to back); None on the others."""
+        import torch
+
+        island = self._island
+        counts = packed(plans, vectors)
+        longest = max(counts)
+        mine = torch.zeros(longest, dtype=torch.float32)
+        if counts[island.rank]:
+            read = reader.read(vectors)
+            mine[:read.size].copy_(read.slot.tensor[:read.size])
+        out = [torch.empty(longest, dtype=torch.float32) for _ in plans] if island.leader else None
+        island.gather(mine, out)
+        if not island.leader:
+            return None
+        full = torch.empty(sum(sizes[v] for v in vectors), dtype=torch.float32)
+        fulls, at = [], 0
+        for v in vectors:
+            fulls.append(full[at:at + sizes[v]])
+            at += sizes[v]
+        for plan, part in zip(plans, out):
+            unpack(fulls, plan, vectors, part)
+        return full
+
+    def _island_moments(self, header: Any) -> Optional["_atoll.Moments"]:
+        """The optimizer's moments, when the leader's request asked: the leader's own (DDP), or every rank's
+        part gathered (sharded); None when some rank has none yet."""
+        import torch
+
+        island = self._island
+        if not header[_READ_MOMENTS]:
+            return None
+        if not self._sharded():
+            return self._moments_to_hand() if island.leader else None
+        pieces = self._model_reads[island.rank].pieces[0]
+        size = self._model_reads[island.rank].sizes[0]
+        m, v = torch.zeros(size, dtype=torch.float32), torch.zeros(size, dtype=torch.float32)
+        step = self._read_moments(pieces, m, v)
+        missing = torch.tensor([1.0 if step is None else 0.0])
+        if island.all_reduce(missing)[0] > 0:
+            return None  # a rank took no step yet: nothing worth giving
+        total = self._offsets[-1]
+        m_values, m_full = host_buffer(total)
+        v_values, v_full = host_buffer(total)
+        for mine, full in ((m, m_full), (v, v_full)):
+            longest = max(packed(self._model_reads, [0]))
+            send = torch.zeros(longest, dtype=torch.float32)
+            send[:size].copy_(mine)
+            out = [torch.empty(longest, dtype=torch.float32) for _ in self._model_reads] if island.leader else None
+            island.gather(send, out)
+            if island.leader:
+                for plan, part in zip(self._model_reads, out):
+                    unpack([full], plan, [0], part)
+        return _atoll.Moments(step, m_values, v_values) if island.leader else None
+
+    def _island_close(self, seconds: float) -> Optional[dict]:
+        """The island's end: while the run is ending, the frozen replica's last reads (every rank, as in a
+        step); then the leader's final evaluation and close, the others waiting; every rank gets the report."""
+        import torch
+
+        island, native = self._island, self._native
+        deadline = time.monotonic() + float(seconds)
+        frozen = False
+        while True:
+            header = torch.zeros(_HEADER, dtype=torch.float64)
+            request = None
+            if island.leader:
+                s = native.state()
+                if s.stopping and not s.over and time.monotonic() < deadline and self._broken is None:
+                    request = native.request()
+                    _describe(header, s, request, self._adam)
+                    header[_MOMENTS] = header[_READ_MOMENTS] = 0  # the end moves parameters only
+                    header[_GO] = 1
+                    # The frozen replica: read again only when a version was adopted since.
+                    header[_HAND] = 1 if not frozen or request.updates else 0
+                    if not header[_HAND]:
+                        header[_READS] = 0
+            island.all_reduce(header)
+            if not header[_GO]:
+                break
+            if header[_HAND]:
+                self._pending = None  # the freeze reads everything again
+                self._island_adopt(request, header)
+                if self._sharded():
+                    reads, values, _, lend = self._island_reads(request, header)
+                elif island.leader:
+                    reads = request.reads
+                    lend = self._transfers.read(reads) if reads else None
+                    values = self._transfers.collect(lend) if lend is not None else None
+                if island.leader:
+                    self._lend(lend, native.hand(0, math.nan, reads, values, None, None, True))
+                frozen = True
+            time.sleep(0.02)
+        report = island.while_leader(lambda: self._finish(deadline))
+        self._closed = True
+        self._native = None
+        return island.broadcast_object(report)
 
     # -- moving tensors
 
@@ -387,9 +833,15 @@ class Learner:
                 zip(self._params, self._shapes, self._offsets, self._offsets[1:])} if len(values) else {}
 
     def _tensor(self, index: int) -> Any:
+        """Parameter ``index`` as this process holds it (a DTensor's local shard), checked."""
         name, p = self._params[index]
-        check_parameter(name, p, self._shapes[index])
-        return p
+        local = local_tensor(p)
+        check_parameter(name, local, self._local_shapes[index])
+        return local
+
+    def _whole_model(self) -> list:
+        """The whole model as one vector of pieces (every tensor whole, in layout order): moments travel so."""
+        return [[(i, a, b - a, 0) for i, (a, b) in enumerate(zip(self._offsets, self._offsets[1:]))]]
 
     def _reads(self, request: "_atoll.Request") -> Tuple[list, Optional[PendingRead], Optional[int]]:
         """What this boundary hands: (fragments, their read, the request that read them; None: this one)."""
@@ -411,50 +863,161 @@ class Learner:
         """{id(parameter): its param_group} of the optimizer."""
         return {id(p): g for g in self._optimizer.param_groups for p in g["params"]}
 
-    def _read_moments(self) -> Optional["_atoll.Moments"]:
-        import torch
-
+    def _moments_to_hand(self) -> Optional["_atoll.Moments"]:
+        """This process's optimizer moments of the whole model, for atoll (None: none yet, or not AdamW)."""
         if not self._adam:
             return None
         total = self._offsets[-1]
         m_values, m = host_buffer(total)  # zeros: parameters the optimizer does not hold have no moments
         v_values, v = host_buffer(total)
+        step = self._read_moments(self._whole_model()[0], m, v)
+        return None if step is None else _atoll.Moments(step, m_values, v_values)
+
+    def _read_moments(self, pieces: Sequence[Any], m: Any, v: Any) -> Optional[int]:
+        """Copies the optimizer's moments of ``pieces`` (tensor, offset in m and v, count, offset in this
+        process's tensor) into ``m`` and ``v``; returns the step count, or None when a parameter the optimizer
+        trains has no moments yet (no step taken)."""
+        import torch
+
+        if not self._adam:
+            return None
         step = 0
         groups = self._optimized()
         with torch.no_grad():
-            for (_, p), a, b in zip(self._params, self._offsets, self._offsets[1:]):
+            for i, at, n, start in pieces:
+                p = self._params[i][1]
                 if id(p) not in groups:
                     continue
                 st = self._optimizer.state.get(p)
                 if not st or "exp_avg" not in st:
                     return None  # no step taken yet: nothing worth giving
-                m[a:b].copy_(st["exp_avg"].detach().reshape(-1).float())
-                v[a:b].copy_(st["exp_avg_sq"].detach().reshape(-1).float())
+                m[at:at + n].copy_(local_tensor(st["exp_avg"]).detach().reshape(-1)[start:start + n].float())
+                v[at:at + n].copy_(local_tensor(st["exp_avg_sq"]).detach().reshape(-1)[start:start + n].float())
                 s = st.get("step", 0)
                 step = max(step, int(s.item() if torch.is_tensor(s) else s))
-        return _atoll.Moments(step, m_values, v_values)
+        return step
 
-    def _load_moments(self, moments: "_atoll.Moments") -> None:
+    def _load_moments(self, step: int, m: Any, v: Any, pieces: Sequence[Any]) -> None:
+        """Puts moments into the optimizer's state: ``pieces`` (tensor, offset in m and v, count, offset in this
+        process's tensor) each cover one parameter as this process holds it, whole."""
         import torch
 
         if not self._adam:
             return  # other optimizers keep their own state (see the class's docs)
-        step, m, v = moments.step, view(moments.m), view(moments.v)
         groups = self._optimized()
         with torch.no_grad():
-            for (_, p), a, b in zip(self._params, self._offsets, self._offsets[1:]):
+            for i, at, n, _ in pieces:
+                p = self._params[i][1]
                 group = groups.get(id(p))
                 if group is None:
                     continue  # the optimizer does not train it: no state to give it
+                local = local_tensor(p)
                 st = self._optimizer.state[p]
                 old = st.get("step")
-                st["exp_avg"] = m[a:b].view(p.shape).to(p.device, p.dtype, copy=True)
-                st["exp_avg_sq"] = v[a:b].view(p.shape).to(p.device, p.dtype, copy=True)
+                st["exp_avg"] = _like(p, m[at:at + n].view(local.shape).to(local.device, local.dtype, copy=True))
+                st["exp_avg_sq"] = _like(p, v[at:at + n].view(local.shape).to(local.device, local.dtype, copy=True))
                 if group.get("amsgrad"):
                     st["max_exp_avg_sq"] = st["exp_avg_sq"].clone()
                 if torch.is_tensor(old):
                     st["step"] = torch.tensor(float(step), dtype=old.dtype, device=old.device)
                 elif group.get("fused") or group.get("capturable"):  # their step lives on the device
-                    st["step"] = torch.tensor(float(step), dtype=torch.float32, device=p.device)
+                    st["step"] = torch.tensor(float(step), dtype=torch.float32, device=local.device)
                 else:
                     st["step"] = torch.tensor(float(step))
+
+
+# -- an island's step header: one all-reduce (a sum) per step carries each rank's tokens and loss, and the
+# leader's view of the learner and of what this boundary does (the others add zeros).
+(_TOKENS, _LOSS, _LOSSES, _OVER, _FAILED, _REFUSED, _FREEZE, _UPDATES, _MOMENTS, _MOMENTS_STEP, _READ_MOMENTS,
+ _READS, _WELCOMED, _STOPPING, _STEPS, _BOOKED, _GO, _HAND, _HEADER) = range(19)
+
+
+def _describe(header: Any, state: Any, request: Any, adam: bool) -> None:
+    """The leader's part of a step's header."""
+    header[_OVER], header[_FAILED], header[_REFUSED] = state.over, state.failed, state.refused
+    header[_WELCOMED], header[_STOPPING] = state.welcomed, state.stopping
+    header[_STEPS], header[_BOOKED] = state.steps, state.tokens
+    if request is None:
+        return
+    header[_FREEZE] = request.freeze
+    header[_UPDATES] = len(request.updates)
+    header[_READS] = len(request.reads)
+    header[_READ_MOMENTS] = request.read_moments and adam
+    if request.moments is not None and adam:
+        header[_MOMENTS], header[_MOMENTS_STEP] = 1, request.moments.step
+
+
+def _told(header: Any) -> LearnerState:
+    """An island's other ranks' view of the learner, from a step's header."""
+    return LearnerState(welcomed=bool(header[_WELCOMED]), over=bool(header[_OVER]), why="",
+                        failed=bool(header[_FAILED]), refused=bool(header[_REFUSED]),
+                        stopping=bool(header[_STOPPING]), incarnation=0, versions=[],
+                        steps=int(header[_STEPS].item()), tokens=int(header[_BOOKED].item()))
+
+
+@dataclass
+class _Update:
+    """An update as Transfers.apply takes it, with this rank's part of the values."""
+    fragment: int
+    scale: float
+    offset: Any
+
+
+def _like(p: Any, local: Any) -> Any:
+    """``local`` (this process's part) as optimizer state for parameter ``p``: a DTensor's state is a DTensor of
+    the same placement."""
+    from .tensors import is_dtensor
+
+    if not is_dtensor(p):
+        return local
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # torch before 2.4
+        from torch.distributed._tensor import DTensor
+    return DTensor.from_local(local, p.device_mesh, p.placements, run_check=False, shape=p.shape, stride=p.stride())
+
+
+def _layout_difference(mine: list, leader: list) -> str:
+    for k, (a, b) in enumerate(zip(mine, leader)):
+        if a != b:
+            return f"its parameter {k} is {a[0]} {a[1]} where the leader's is {b[0]} {b[1]}"
+    return f"it has {len(mine)} parameters where the leader has {len(leader)}"
+
+
+def _hand_split_holding(name: str, local: Any, shard: Any) -> Tuple[tuple, Holding]:
+    """(full shape, holding) of a parameter split by hand: ``shard`` is (full_shape, first_row)."""
+    try:
+        full, first = shard
+        full = tuple(int(d) for d in full)
+        first = int(first)
+    except (TypeError, ValueError):
+        raise ValueError(f"shards[{name!r}] must be (full_shape, first_row), got {shard!r}") from None
+    if not full or local.dim() != len(full) or tuple(local.shape[1:]) != full[1:]:
+        raise ValueError(f"shards[{name!r}]: this rank's {list(local.shape)} is not a block of rows of "
+                         f"{list(full)}")
+    if first < 0 or first + local.shape[0] > full[0]:
+        raise ValueError(f"shards[{name!r}]: rows {first}..{first + local.shape[0]} are outside the "
+                         f"{full[0]} rows of {list(full)}")
+    return full, Holding(first * math.prod(full[1:]), local.numel(), False)
+
+
+def _dtensor_holding(name: str, p: Any, ranks: int) -> Tuple[tuple, Holding]:
+    """(full shape, holding) of a DTensor parameter: Shard(0) (FSDP2's fully_shard) or Replicate on a 1-D mesh
+    over the island's ranks."""
+    mesh, placements = p.device_mesh, tuple(p.placements)
+    if mesh.ndim != 1 or mesh.size() != ranks:
+        raise ValueError(f"parameter {name} is a DTensor on a {mesh.ndim}-D mesh of {mesh.size()} ranks: atoll "
+                         f"reads one sharded over the island's {ranks} ranks (fully_shard on the island's group)")
+    kind = type(placements[0]).__name__
+    if kind == "Replicate":
+        return tuple(p.shape), Holding(0, p.numel(), True)
+    if kind != "Shard" or getattr(placements[0], "dim", None) != 0:
+        raise ValueError(f"parameter {name} is a DTensor placed as {placements[0]}: atoll reads Shard(0) "
+                         "(fully_shard's) or Replicate()")
+    try:
+        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+    except ImportError:  # torch before 2.4
+        from torch.distributed._tensor._utils import compute_local_shape_and_global_offset
+    local_shape, offset = compute_local_shape_and_global_offset(p.shape, mesh, placements)
+    full = tuple(p.shape)
+    return full, Holding(int(offset[0]) * math.prod(full[1:]) if full else 0, math.prod(local_shape), False)

@@ -33,11 +33,22 @@ def named_parameters(model: Any, what: str) -> list:
         if id(p) in seen:
             continue
         seen.add(id(p))
-        check_parameter(name, p, tuple(p.shape))
+        local = local_tensor(p)
+        check_parameter(name, local, tuple(local.shape))
         out.append((name, p))
     if not out:
         raise ValueError(f"{what}: there are no parameters to train")
     return out
+
+
+def is_dtensor(p: Any) -> bool:
+    """Whether ``p`` is a DTensor (torch 2's distributed tensor, as FSDP2's fully_shard makes parameters)."""
+    return hasattr(p, "placements") and hasattr(p, "to_local") and hasattr(p, "device_mesh")
+
+
+def local_tensor(p: Any) -> Any:
+    """The values this process holds of parameter ``p``: a DTensor's local shard, else ``p`` itself."""
+    return p.to_local() if is_dtensor(p) else p
 
 
 def check_parameter(name: str, p: Any, shape: tuple) -> None:
@@ -62,10 +73,13 @@ def layout_shape(dims: Sequence[int]) -> tuple:
     return tuple(dims) or (1,)
 
 
-def view(values: "_atoll.Floats") -> Any:
-    """A CPU float32 torch tensor over ``values``, sharing its memory (it keeps them alive)."""
+def view(values: Any) -> Any:
+    """A CPU float32 torch tensor over ``values`` (an ``_atoll.Floats``), sharing its memory (it keeps them
+    alive); a torch tensor as it is (an island's values received from its leader)."""
     import torch
 
+    if isinstance(values, torch.Tensor):
+        return values
     if len(values) == 0:
         return torch.empty(0, dtype=torch.float32)
     return torch.frombuffer(values, dtype=torch.float32)

@@ -43,12 +43,12 @@ def fail(why: str, logs: Path | None = None) -> None:
     sys.exit(1)
 
 
-def walkthrough(page: Path) -> tuple[dict, list]:
-    """({file name: text}, [command lines]) of the page's walk-through section."""
+def walkthrough(page: Path, section: str = SECTION) -> tuple[dict, list]:
+    """({file name: text}, [command lines]) of the page's walk-through `section` (its heading line)."""
     text = page.read_text()
-    start = text.index(SECTION)
-    after = re.search(r"\n#{2,3} ", text[start + len(SECTION):])  # the next heading
-    lines = text[start:start + len(SECTION) + after.start() if after else len(text)].split("\n")
+    start = text.index(section)
+    after = re.search(r"\n#{2,3} ", text[start + len(section):])  # the next heading
+    lines = text[start:start + len(section) + after.start() if after else len(text)].split("\n")
     files, commands, block, kind = {}, [], None, ""
     for line in lines:
         fence = re.match(r"```(\w*)", line.strip())
