@@ -85,6 +85,30 @@ expect_command "W/fake-atoll learner --join h:7070 --token-file W/token --id 7" 
   ATOLL_ROLE=learner ATOLL_SYNCER=h:7070 ATOLL_LEARNER_ID=7 SLURM_PROCID=2
 expect_command "W/fake-atoll learner --join h:7070 --token-file W/token" \
   ATOLL_ROLE=learner ATOLL_SYNCER=h:7070 ATOLL_LEARNER_ID=open SLURM_PROCID=2
+# An island: torchrun over its ranks, each running the script; its rendezvous port apart from the node's others.
+touch "$work/train.py"
+expect_command "torchrun --nnodes 1 --nproc_per_node 4 --max_restarts 5 --monitor_interval 1 --redirects 2 --tee 2 --rdzv_backend c10d --rdzv_endpoint 127.0.0.1:29402 --rdzv_id atoll-island-3-29402 W/train.py --lr 3e-3" \
+  ATOLL_ROLE=learner ATOLL_SYNCER=h:7070 SLURM_PROCID=3 SLURM_LOCALID=2 ATOLL_ISLAND_SIZE=4 \
+  ATOLL_ISLAND_SCRIPT="$work/train.py --lr 3e-3" ATOLL_ISLAND_RESTARTS=5
+expect_refusal 2 "ATOLL_ISLAND_SIZE='0': expected a count of ranks" ATOLL_ROLE=learner ATOLL_SYNCER=h:7070 ATOLL_ISLAND_SIZE=0
+expect_refusal 2 "ATOLL_ISLAND_SCRIPT is not" ATOLL_ROLE=learner ATOLL_SYNCER=h:7070 ATOLL_ISLAND_SIZE=2
+expect_refusal 2 "cannot read /nonexistent.py" ATOLL_ROLE=learner ATOLL_SYNCER=h:7070 ATOLL_ISLAND_SIZE=2 \
+  ATOLL_ISLAND_SCRIPT=/nonexistent.py
+got=$(clean_env ATOLL_ROLE=learner ATOLL_SYNCER=h:7070 ATOLL_ISLAND_SIZE=2 ATOLL_ISLAND_SCRIPT="$work/train.py" \
+      ATOLL_ARGS=-v "$node" --dry-run -- -v 2>&1) && bad "flags after -- taken by an island: $got" ||
+  { [[ "$got" == *"mean nothing to an island"* ]] && ok "an island refuses flags for atoll after --" ||
+    bad "an island with flags after --: $got"; }
+got=$(clean_env ATOLL_ROLE=learner ATOLL_SYNCER=h:7070 ATOLL_ISLAND_SIZE=2 ATOLL_ISLAND_SCRIPT="$work/train.py" \
+      ATOLL_ARGS=-v "$node" --dry-run | tail -n 1)
+[ "$got" = "$work/train.py" ] && ok "an island leaves ATOLL_ARGS (a job's, for every node) alone" ||
+  bad "an island with ATOLL_ARGS: its command ends with '$got'"
+# What the script reads from the environment: the node exports it to torchrun, and torchrun to the ranks.
+printf '#!/bin/sh\necho "$ATOLL_SYNCER|$ATOLL_LEARNER_ID|$ATOLL_TOKEN_FILE|$*"\n' >"$work/torchrun"
+chmod +x "$work/torchrun"
+got=$(clean_env ATOLL_ROLE=learner ATOLL_SYNCER=a:1,b:2 JOB_COMPLETION_INDEX=6 ATOLL_ISLAND_SIZE=2 \
+      ATOLL_ISLAND_SCRIPT="$work/train.py" ATOLL_TORCHRUN="$work/torchrun" "$node")
+[[ "$got" == "a:1,b:2|6|$work/token|"*"--nproc_per_node 2"*"$work/train.py" ]] &&
+  ok "an island's ranks read the syncer, their id and the token" || bad "an island's environment: got '$got'"
 got=$(clean_env ATOLL_ROLE=learner ATOLL_SYNCER=h:7070 SLURM_PROCID=1 "$node" --dry-run -- --threads 1 | tail -n 2 | tr '\n' ' ')
 [ "$got" = "--threads 1 " ] && ok "flags after -- go to atoll" || bad "flags after --: got '$got'"
 

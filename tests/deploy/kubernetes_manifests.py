@@ -31,6 +31,10 @@ They give every object's fields, each field's type and which are required.
    or Secret volume is one of its keys; the Job's completions and parallelism
    equal the topology's [[learners]]; podFailurePolicy maps atoll-node's exit
    codes (77 FailIndex, 2 FailJob, 75 Ignore, DisruptionTarget Ignore).
+   islands.yaml, the alternative to learners.yaml, is checked in its place:
+   its ATOLL_ISLAND_SIZE is the pod's GPUs, it names a script, it has a
+   memory-backed /dev/shm, and its pods exit as torchrun does (no exit-code
+   rules but DisruptionTarget Ignore).
 3. With REPO_ROOT: every ATOLL_* variable the manifests set is one that
    examples/deploy/atoll-node reads, and the Containerfile copies every
    source folder CMakeLists.txt always adds. With $ATOLL (an atoll binary):
@@ -261,22 +265,28 @@ def render(t):
 # --- the bundle ---------------------------------------------------------------------------------
 
 
+# Files a user swaps in for a resource of kustomization.yaml: islands.yaml for learners.yaml. Each is
+# checked as the bundle with it in place of the file it replaces.
+ALTERNATIVES = {"islands.yaml": "learners.yaml"}
+
+
 class Bundle:
-    def __init__(self, folder):
+    def __init__(self, folder, swap=None):
         self.folder = folder
         self.failures = []
         self.objects = []  # (file, object), in the kustomization's order, then the example Secrets
         kust_path = os.path.join(folder, "kustomization.yaml")
         with open(kust_path, encoding="utf-8") as fh:
             self.kustomization = yaml.safe_load(fh)
-        resources = self.kustomization.get("resources") or []
+        listed = self.kustomization.get("resources") or []
         present = sorted(
             f for f in os.listdir(folder)
             if f.endswith((".yaml", ".yml")) and f not in ("kustomization.yaml", "secrets.example.yaml")
         )
         for f in present:
-            if f not in resources:
+            if f not in listed and not (f in ALTERNATIVES and ALTERNATIVES[f] in listed):
                 self.fail("kustomization.yaml", f"{f} is not among its resources")
+        resources = [swap if swap and f == ALTERNATIVES[swap] else f for f in listed]
         if "secrets.example.yaml" in resources:
             self.fail("kustomization.yaml", "lists secrets.example.yaml: its fake Secrets would replace the real ones")
         for f in resources + ["secrets.example.yaml"]:
@@ -432,6 +442,8 @@ def check_pods(bundle):
             if metrics and int(metrics.rsplit(":", 1)[1]) not in numbers:
                 bundle.fail(cwhere, f"ATOLL_METRICS {metrics}: its port is none of the container's ports")
             for var, value in env.items():
+                if var == "ATOLL_ISLAND_SCRIPT":
+                    continue  # an island's script and its arguments: in the image, as a rule
                 if var.startswith("ATOLL_") and isinstance(value, str) and value.startswith("/"):
                     check_path(bundle, cwhere, var, value, mounts, volumes, claims)
         annotations = get(template, "metadata", "annotations", default={})
@@ -569,6 +581,8 @@ def check_atoll(bundle):
         bundle.fail(swhere, f"the Service's learners port {learners_port} is not a port of the syncer container")
     learners = len(topology.get("learners") or [])
     spec = job.get("spec") or {}
+    lenv = {e.get("name"): e.get("value") for e in get(spec, "template", "spec", "containers", 0, "env", default=[])}
+    island = "ATOLL_ISLAND_SIZE" in lenv
     for key in ("completions", "parallelism"):
         if spec.get(key) != learners:
             bundle.fail(jwhere, f"{key} is {spec.get(key)}, but the topology has {learners} [[learners]]")
@@ -592,8 +606,12 @@ def check_atoll(bundle):
                     actions.setdefault(f"exit {code}", rule.get("action"))
         for cond in rule.get("onPodConditions") or []:
             actions.setdefault(cond.get("type"), rule.get("action"))
-    # 75 (no syncer) counts: Ignore would replace a learner started after the run's end forever.
+    # 75 (no syncer) counts: Ignore would replace a learner started after the run's end forever. An island's pod
+    # exits as torchrun does (1 once its restarts are spent), whatever its ranks exited with.
     want = {"exit 77": "FailIndex", "exit 2": "FailJob", "exit 75": None, "DisruptionTarget": "Ignore"}
+    if island:
+        want = {"exit 77": None, "exit 2": None, "exit 75": None, "DisruptionTarget": "Ignore"}
+        check_island(bundle, jwhere, job, lenv)
     for what, action in want.items():
         if actions.get(what) != action:
             bundle.fail(jwhere, f"podFailurePolicy: {what} should be {action}, is {actions.get(what)}")
@@ -602,13 +620,32 @@ def check_atoll(bundle):
         bundle.fail(swhere, f"ATOLL_ON_SIGNAL is {senv.get('ATOLL_ON_SIGNAL', 'unset')}: SIGTERM on the syncer's pod "
                             "(a drain) would end the run for every learner")
     # A drained node's learner leaves in order; exiting 75, it is replaced (the rule above), not counted done.
-    lenv = {e.get("name"): e.get("value") for e in get(spec, "template", "spec", "containers", 0, "env", default=[])}
-    if lenv.get("ATOLL_LEAVE_STATUS") != "75":
+    if not island and lenv.get("ATOLL_LEAVE_STATUS") != "75":
         bundle.fail(jwhere, f"ATOLL_LEAVE_STATUS is {lenv.get('ATOLL_LEAVE_STATUS', 'unset')}: a drained learner exits "
                             "0 and the Job counts its id done instead of starting it again")
     if topo_path and not topo_path.endswith("/topology.toml"):
         bundle.fail(swhere, f"ATOLL_TOPOLOGY {topo_path} is not the ConfigMap's topology.toml")
     return topo_map["data"]["topology.toml"]
+
+
+def check_island(bundle, where, job, env):
+    """An island's pod: as many ranks as GPUs, a script to run, and shared memory for its ranks."""
+    pod = get(job, "spec", "template", "spec", default={})
+    container = get(pod, "containers", 0, default={})
+    size = env.get("ATOLL_ISLAND_SIZE")
+    gpus = get(container, "resources", "limits", "nvidia.com/gpu")
+    if not (size or "").isdigit() or int(size) < 1:
+        bundle.fail(where, f"ATOLL_ISLAND_SIZE is {size!r}: expected a count of ranks")
+    elif gpus is not None and int(gpus) != int(size):
+        bundle.fail(where, f"ATOLL_ISLAND_SIZE is {size} but the pod has {gpus} GPUs: one rank a GPU")
+    if not env.get("ATOLL_ISLAND_SCRIPT"):
+        bundle.fail(where, "ATOLL_ISLAND_SIZE without ATOLL_ISLAND_SCRIPT: the ranks would have nothing to run")
+    if "ATOLL_LEAVE_STATUS" in env:
+        bundle.fail(where, "ATOLL_LEAVE_STATUS on an island: its ranks end with torchrun, they do not leave in order")
+    shm = [m for m in container.get("volumeMounts") or [] if m.get("mountPath") == "/dev/shm"]
+    volumes = {v.get("name"): v for v in pod.get("volumes") or []}
+    if not shm or get(volumes.get(shm[0].get("name"), {}), "emptyDir", "medium") != "Memory":
+        bundle.fail(where, "no memory-backed /dev/shm: a container's 64 MiB is too little for the ranks of an island")
 
 
 def check_repo(bundle, pods, repo):
@@ -672,27 +709,32 @@ def main(argv):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
     types = Types(argv[1])
-    bundle = Bundle(argv[2])
-    check_schema(bundle, types)
-    notes = []
-    try:
-        pods = check_pods(bundle)
-        check_services(bundle, pods)
-        topology = check_atoll(bundle)
-        if len(argv) == 4:
-            check_repo(bundle, pods, argv[3])
-        if topology:
-            notes.append(check_topology(bundle, topology))
-    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as e:
-        bundle.fail("bundle", f"too broken to check its references (above): {e!r}")
-    for f in bundle.failures:
-        print(f)
-    kinds = ", ".join(f"{o.get('kind')} {get(o, 'metadata', 'name')}" for _, o in bundle.objects)
-    print(f"{len(bundle.objects)} objects ({kinds}) against {len(types.kinds)} kinds of Kubernetes 1.30; "
-          f"{len(bundle.failures)} failures")
-    for n in notes:
-        print(n)
-    return 1 if bundle.failures else 0
+    failed = False
+    present = os.listdir(argv[2])
+    for swap in [None] + [f for f in ALTERNATIVES if f in present]:
+        bundle = Bundle(argv[2], swap)
+        check_schema(bundle, types)
+        notes = []
+        try:
+            pods = check_pods(bundle)
+            check_services(bundle, pods)
+            topology = check_atoll(bundle)
+            if len(argv) == 4:
+                check_repo(bundle, pods, argv[3])
+            if topology and swap is None:
+                notes.append(check_topology(bundle, topology))
+        except (AttributeError, KeyError, TypeError, ValueError, IndexError) as e:
+            bundle.fail("bundle", f"too broken to check its references (above): {e!r}")
+        for f in bundle.failures:
+            print(f)
+        kinds = ", ".join(f"{o.get('kind')} {get(o, 'metadata', 'name')}" for _, o in bundle.objects)
+        with_swap = f" with {swap} for {ALTERNATIVES[swap]}" if swap else ""
+        print(f"{len(bundle.objects)} objects{with_swap} ({kinds}) against {len(types.kinds)} kinds of Kubernetes "
+              f"1.30; {len(bundle.failures)} failures")
+        for n in notes:
+            print(n)
+        failed = failed or bool(bundle.failures)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@
 # topology and atoll-node (tests/deploy/kubernetes_manifests.py says which).
 # atoll-node --dry-run, given each pod's environment and mounts, must make the
 # atoll command line the manifests mean: each syncer shard's pod its own shard
-# (--shard i/S) and port, each learner joining every shard. Then broken copies must fail, each
+# (--shard i/S) and port, each learner joining every shard, an island's pod
+# torchrun over its GPUs (islands.yaml, checked in place of learners.yaml).
+# Then broken copies must fail, each
 # with its own message: a wrong type, an unknown field, a missing required
 # field and broken references.
 # `kubectl apply --dry-run=client` is no help here: it fetches the schema from
@@ -50,7 +52,7 @@ if command -v kubectl >/dev/null 2>&1; then
   count=$(grep -c '^kind: ' <<<"$built" || true)
   want=0
   for f in "$example"/*.yaml; do
-    case ${f##*/} in kustomization.yaml|secrets.example.yaml) continue ;; esac
+    case ${f##*/} in kustomization.yaml|secrets.example.yaml|islands.yaml) continue ;; esac  # islands.yaml: an alternative
     want=$((want + $(grep -c '^kind: ' "$f" || true)))
   done
   [ "$count" = "$want" ] || die "kubectl kustomize made $count objects, not $want"
@@ -141,6 +143,12 @@ expect_words learner "$learner_line" learner atoll-syncer-0.atoll-syncer:7070,at
   --id 2 300 "$scratch/learner/etc/atoll/tls/learner.key" --threads --metrics-public
 flags_known learner "$learner_line"
 echo "learner: $(tr '\n' ' ' <<<"$learner_line")"
+# An island's pod (islands.yaml, in place of learners.yaml): torchrun over its 8 GPUs, each rank running the
+# script from the image (laid out here), the syncer's shards and its id exported to the ranks.
+mkdir -p "$scratch/island/opt" && touch "$scratch/island/opt/train.py"
+island_line=$(node_line island islands.yaml 2) || exit 1
+expect_words island "$island_line" torchrun --nproc_per_node 8 --max_restarts 3 "$scratch/island/opt/train.py" --lr 3e-4
+echo "island: $(tr '\n' ' ' <<<"$island_line")"
 
 # broken NAME FILE OLD NEW EXPECTED: a copy with OLD replaced by NEW in FILE
 # must fail, and say EXPECTED.
@@ -162,6 +170,10 @@ PY
 }
 
 echo "== broken copies (each must fail)"
+broken island-gpus islands.yaml "nvidia.com/gpu: 8" "nvidia.com/gpu: 4" \
+  'ATOLL_ISLAND_SIZE is 8 but the pod has 4 GPUs: one rank a GPU'
+broken island-shm islands.yaml "medium: Memory" 'medium: ""' \
+  'no memory-backed /dev/shm'
 broken wrong-type learners.yaml "containerPort: 9464" 'containerPort: "x"' \
   'ports[0].containerPort: expected number, got string "x"'
 broken unknown-field learners.yaml "readinessProbe:" "readinesProbe:" \
