@@ -465,6 +465,11 @@ class Learner:
 
     # -- an island (atoll.island): every rank runs these at the same points
 
+    def _header(self) -> Any:
+        import torch
+
+        return torch.zeros(self._header_size, dtype=torch.float64)
+
     def _sharded(self) -> bool:
         return self._island is not None and any(not h.replicated for h in self._holdings)
 
@@ -565,6 +570,7 @@ class Learner:
         self._model_reads = [share(model, hs, reading=True, leader=r == 0) for r, hs in enumerate(self._all_holdings)]
         self._model_writes = [share(model, hs, reading=False, leader=r == 0)
                               for r, hs in enumerate(self._all_holdings)]
+        self._header_size = _HEADER + 3 * len(self._pieces)  # see _describe()
         # DDP: every rank writes whole vectors (a broadcast), the leader reads them alone.
         self._writes_whole = all(p.whole(self._sizes) for p in self._write_plans)
         self._model_writes_whole = all(p.whole(full_model) for p in self._model_writes)
@@ -581,7 +587,7 @@ class Learner:
         clock, t = time.perf_counter, self.timings
         started = clock()
         waited = self._transfers.waited
-        header = torch.zeros(_HEADER, dtype=torch.float64)
+        header = self._header()
         header[_TOKENS] = tokens
         if math.isfinite(loss):
             header[_LOSS], header[_LOSSES] = loss, 1
@@ -590,7 +596,7 @@ class Learner:
             state = native.state()
             if not state.over:
                 request = native.request()
-            _describe(header, state, request, self._adam)
+            _describe(header, state, request, self._adam, request.reads if request is not None else [])
         island.all_reduce(header)
         requested = clock()
         self._told = _told(header)
@@ -637,26 +643,18 @@ class Learner:
         import torch
 
         island = self._island
-        count = int(header[_UPDATES].item())
-        if count:
-            what = torch.zeros(2 * count, dtype=torch.float64)
-            if island.leader:
-                for k, u in enumerate(request.updates):
-                    what[k], what[count + k] = u.fragment, u.scale
-            island.broadcast(what)
-            fragments = [int(f) for f in what[:count].tolist()]
-            scales = what[count:].tolist()
-            sources = [view(u.offset) for u in request.updates] if island.leader else None
+        fragments, scales = _slots(header, _UPDATED, len(self._pieces)), []
+        if fragments:  # at most one update per fragment (they compose): their order does not matter
+            scales = [header[_HEADER + len(self._pieces) + f].item() for f in fragments]
+            by_fragment = {u.fragment: view(u.offset) for u in request.updates} if island.leader else {}
+            sources = [by_fragment[f] for f in fragments] if island.leader else None
             values = self._spread(sources, fragments, self._write_plans, self._sizes, self._writes_whole)
             self._writer.apply([_Update(f, s, v) for f, s, v in zip(fragments, scales, values)])
         if header[_MOMENTS]:
             step = int(header[_MOMENTS_STEP].item())
-            full = [self._offsets[-1]]
             moments = request.moments if island.leader else None
-            m = self._spread([view(moments.m)] if moments else None, [0], self._model_writes, full,
-                             self._model_writes_whole)[0]
-            v = self._spread([view(moments.v)] if moments else None, [0], self._model_writes, full,
-                             self._model_writes_whole)[0]
+            m, v = self._spread([view(moments.m), view(moments.v)] if moments else None, [0, 0], self._model_writes,
+                                [self._offsets[-1]], self._model_writes_whole)
             self._load_moments(step, m, v, self._model_writes[island.rank].pieces[0])
 
     def _spread(self, sources: Optional[list], vectors: List[int], plans: List[RankPlan], sizes: Sequence[int],
@@ -666,11 +664,14 @@ class Learner:
         import torch
 
         island = self._island
-        if whole:
-            out = []
-            for k, v in enumerate(vectors):
-                buf = sources[k] if island.leader else torch.empty(sizes[v], dtype=torch.float32)
-                out.append(island.broadcast(buf))
+        if whole:  # one broadcast of them all, back to back
+            buf = (torch.cat(sources) if len(sources) > 1 else sources[0]) if island.leader else \
+                torch.empty(sum(sizes[v] for v in vectors), dtype=torch.float32)
+            island.broadcast(buf)
+            out, at = [], 0
+            for v in vectors:
+                out.append(buf[at:at + sizes[v]])
+                at += sizes[v]
             return out
         counts = packed(plans, vectors)
         longest = max(counts)
@@ -699,13 +700,9 @@ class Learner:
                 return [], None, None, None
             reads, pending, read_at = self._reads(request)
             return reads, (self._transfers.collect(pending) if pending is not None else None), read_at, pending
-        count = int(header[_READS].item())
-        if not count:
+        fragments = _slots(header, _READ, len(self._pieces))
+        if not fragments:
             return [], None, None, None
-        ids = torch.zeros(count, dtype=torch.float64)
-        if island.leader:
-            ids[:] = torch.tensor(request.reads, dtype=torch.float64)
-        fragments = [int(f) for f in island.broadcast(ids).tolist()]
         full = self._gather(self._reader, fragments, self._read_plans, self._sizes)
         return (fragments, buffer_of(full, full.numel()), None, full) if island.leader else ([], None, None, None)
 
@@ -782,19 +779,17 @@ class Learner:
         deadline = time.monotonic() + float(seconds)
         frozen = False
         while True:
-            header = torch.zeros(_HEADER, dtype=torch.float64)
+            header = self._header()
             request = None
             if island.leader:
                 s = native.state()
                 if s.stopping and not s.over and time.monotonic() < deadline and self._broken is None:
                     request = native.request()
-                    _describe(header, s, request, self._adam)
-                    header[_MOMENTS] = header[_READ_MOMENTS] = 0  # the end moves parameters only
-                    header[_GO] = 1
                     # The frozen replica: read again only when a version was adopted since.
-                    header[_HAND] = 1 if not frozen or request.updates else 0
-                    if not header[_HAND]:
-                        header[_READS] = 0
+                    hand = not frozen or bool(request.updates)
+                    _describe(header, s, request, self._adam, request.reads if hand else [])
+                    header[_MOMENTS] = header[_READ_MOMENTS] = 0  # the end moves parameters only
+                    header[_GO], header[_HAND] = 1, hand
             island.all_reduce(header)
             if not header[_GO]:
                 break
@@ -928,23 +923,39 @@ class Learner:
 
 # -- an island's step header: one all-reduce (a sum) per step carries each rank's tokens and loss, and the
 # leader's view of the learner and of what this boundary does (the others add zeros).
-(_TOKENS, _LOSS, _LOSSES, _OVER, _FAILED, _REFUSED, _FREEZE, _UPDATES, _MOMENTS, _MOMENTS_STEP, _READ_MOMENTS,
- _READS, _WELCOMED, _STOPPING, _STEPS, _BOOKED, _GO, _HAND, _HEADER) = range(19)
+(_TOKENS, _LOSS, _LOSSES, _OVER, _FAILED, _REFUSED, _FREEZE, _MOMENTS, _MOMENTS_STEP, _READ_MOMENTS, _WELCOMED,
+ _STOPPING, _STEPS, _BOOKED, _GO, _HAND, _HEADER) = range(17)
 
 
-def _describe(header: Any, state: Any, request: Any, adam: bool) -> None:
-    """The leader's part of a step's header."""
+# After those, three slots per fragment: updated (1), the update's scale, read (1). So one all-reduce tells every
+# rank which fragments this boundary moves.
+_UPDATED, _READ = 0, 2
+
+
+def _describe(header: Any, state: Any, request: Any, adam: bool, reads: Sequence[int]) -> None:
+    """The leader's part of a boundary's header: the learner's state, and what `request` does (`reads`: the
+    fragments to read now)."""
+    fragments = (len(header) - _HEADER) // 3
     header[_OVER], header[_FAILED], header[_REFUSED] = state.over, state.failed, state.refused
     header[_WELCOMED], header[_STOPPING] = state.welcomed, state.stopping
     header[_STEPS], header[_BOOKED] = state.steps, state.tokens
     if request is None:
         return
     header[_FREEZE] = request.freeze
-    header[_UPDATES] = len(request.updates)
-    header[_READS] = len(request.reads)
+    for u in request.updates:
+        header[_HEADER + _UPDATED * fragments + u.fragment] = 1
+        header[_HEADER + fragments + u.fragment] = u.scale
+    for f in reads:
+        header[_HEADER + _READ * fragments + f] = 1
     header[_READ_MOMENTS] = request.read_moments and adam
     if request.moments is not None and adam:
         header[_MOMENTS], header[_MOMENTS_STEP] = 1, request.moments.step
+
+
+def _slots(header: Any, which: int, fragments: int) -> List[int]:
+    """The fragments whose slot `which` (_UPDATED, _READ) the header sets, ascending."""
+    at = _HEADER + which * fragments
+    return [f for f, v in enumerate(header[at:at + fragments].tolist()) if v]
 
 
 def _told(header: Any) -> LearnerState:
