@@ -193,7 +193,7 @@ def learn(a: argparse.Namespace) -> int:
     # The steps this learner is expected to take: for the learning-rate schedule, which is ours.
     expected = max(a.warmup + 1, a.tokens // (a.learners * a.island * a.batch * a.context))
     # Each rank its own order of its learner's shard (rank 0 the order a learner of one process takes).
-    seed = a.seed * 1000 + a.id + 100_000 * rank
+    seed = a.seed * 1000 + a.id + 100_000 * rank * (os.environ.get("SAME_DATA") is None)
     try:
         with atoll.Learner(model, a.join, id=a.id, token_file=a.token_file, optimizer=opt, speed=1.0,
                            batch_size=a.batch, evaluator=evaluator,
@@ -217,8 +217,10 @@ def learn(a: argparse.Namespace) -> int:
                     print(f"{name}: step {step}, loss {loss.item():.3f}, versions {min(s.versions)}-"
                           f"{max(s.versions)}", flush=True)
         t = learner.timings
-        print(f"{name}: step() took {1e3 * sum(t[k] for k in ('request', 'adopt', 'read', 'hand')) / max(1, t['steps']):.3f} "
-              f"ms a step on average over {t['steps']} steps", flush=True)
+        parts = ("request", "adopt", "read", "hand")
+        per = {k: 1e3 * t[k] / max(1, t["steps"]) for k in parts}
+        print(f"{name}: step() took {sum(per.values()):.3f} ms a step on average over {t['steps']} steps ("
+              + ", ".join(f"{k} {v:.3f}" for k, v in per.items()) + ")", flush=True)
         if evaluator is not None and evaluator.results:
             print(f"{name}: the final global model it holds: {evaluator.results[-1]['bits_per_byte']:.4f} "
                   "bits per byte", flush=True)

@@ -54,22 +54,33 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--tokens-per-rank", type=int, nargs="+", default=[16],
                     help="tokens each rank passes per step (rank r: the r-th, else the last)")
     ap.add_argument("--max-steps", type=int, default=200000)
+    ap.add_argument("--wide", type=int, default=0,
+                    help="an MLP 8-W-W-3 instead of the tiny one (a larger model, to measure memory; W = 0: tiny)")
     ap.add_argument("--check-welcome", action="store_true",
                     help="sharded: check the welcome put together against the global model (no other learner may "
                          "train yet, or a newer version could be adopted between the two reads)")
     return ap.parse_args()
 
 
+def make_model(wide: int) -> torch.nn.Module:
+    """The tiny MLP 8-16-3 (wide = 0), or an MLP 8-W-W-3; the same initial weights on every rank."""
+    if not wide:
+        return tiny_model(0)
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, wide), torch.nn.Tanh(), torch.nn.Linear(wide, wide),
+                               torch.nn.Tanh(), torch.nn.Linear(wide, 3))
+
+
 class HandSharded:
-    """The MLP split by rows among the ranks, each rank holding one block of every tensor but the last bias."""
+    """The MLP split by rows among the ranks, each rank holding one block of every tensor but the last bias,
+    which stays replicated."""
 
-    REPLICATED = {"2.bias"}
-
-    def __init__(self, rank: int, size: int) -> None:
-        full = tiny_model(0)
+    def __init__(self, module: torch.nn.Module, rank: int, size: int) -> None:
+        self.module = module
         self.rank, self.size = rank, size
         self.params, self.shards, self.rows = [], {}, {}
-        for name, p in full.named_parameters():
+        self.REPLICATED = {list(dict(module.named_parameters()))[-1]}
+        for name, p in module.named_parameters():
             if name in self.REPLICATED:
                 local = torch.nn.Parameter(p.detach().clone())
             else:
@@ -96,10 +107,10 @@ class HandSharded:
         return out
 
     def loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        from torch.nn.utils.stateless import functional_call
+
         self._full = self.full()
-        w = self._full
-        h = torch.tanh(F.linear(x, w["0.weight"], w["0.bias"]))
-        return F.cross_entropy(F.linear(h, w["2.weight"], w["2.bias"]), y)
+        return F.cross_entropy(functional_call(self.module, self._full, (x,)), y)
 
     def backward(self, loss: torch.Tensor) -> None:
         loss.backward()
@@ -112,6 +123,12 @@ class HandSharded:
             else:
                 lo = self.shards[name][1]
                 local.grad = g[lo:lo + local.shape[0]].contiguous()
+
+
+def memory(field: str) -> int:
+    """This process's VmRSS or VmHWM (peak), KiB."""
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith(field + ":"))
 
 
 def digest(tensors) -> str:
@@ -132,7 +149,7 @@ def main() -> int:
     tokens = a.tokens_per_rank[min(rank, len(a.tokens_per_rank) - 1)]
 
     if a.mode == "ddp":
-        model = tiny_model(0)
+        model = make_model(a.wide)
         ddp = torch.nn.parallel.DistributedDataParallel(model)
         params = list(model.named_parameters())
         shards = None
@@ -145,10 +162,10 @@ def main() -> int:
 
         held = [p for _, p in params]
     else:
-        sharded = HandSharded(rank, size)
+        sharded = HandSharded(make_model(a.wide), rank, size)
         params, shards = sharded.params, sharded.shards
         loss_of, backward = sharded.loss, sharded.backward
-        held = [p for name, p in params if name in HandSharded.REPLICATED]
+        held = [p for name, p in params if name in sharded.REPLICATED]
 
     opt = torch.optim.AdamW([p for _, p in params], lr=1e-2)
     tls = os.environ.get("ATOLL_TLS_DIR")  # atoll certs' files, as atoll-node names them
@@ -158,6 +175,7 @@ def main() -> int:
     with learner:
         assert learner.wait_welcome(60), "not welcomed within 60 s"
         learner.step(tokens=0)  # the global model (and a peer's moments) in place before the first step
+        welcomed_rss = memory("VmRSS")
         if a.mode == "sharded" and a.check_welcome:
             whole = sharded.full()  # the island's values put together, on every rank
             if rank == 0:
@@ -182,8 +200,9 @@ def main() -> int:
             if not going:
                 break
         report = learner.close()
-    print(json.dumps({"closed": True, "restart": restart, "hash": digest(held),
-                      "timings": learner.timings}), file=log, flush=True)
+    print(json.dumps({"closed": True, "restart": restart, "hash": digest(held), "timings": learner.timings,
+                      "peak_rss_kib": memory("VmHWM"), "rss_kib": memory("VmRSS"),
+                      "welcomed_rss_kib": welcomed_rss}), file=log, flush=True)
     if rank == 0:
         (out / f"island-{a.id}-report.json").write_text(json.dumps(report))
     dist.destroy_process_group()

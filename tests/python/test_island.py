@@ -163,10 +163,13 @@ def island_topology(model_file: Path) -> str:
 
 
 class Island:
-    """`torchrun` of 2 ranks of island_rank.py as learner `id`, its files in `out`."""
+    """`torchrun` of 2 ranks of island_rank.py as learner `id` of `syncer` (a Syncer, or every shard's
+    "HOST:PORT" comma-separated and the token file), its files in `out`."""
 
-    def __init__(self, syncer: Syncer, learner_id: int, out: Path, mode: str, tokens=(16, 24),
-                 check_welcome: bool = False) -> None:
+    def __init__(self, syncer, learner_id: int, out: Path, mode: str, tokens=(16, 24),
+                 check_welcome: bool = False, token_file: Path = None) -> None:
+        address = syncer if isinstance(syncer, str) else syncer.address
+        token_file = token_file if token_file is not None else syncer.token_file
         self.id, self.out = learner_id, out
         logs = out / f"torchrun-{learner_id}"
         logs.mkdir()
@@ -175,8 +178,8 @@ class Island:
             [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "2",
              "--max_restarts", "3", "--monitor_interval", "1", "--redirects", "2", "--tee", "2",
              "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{free_port()}", "--rdzv_id",
-             f"island-{learner_id}", "--log_dir", str(logs), str(RANK), "--syncer", syncer.address,
-             "--token-file", str(syncer.token_file), "--id", str(learner_id), "--mode", mode, "--out", str(out),
+             f"island-{learner_id}", "--log_dir", str(logs), str(RANK), "--syncer", address,
+             "--token-file", str(token_file), "--id", str(learner_id), "--mode", mode, "--out", str(out),
              "--timeout", str(TIMEOUT), "--tokens-per-rank", *map(str, tokens)] +
             (["--check-welcome"] if check_welcome else []),
             stdout=open(self.log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
@@ -330,3 +333,34 @@ def test_a_failed_rank_fails_its_island_which_torchrun_restarts_and_atoll_reinte
     assert "departs" not in log and "is released" not in log
     registered = [l for l in log.splitlines() if "learner 0 registered" in l]
     assert len(registered) == 2 and "with a peer's moments" in registered[1], registered
+
+
+def test_an_island_registers_once_with_every_shard_of_a_syncer(tmp_path, model_file):
+    """A sharded island against a syncer in 2 shard processes: one learner at each shard, merged by both."""
+    from test_sharded_learner import Shard
+
+    topology = tmp_path / "topology.toml"
+    topology.write_text(island_topology(model_file) + "[syncer]\nshards = 2\n")
+    token_file = tmp_path / "token"
+    token_file.write_text(atoll.make_token())
+    token_file.chmod(0o600)
+    shards, island = [], None
+    try:
+        shards = [Shard(tmp_path / f"shard-{i}", topology, token_file, i) for i in range(2)]
+        island = Island(",".join(s.address for s in shards), 0, tmp_path, "sharded", token_file=token_file)
+        wait_until(lambda: len(island.steps(0)) > 50 and all(s.merged()[0] > 3 for s in shards), 180,
+                   "the island at 50 steps, merged 4 times by each shard", lambda: [s.merged() for s in shards])
+        statuses = [s.stop() for s in shards]  # each ends the run in order and tells the island
+        assert island.wait(120) == 0, island.log.read_text()[-3000:]
+    finally:
+        if island is not None:
+            island.kill()
+        for s in shards:
+            s.stop()
+    assert statuses == [0, 0], [s.log.read_text()[-2000:] for s in shards]
+    for s in shards:
+        log = s.log.read_text()
+        assert log.count("learner 0 registered") == 1, log[-3000:]  # once, by its leader
+        learner = json.loads(s.report.read_text())["per_learner"][0]
+        assert learner["merged"] > 0 and learner["batch_size"] == 32, (s.shard, learner)
+        assert learner["last_incarnation_tokens"] % 40 == 0, learner
