@@ -54,7 +54,8 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--width", type=int, default=128)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--context", type=int, default=128)
-    ap.add_argument("--configs", default=",".join(CONFIGS), help=f"which, comma-separated (default {','.join(CONFIGS)})")
+    ap.add_argument("--configs", default=",".join(CONFIGS),
+                    help=f"which, comma-separated (default {','.join(CONFIGS)})")
     ap.add_argument("--workdir", default="atoll-out/bench/island", help="the runs' files")
     ap.add_argument("--out", default="atoll-out/bench/island_bench.json")
     ap.add_argument("--memory", type=int, default=0, metavar="W", help="measure memory with an MLP 8-W-W-3 instead")

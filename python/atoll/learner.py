@@ -204,7 +204,7 @@ class Learner:
         released = (lambda number, seconds: self._native is None or self._native.released(number, seconds))
         if self._island is None:
             self._transfers = Transfers(self._tensor, self._pieces, self._sizes, cuda, released)
-            self._writer = self._transfers
+            self._writer, self._reader = self._transfers, None
         else:
             self._island_plan(cuda, released)
         self._overlap = (cuda if overlap is None else overlap) and not self._sharded()
@@ -269,13 +269,7 @@ class Learner:
             self._transfers.lent(pending, number)
         state = native.state()
         handed = clock()
-        t["steps"] += 1
-        t["request"] += requested - started
-        t["adopt"] += adopted - requested
-        t["read"] += read - adopted
-        t["wait"] += self._transfers.waited - waited
-        t["hand"] += handed - read
-        t["allocations"] = self._transfers.allocations
+        self._book(started, requested, adopted, read, handed, waited)
         if state.failed:
             self._raise(state)
         # Evaluated after the step is handed, so that the user's function failing costs no step;
@@ -581,8 +575,6 @@ class Learner:
         self._reader = Transfers(self._tensor, reads.pieces, reads.sizes, cuda, released) if self._sharded() else None
 
     def _island_step(self, tokens: int, loss: float) -> bool:
-        import torch
-
         island, native = self._island, self._native
         clock, t = time.perf_counter, self.timings
         started = clock()
@@ -622,13 +614,7 @@ class Learner:
                                  reads, values, moments, evaluation, freeze, read_at)
             self._lend(lend, number)
         handed = clock()
-        t["steps"] += 1
-        t["request"] += requested - started
-        t["adopt"] += adopted - requested
-        t["read"] += read - adopted
-        t["wait"] += self._transfers.waited - waited
-        t["hand"] += handed - read
-        t["allocations"] = self._transfers.allocations + (self._reader.allocations if self._reader else 0)
+        self._book(started, requested, adopted, read, handed, waited)
         if island.leader and self._evaluator is not None and state.welcomed and not freeze:
             now = native.state()
             if self._evaluator._due(now.versions):  # the leader evaluates; the others go on to their next step
@@ -640,8 +626,6 @@ class Learner:
 
     def _island_adopt(self, request: Any, header: Any) -> None:
         """The global versions (and a peer's moments) the leader's request brought, onto every rank's part."""
-        import torch
-
         island = self._island
         fragments, scales = _slots(header, _UPDATED, len(self._pieces)), []
         if fragments:  # at most one update per fragment (they compose): their order does not matter
@@ -690,10 +674,9 @@ class Learner:
 
     def _island_reads(self, request: Any, header: Any) -> Tuple[list, Any, Optional[int], Any]:
         """What the leader hands for this boundary: (fragments, their values, read_at, what the values are lent
-        from: a PendingRead, or the tensor they were gathered into). Replicated (DDP): the leader reads alone, as a learner of one process does; sharded: every rank
-        reads its part of the fragments due and the leader gathers them."""
-        import torch
-
+        from: a PendingRead, or the tensor they were gathered into). Replicated (DDP): the leader reads alone, as a
+        learner of one process does; sharded: every rank reads its part of the fragments due and the leader
+        gathers them."""
         island = self._island
         if not self._sharded():
             if not island.leader:
@@ -773,8 +756,6 @@ class Learner:
     def _island_close(self, seconds: float) -> Optional[dict]:
         """The island's end: while the run is ending, the frozen replica's last reads (every rank, as in a
         step); then the leader's final evaluation and close, the others waiting; every rank gets the report."""
-        import torch
-
         island, native = self._island, self._native
         deadline = time.monotonic() + float(seconds)
         frozen = False
@@ -812,6 +793,18 @@ class Learner:
         return island.broadcast_object(report)
 
     # -- moving tensors
+
+    def _book(self, started: float, requested: float, adopted: float, read: float, handed: float,
+              waited: float) -> None:
+        """Adds a step's parts to ``timings`` (perf_counter() at each; ``waited``: the device waits before)."""
+        t = self.timings
+        t["steps"] += 1
+        t["request"] += requested - started
+        t["adopt"] += adopted - requested
+        t["read"] += read - adopted
+        t["wait"] += self._transfers.waited - waited
+        t["hand"] += handed - read
+        t["allocations"] = self._transfers.allocations + (self._reader.allocations if self._reader else 0)
 
     def _live(self) -> Any:
         if self._native is None:

@@ -32,25 +32,7 @@ mkdir -p "$work"
 overall=$((SECONDS + 480))  # every wait below is bounded by this too, under CTest's 600 s
 trap 'slurm_stop "$work/slurm" || echo "WARNING: a daemon survived" >&2' EXIT
 
-die() {
-  echo "FAILED: $*" >&2
-  for f in "$work"/shared/logs/*.log "$work"/atoll-*.out; do
-    [ -f "$f" ] && { echo "---- $f (last 30 lines)" >&2; tail -n 30 "$f" >&2; }
-  done
-  exit 1
-}
-wait_log() {  # FILE PATTERN SECONDS [COUNT]
-  local file=$1 pattern=$2 seconds=$3 count=${4:-1}
-  local deadline=$((SECONDS + seconds))
-  ((deadline < overall)) || deadline=$overall
-  while ((SECONDS < deadline)); do
-    local seen
-    seen=$(grep -c -- "$pattern" "$file" 2>/dev/null || true)
-    ((${seen:-0} >= count)) && return 0
-    sleep 0.5
-  done
-  die "no '$pattern' (x$count) in $file within $seconds s"
-}
+source "$repo/tests/deploy/slurm_job.sh"  # die, wait_log
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 slurm_start "$work/slurm" 8 || die "the Slurm cluster did not start"

@@ -31,26 +31,7 @@ mkdir -p "$work"
 overall=$((SECONDS + 480))
 trap 'slurm_stop "$work/slurm" || echo "WARNING: a daemon survived" >&2' EXIT
 
-die() {
-  echo "FAILED: $*" >&2
-  for f in "$work"/shared/logs/*.log "$work"/atoll-*.out; do
-    [ -f "$f" ] && { echo "---- $f (last 30 lines)" >&2; tail -n 30 "$f" >&2; }
-  done
-  exit 1
-}
-# wait_log FILE PATTERN SECONDS [COUNT]: until PATTERN is in FILE COUNT times.
-wait_log() {
-  local file=$1 pattern=$2 seconds=$3 count=${4:-1}
-  local deadline=$((SECONDS + seconds))
-  ((deadline < overall)) || deadline=$overall
-  while ((SECONDS < deadline)); do
-    local seen
-    seen=$(grep -c -- "$pattern" "$file" 2>/dev/null || true)
-    ((${seen:-0} >= count)) && return 0
-    sleep 0.5
-  done
-  die "no '$pattern' (x$count) in $file within $seconds s"
-}
+source "$repo/tests/deploy/slurm_job.sh"  # die, wait_log
 
 slurm_start "$work/slurm" 8 || die "the Slurm cluster did not start"
 echo "slurm: up on node $SLURM_CLUSTER_NODE"

@@ -20,23 +20,15 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from walkthrough_test import fail, wait_for, walkthrough  # noqa: E402
+from walkthrough_test import fail, free_port, run_commands, scratch, wait_for, walkthrough  # noqa: E402
 
 SECTION = "### An island, end to end"
-
-
-def free_port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
 
 
 def rank_of(torchrun: subprocess.Popen, rank: int) -> int:
@@ -66,44 +58,10 @@ def main() -> int:
         if needed not in files:
             fail(f"the walk-throughs have no {needed} block")
     ports = {"7070": free_port(), "29400": free_port(), "29401": free_port()}
-
-    def local(text: str) -> str:
-        for written, free in ports.items():
-            text = text.replace(written, free)
-        return text
-
-    work = Path(tempfile.mkdtemp(prefix="atoll-island-walkthrough-"))
-    logs = work / "logs"
-    logs.mkdir()
-    for name, text in files.items():
-        (work / name).write_text(local(text))
-    bin_dir = work / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "atoll").symlink_to(build / "atoll")
-    (bin_dir / "python3").symlink_to(sys.executable)
-    env = dict(os.environ, PATH=f"{bin_dir}:/usr/bin:/bin", PYTHONPATH=str(build / "python"))
+    work, logs, env = scratch(build, files, ports, "atoll-island-walkthrough-")
     if not shutil.which("torchrun", path=env["PATH"]):
         fail("no torchrun on PATH (Debian's python3-torch ships /usr/bin/torchrun)")
-    env.pop("ATOLL_TOKEN", None)
-
-    background = {}  # command -> (Popen, log)
-    for i, command in enumerate(commands):
-        command = local(command).strip()
-        if command == "wait":
-            continue
-        if command.endswith("&"):
-            command = command[:-1].strip()
-            log = logs / f"{i}.log"
-            proc = subprocess.Popen(["bash", "-c", "exec " + command], cwd=work, env=env, stdout=open(log, "w"),
-                                    stderr=subprocess.STDOUT)
-            background[command] = (proc, log)
-            if command.startswith("atoll syncer"):
-                wait_for(log, r"serving learners on", 30, logs=logs)
-            continue
-        done = subprocess.run(["bash", "-c", command], cwd=work, env=env, capture_output=True, text=True, timeout=120)
-        (logs / f"{i}.log").write_text(done.stdout + done.stderr)
-        if done.returncode != 0:
-            fail(f"`{command}` exited {done.returncode}", logs)
+    background, _ = run_commands(commands, work, env, logs, ports)
     syncer = next(c for c in background if c.startswith("atoll syncer"))
     islands = [c for c in background if c.startswith("torchrun")]
     if len(islands) != 2 or not all("--id 1" in c or "--id 0" in c for c in islands):
@@ -140,11 +98,10 @@ def main() -> int:
         # batch_size: both ranks' 8; tokens: steps of 2 ranks x 8 windows x 64 bytes.
         if l["batch_size"] != 16 or l["merged"] == 0 or l["last_incarnation_tokens"] % 1024:
             fail(f"island {i}: {l}: expected a batch of 16, merges, tokens in steps of 1024", logs)
-    said = [re.search(r"step\(\) ([0-9.]+) ms", (logs / f"{i}.log").read_text()) for i in range(len(commands))
-            if (logs / f"{i}.log").exists()]
+    said = [m for log in logs.glob("*.log") for m in re.findall(r"step\(\) ([0-9.]+) ms", log.read_text())]
     print(f"island walk-through: {report['tokens']} tokens, {report['rounds']} rounds; island 1 registered again "
           f"{back:.1f} s after its rank 1 was killed, re-integrated in {report['reintegration_seconds'][0]:.3f} s; "
-          f"{sum(1 for s in said if s)} ranks said how long handing a step took")
+          f"handing a step took {', '.join(said)} ms on the ranks that ended with the run")
     subprocess.run(["rm", "-rf", str(work)])
     return 0
 

@@ -81,36 +81,44 @@ def wait_for(log: Path, pattern: str, seconds: float, count: int = 1, logs: Path
     fail(f"{log.name}: no {count} line(s) matching {pattern!r} within {seconds} s", logs)
 
 
-def main() -> int:
-    repo, build = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print(f"skipped: torch is not installed for {sys.executable} (scripts/setup installs python3-torch)")
-        return 77
-    files, commands = walkthrough(repo / "docs" / "models.md")
-    for needed in ("model.py", "learn.py", "topology.toml"):
-        if needed not in files:
-            fail(f"the walk-through has no {needed} block")
+def free_port() -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = str(s.getsockname()[1])
-    work = Path(tempfile.mkdtemp(prefix="atoll-walkthrough-"))
+        return str(s.getsockname()[1])
+
+
+def local(text: str, ports: dict) -> str:
+    """`text` with each port the page writes swapped for a free one."""
+    for written, free in ports.items():
+        text = text.replace(written, free)
+    return text
+
+
+def scratch(build: Path, files: dict, ports: dict, prefix: str) -> tuple[Path, Path, dict]:
+    """A folder holding the walk-through's files (ports swapped), its logs/ and a bin/ with the build's
+    `atoll` and this Python as `python3`; and the environment its commands run in."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
     logs = work / "logs"
     logs.mkdir()
     for name, text in files.items():
-        (work / name).write_text(text.replace("7070", port))
+        (work / name).write_text(local(text, ports))
     bin_dir = work / "bin"
     bin_dir.mkdir()
     (bin_dir / "atoll").symlink_to(build / "atoll")
     (bin_dir / "python3").symlink_to(sys.executable)
     env = dict(os.environ, PATH=f"{bin_dir}:/usr/bin:/bin", PYTHONPATH=str(build / "python"))
     env.pop("ATOLL_TOKEN", None)
+    return work, logs, env
 
-    background = {}  # command -> (Popen, log)
-    outputs = {}
+
+def run_commands(commands: list, work: Path, env: dict, logs: Path, ports: dict) -> tuple[dict, dict]:
+    """Runs the walk-through's command lines in `work`, one by one, as a shell would: a line ending in `&`
+    in the background (an `atoll syncer` until it serves), the others to their end (failing the test if
+    one fails); `wait` waits for nothing. Returns ({command: (Popen, log)} of the background ones,
+    {command: output} of the others)."""
+    background, outputs = {}, {}
     for i, command in enumerate(commands):
-        command = command.replace("7070", port).strip()
+        command = local(command, ports).strip()
         if command == "wait":
             continue
         if command.endswith("&"):
@@ -127,6 +135,23 @@ def main() -> int:
         if done.returncode != 0:
             fail(f"`{command}` exited {done.returncode}", logs)
         outputs[command] = done.stdout + done.stderr
+    return background, outputs
+
+
+def main() -> int:
+    repo, build = Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve()
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print(f"skipped: torch is not installed for {sys.executable} (scripts/setup installs python3-torch)")
+        return 77
+    files, commands = walkthrough(repo / "docs" / "models.md")
+    for needed in ("model.py", "learn.py", "topology.toml"):
+        if needed not in files:
+            fail(f"the walk-through has no {needed} block")
+    ports = {"7070": free_port()}
+    work, logs, env = scratch(build, files, ports, "atoll-walkthrough-")
+    background, outputs = run_commands(commands, work, env, logs, ports)
     syncer = next(c for c in background if c.startswith("atoll syncer"))
     learner1 = next(c for c in background if c.startswith("python3 learn.py --id 1"))
     syncer_log = background[syncer][1]

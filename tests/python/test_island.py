@@ -27,7 +27,7 @@ import torch
 
 import atoll
 from atoll.island import Holding, check_holdings, pack, share, unpack
-from conftest import ATOLL, Syncer, free_port, tiny_model, wait_until
+from conftest import Syncer, free_port, tiny_model, wait_until
 
 RANK = Path(__file__).with_name("island_rank.py")
 TIMEOUT = 8.0  # the islands' group timeout, seconds: how long a rank waits for a hung peer
