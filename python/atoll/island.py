@@ -22,15 +22,19 @@ the full tensors) into one rank's :class:`RankPlan`: its own pieces, packed, in
 its local tensors, and where each lands in the full vector. Plans are pure
 functions of the holdings, so every rank computes every rank's plan alike.
 
-Collectives run on a gloo group over the island's ranks (CPU tensors: the
-control never synchronizes a device), with the group's timeout: a rank that
-dies or hangs fails the others within it (:class:`IslandFailed`), and
-torchrun starts the island again.
+Each boundary begins with one all-reduce of a :class:`Header`: every rank's
+tokens and loss, and the leader's view of what the boundary moves; then
+:meth:`Island.spread` and :meth:`Island.gather_into` move the values, one
+collective each. They run on a gloo group over the island's ranks (CPU
+tensors: the control never synchronizes a device), with the group's timeout:
+a rank that dies or hangs fails the others within it (:class:`IslandFailed`),
+and torchrun starts the island again.
 """
 from __future__ import annotations
 
 import collections
 import datetime
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, Tuple
@@ -270,6 +274,51 @@ class Island:
         self._call("sending values from the leader", lambda: self._dist.scatter(
             t, scatter_list=parts if self.leader else None, src=self._leader_global, group=self.group), t, parts)
 
+    def spread(self, sources: Optional[list], vectors: List[int], plans: List[RankPlan], sizes: Sequence[int],
+                whole: bool) -> list:
+        """The leader's full ``sources`` (one per vector) to every rank, as each rank's packed part of each
+        vector (``vectors`` index the ``plans``, whose full sizes are ``sizes``): whole vectors by one broadcast
+        when every rank holds them whole (``whole``: DDP), else each rank's part by one scatter."""
+        import torch
+
+        if whole:  # one broadcast of them all, back to back
+            buf = (torch.cat(sources) if len(sources) > 1 else sources[0]) if self.leader else \
+                torch.empty(sum(sizes[v] for v in vectors), dtype=torch.float32)
+            self.broadcast(buf)
+            out, at = [], 0
+            for v in vectors:
+                out.append(buf[at:at + sizes[v]])
+                at += sizes[v]
+            return out
+        counts = packed(plans, vectors)
+        longest = max(counts)
+        parts = None
+        if self.leader:
+            parts = [torch.zeros(longest, dtype=torch.float32) for _ in plans]
+            for plan, part in zip(plans, parts):
+                pack(sources, plan, vectors, part)
+        mine = torch.empty(longest, dtype=torch.float32)
+        self.scatter(mine, parts)
+        plan, out, at = plans[self.rank], [], 0
+        for v in vectors:
+            out.append(mine[at:at + plan.sizes[v]])
+            at += plan.sizes[v]
+        return out
+
+    def gather_into(self, mine: Any, vectors: Sequence[int], plans: Sequence[RankPlan], fulls: Sequence[Any]) -> None:
+        """Every rank's packed part of ``vectors`` (``mine``, as its plan packs them) into their places in the
+        leader's full vectors ``fulls`` (one per vector; the others pass anything), by one gather."""
+        import torch
+
+        longest = max(packed(plans, vectors))
+        send = torch.zeros(longest, dtype=torch.float32)
+        send[:mine.numel()].copy_(mine)
+        out = [torch.empty(longest, dtype=torch.float32) for _ in plans] if self.leader else None
+        self.gather(send, out)
+        if self.leader:
+            for plan, part in zip(plans, out):
+                unpack(fulls, plan, vectors, part)
+
     def while_leader(self, work: Callable[[], Any]) -> Any:
         """Runs ``work`` on the leader (joining, waiting for the syncer, closing: it may take longer than the
         group's timeout) while every rank keeps the group alive; returns its result on the leader (None on the
@@ -340,3 +389,101 @@ def _raise_shared(shared: Optional[Tuple[str, str]]) -> None:
     except Exception:
         error = RuntimeError(message)
     raise error
+
+
+class Header:
+    """A boundary's header: one all-reduce (a sum) a boundary carries each rank's tokens and loss and the
+    leader's view of the learner and of what the boundary does (the others add zeros): after the fields
+    below, three slots per fragment: updated (1), the update's scale, read (1). So every rank learns at once
+    which fragments the boundary moves."""
+
+    (TOKENS, LOSS, LOSSES, OVER, FAILED, REFUSED, FREEZE, MOMENTS, MOMENTS_STEP, READ_MOMENTS, WELCOMED, STOPPING,
+     STEPS, BOOKED, GO, HAND, FIELDS) = range(17)
+    UPDATED, SCALE, READ = range(3)
+
+    def __init__(self, fragments: int) -> None:
+        import torch
+
+        self.fragments = fragments
+        self.values = torch.zeros(self.FIELDS + 3 * fragments, dtype=torch.float64)
+
+    def __getitem__(self, field: int) -> float:
+        return self.values[field].item()
+
+    def __setitem__(self, field: int, value: float) -> None:
+        self.values[field] = value
+
+    def describe(self, state: Any, request: Any, adam: bool, reads: Sequence[int]) -> None:
+        """The leader's part: the learner's `state`, and what `request` does (`reads`: the fragments to read
+        now; moments only with an Adam-style optimizer, `adam`)."""
+        self[self.OVER], self[self.FAILED], self[self.REFUSED] = state.over, state.failed, state.refused
+        self[self.WELCOMED], self[self.STOPPING] = state.welcomed, state.stopping
+        self[self.STEPS], self[self.BOOKED] = state.steps, state.tokens
+        if request is None:
+            return
+        self[self.FREEZE] = request.freeze
+        for u in request.updates:  # at most one a fragment: updates compose
+            self[self._slot(self.UPDATED, u.fragment)] = 1
+            self[self._slot(self.SCALE, u.fragment)] = u.scale
+        for f in reads:
+            self[self._slot(self.READ, f)] = 1
+        self[self.READ_MOMENTS] = request.read_moments and adam
+        if request.moments is not None and adam:
+            self[self.MOMENTS], self[self.MOMENTS_STEP] = 1, request.moments.step
+
+    def where(self, which: int) -> List[int]:
+        """The fragments whose slot `which` (UPDATED, READ) is set, ascending."""
+        at = self._slot(which, 0)
+        return [f for f, v in enumerate(self.values[at:at + self.fragments].tolist()) if v]
+
+    def scale(self, fragment: int) -> float:
+        return self[self._slot(self.SCALE, fragment)]
+
+    def _slot(self, which: int, fragment: int) -> int:
+        return self.FIELDS + which * self.fragments + fragment
+
+
+def layout_difference(mine: list, leader: list) -> str:
+    for k, (a, b) in enumerate(zip(mine, leader)):
+        if a != b:
+            return f"its parameter {k} is {a[0]} {a[1]} where the leader's is {b[0]} {b[1]}"
+    return f"it has {len(mine)} parameters where the leader has {len(leader)}"
+
+
+def hand_split_holding(name: str, local: Any, shard: Any) -> Tuple[tuple, Holding]:
+    """(full shape, holding) of a parameter split by hand: ``shard`` is (full_shape, first_row)."""
+    try:
+        full, first = shard
+        full = tuple(int(d) for d in full)
+        first = int(first)
+    except (TypeError, ValueError):
+        raise ValueError(f"shards[{name!r}] must be (full_shape, first_row), got {shard!r}") from None
+    if not full or local.dim() != len(full) or tuple(local.shape[1:]) != full[1:]:
+        raise ValueError(f"shards[{name!r}]: this rank's {list(local.shape)} is not a block of rows of "
+                         f"{list(full)}")
+    if first < 0 or first + local.shape[0] > full[0]:
+        raise ValueError(f"shards[{name!r}]: rows {first}..{first + local.shape[0]} are outside the "
+                         f"{full[0]} rows of {list(full)}")
+    return full, Holding(first * math.prod(full[1:]), local.numel(), False)
+
+
+def dtensor_holding(name: str, p: Any, ranks: int) -> Tuple[tuple, Holding]:
+    """(full shape, holding) of a DTensor parameter: Shard(0) (FSDP2's fully_shard) or Replicate on a 1-D mesh
+    over the island's ranks."""
+    mesh, placements = p.device_mesh, tuple(p.placements)
+    if mesh.ndim != 1 or mesh.size() != ranks:
+        raise ValueError(f"parameter {name} is a DTensor on a {mesh.ndim}-D mesh of {mesh.size()} ranks: atoll "
+                         f"reads one sharded over the island's {ranks} ranks (fully_shard on the island's group)")
+    kind = type(placements[0]).__name__
+    if kind == "Replicate":
+        return tuple(p.shape), Holding(0, p.numel(), True)
+    if kind != "Shard" or getattr(placements[0], "dim", None) != 0:
+        raise ValueError(f"parameter {name} is a DTensor placed as {placements[0]}: atoll reads Shard(0) "
+                         "(fully_shard's) or Replicate()")
+    try:
+        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+    except ImportError:  # torch before 2.4
+        from torch.distributed._tensor._utils import compute_local_shape_and_global_offset
+    local_shape, offset = compute_local_shape_and_global_offset(p.shape, mesh, placements)
+    full = tuple(p.shape)
+    return full, Holding(int(offset[0]) * math.prod(full[1:]) if full else 0, math.prod(local_shape), False)

@@ -13,8 +13,9 @@ from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 from . import _atoll
 from ._atoll import Refused, Unavailable
 from .evaluator import Evaluator
-from .island import Holding, Island, RankPlan, check_holdings, pack, packed, share, unpack
-from .tensors import check_parameter, host_buffer, local_tensor, named_parameters, view
+from .island import (Header, Holding, Island, check_holdings, dtensor_holding, hand_split_holding, layout_difference,
+                     share)
+from .tensors import as_state_of, check_parameter, host_buffer, local_tensor, named_parameters, view
 from .topology import Topology
 from .transfers import PendingRead, Transfers, buffer_of
 
@@ -459,11 +460,6 @@ class Learner:
 
     # -- an island (atoll.island): every rank runs these at the same points
 
-    def _header(self) -> Any:
-        import torch
-
-        return torch.zeros(self._header_size, dtype=torch.float64)
-
     def _sharded(self) -> bool:
         return self._island is not None and any(not h.replicated for h in self._holdings)
 
@@ -499,7 +495,7 @@ class Learner:
                                  "(compared by hash, never sent)")
             if d["layout"] != lead["layout"]:
                 raise ValueError(f"island rank {r} trains another model than its leader (rank 0): "
-                                 f"{_layout_difference(d['layout'], lead['layout'])}")
+                                 f"{layout_difference(d['layout'], lead['layout'])}")
             for key, what in (("syncer", "syncer"), ("id", "id"), ("speed", "speed"), ("optimizer", "AdamW"),
                               ("overlap", "overlap"), ("tls", "TLS files")):
                 if d[key] != lead[key]:
@@ -525,9 +521,9 @@ class Learner:
             local = local_tensor(p)
             self._local_shapes.append(tuple(local.shape))
             if is_dtensor(p):
-                shape, h = _dtensor_holding(name, p, self._island.size)
+                shape, h = dtensor_holding(name, p, self._island.size)
             elif name in shards:
-                shape, h = _hand_split_holding(name, local, shards[name])
+                shape, h = hand_split_holding(name, local, shards[name])
             else:
                 shape, h = tuple(local.shape), Holding(0, local.numel(), True)
             holdings.append(h)
@@ -564,7 +560,6 @@ class Learner:
         self._model_reads = [share(model, hs, reading=True, leader=r == 0) for r, hs in enumerate(self._all_holdings)]
         self._model_writes = [share(model, hs, reading=False, leader=r == 0)
                               for r, hs in enumerate(self._all_holdings)]
-        self._header_size = _HEADER + 3 * len(self._pieces)  # see _describe()
         # DDP: every rank writes whole vectors (a broadcast), the leader reads them alone.
         self._writes_whole = all(p.whole(self._sizes) for p in self._write_plans)
         self._model_writes_whole = all(p.whole(full_model) for p in self._model_writes)
@@ -579,25 +574,25 @@ class Learner:
         clock, t = time.perf_counter, self.timings
         started = clock()
         waited = self._transfers.waited
-        header = self._header()
-        header[_TOKENS] = tokens
+        header = Header(len(self._pieces))
+        header[Header.TOKENS] = tokens
         if math.isfinite(loss):
-            header[_LOSS], header[_LOSSES] = loss, 1
+            header[Header.LOSS], header[Header.LOSSES] = loss, 1
         request, state = None, None
         if island.leader:
             state = native.state()
             if not state.over:
                 request = native.request()
-            _describe(header, state, request, self._adam, request.reads if request is not None else [])
-        island.all_reduce(header)
+            header.describe(state, request, self._adam, request.reads if request is not None else [])
+        island.all_reduce(header.values)
         requested = clock()
         self._told = _told(header)
-        if header[_FAILED]:
+        if header[Header.FAILED]:
             why = island.broadcast_object(state.why if island.leader else None)
-            raise (Refused if header[_REFUSED] else Unavailable)(why or "the learner failed")
-        if header[_OVER]:
+            raise (Refused if header[Header.REFUSED] else Unavailable)(why or "the learner failed")
+        if header[Header.OVER]:
             return False
-        freeze = bool(header[_FREEZE])
+        freeze = bool(header[Header.FREEZE])
         try:
             self._island_adopt(request, header)
             adopted = clock()
@@ -609,8 +604,8 @@ class Learner:
         read = clock()
         if island.leader:
             evaluation, self._evaluation = self._evaluation, None
-            losses = header[_LOSSES].item()
-            number = native.hand(int(header[_TOKENS].item()), header[_LOSS].item() / losses if losses else math.nan,
+            losses = header[Header.LOSSES]
+            number = native.hand(int(header[Header.TOKENS]), header[Header.LOSS] / losses if losses else math.nan,
                                  reads, values, moments, evaluation, freeze, read_at)
             self._lend(lend, number)
         handed = clock()
@@ -627,50 +622,19 @@ class Learner:
     def _island_adopt(self, request: Any, header: Any) -> None:
         """The global versions (and a peer's moments) the leader's request brought, onto every rank's part."""
         island = self._island
-        fragments, scales = _slots(header, _UPDATED, len(self._pieces)), []
+        fragments, scales = header.where(Header.UPDATED), []
         if fragments:  # at most one update per fragment (they compose): their order does not matter
-            scales = [header[_HEADER + len(self._pieces) + f].item() for f in fragments]
+            scales = [header.scale(f) for f in fragments]
             by_fragment = {u.fragment: view(u.offset) for u in request.updates} if island.leader else {}
             sources = [by_fragment[f] for f in fragments] if island.leader else None
-            values = self._spread(sources, fragments, self._write_plans, self._sizes, self._writes_whole)
+            values = island.spread(sources, fragments, self._write_plans, self._sizes, self._writes_whole)
             self._writer.apply([_Update(f, s, v) for f, s, v in zip(fragments, scales, values)])
-        if header[_MOMENTS]:
-            step = int(header[_MOMENTS_STEP].item())
+        if header[Header.MOMENTS]:
+            step = int(header[Header.MOMENTS_STEP])
             moments = request.moments if island.leader else None
-            m, v = self._spread([view(moments.m), view(moments.v)] if moments else None, [0, 0], self._model_writes,
-                                [self._offsets[-1]], self._model_writes_whole)
+            m, v = island.spread([view(moments.m), view(moments.v)] if moments else None, [0, 0], self._model_writes,
+                                 [self._offsets[-1]], self._model_writes_whole)
             self._load_moments(step, m, v, self._model_writes[island.rank].pieces[0])
-
-    def _spread(self, sources: Optional[list], vectors: List[int], plans: List[RankPlan], sizes: Sequence[int],
-                whole: bool) -> list:
-        """The leader's full ``sources`` (one per vector) to every rank, as each rank's packed part of each
-        vector: whole vectors by broadcast (DDP), else each rank's part by scatter."""
-        import torch
-
-        island = self._island
-        if whole:  # one broadcast of them all, back to back
-            buf = (torch.cat(sources) if len(sources) > 1 else sources[0]) if island.leader else \
-                torch.empty(sum(sizes[v] for v in vectors), dtype=torch.float32)
-            island.broadcast(buf)
-            out, at = [], 0
-            for v in vectors:
-                out.append(buf[at:at + sizes[v]])
-                at += sizes[v]
-            return out
-        counts = packed(plans, vectors)
-        longest = max(counts)
-        parts = None
-        if island.leader:
-            parts = [torch.zeros(longest, dtype=torch.float32) for _ in plans]
-            for plan, part in zip(plans, parts):
-                pack(sources, plan, vectors, part)
-        mine = torch.empty(longest, dtype=torch.float32)
-        island.scatter(mine, parts)
-        plan, out, at = plans[island.rank], [], 0
-        for v in vectors:
-            out.append(mine[at:at + plan.sizes[v]])
-            at += plan.sizes[v]
-        return out
 
     def _island_reads(self, request: Any, header: Any) -> Tuple[list, Any, Optional[int], Any]:
         """What the leader hands for this boundary: (fragments, their values, read_at, what the values are lent
@@ -683,10 +647,10 @@ class Learner:
                 return [], None, None, None
             reads, pending, read_at = self._reads(request)
             return reads, (self._transfers.collect(pending) if pending is not None else None), read_at, pending
-        fragments = _slots(header, _READ, len(self._pieces))
+        fragments = header.where(Header.READ)
         if not fragments:
             return [], None, None, None
-        full = self._gather(self._reader, fragments, self._read_plans, self._sizes)
+        full = self._gather(fragments)
         return (fragments, buffer_of(full, full.numel()), None, full) if island.leader else ([], None, None, None)
 
     def _lend(self, lend: Any, number: int) -> None:
@@ -697,29 +661,22 @@ class Learner:
             self._lent[number] = lend  # a gathered tensor: atoll copies it on its own thread
         self._lent = {n: t for n, t in self._lent.items() if not self._native.released(n, 0.0)}
 
-    def _gather(self, reader: Transfers, vectors: List[int], plans: List[RankPlan], sizes: Sequence[int]) -> Any:
-        """Every rank's part of ``vectors``, read from its tensors, put together on the leader (one tensor, the
-        vectors back to back); None on the others."""
+    def _gather(self, vectors: List[int]) -> Any:
+        """Every rank's part of fragments ``vectors``, read from its tensors, put together on the leader (one
+        tensor, the fragments back to back); None on the others."""
         import torch
 
         island = self._island
-        counts = packed(plans, vectors)
-        longest = max(counts)
-        mine = torch.zeros(longest, dtype=torch.float32)
-        if counts[island.rank]:
-            read = reader.read(vectors)
-            mine[:read.size].copy_(read.slot.tensor[:read.size])
-        out = [torch.empty(longest, dtype=torch.float32) for _ in plans] if island.leader else None
-        island.gather(mine, out)
-        if not island.leader:
-            return None
-        full = torch.empty(sum(sizes[v] for v in vectors), dtype=torch.float32)
+        mine = torch.empty(0, dtype=torch.float32)
+        if sum(self._read_plans[island.rank].sizes[v] for v in vectors):
+            read = self._reader.read(vectors)
+            mine = read.slot.tensor[:read.size]
+        full = torch.empty(sum(self._sizes[v] for v in vectors), dtype=torch.float32) if island.leader else None
         fulls, at = [], 0
         for v in vectors:
-            fulls.append(full[at:at + sizes[v]])
-            at += sizes[v]
-        for plan, part in zip(plans, out):
-            unpack(fulls, plan, vectors, part)
+            fulls.append(full[at:at + self._sizes[v]] if full is not None else None)
+            at += self._sizes[v]
+        island.gather_into(mine, vectors, self._read_plans, fulls)
         return full
 
     def _island_moments(self, header: Any) -> Optional["_atoll.Moments"]:
@@ -728,7 +685,7 @@ class Learner:
         import torch
 
         island = self._island
-        if not header[_READ_MOMENTS]:
+        if not header[Header.READ_MOMENTS]:
             return None
         if not self._sharded():
             return self._moments_to_hand() if island.leader else None
@@ -740,17 +697,9 @@ class Learner:
         if island.all_reduce(missing)[0] > 0:
             return None  # a rank took no step yet: nothing worth giving
         total = self._offsets[-1]
-        m_values, m_full = host_buffer(total)
-        v_values, v_full = host_buffer(total)
-        for mine, full in ((m, m_full), (v, v_full)):
-            longest = max(packed(self._model_reads, [0]))
-            send = torch.zeros(longest, dtype=torch.float32)
-            send[:size].copy_(mine)
-            out = [torch.empty(longest, dtype=torch.float32) for _ in self._model_reads] if island.leader else None
-            island.gather(send, out)
-            if island.leader:
-                for plan, part in zip(self._model_reads, out):
-                    unpack([full], plan, [0], part)
+        m_values, m_full = host_buffer(total) if island.leader else (None, None)
+        v_values, v_full = host_buffer(total) if island.leader else (None, None)
+        island.gather_into(torch.cat([m, v]), [0, 0], self._model_reads, [m_full, v_full])
         return _atoll.Moments(step, m_values, v_values) if island.leader else None
 
     def _island_close(self, seconds: float) -> Optional[dict]:
@@ -760,7 +709,7 @@ class Learner:
         deadline = time.monotonic() + float(seconds)
         frozen = False
         while True:
-            header = self._header()
+            header = Header(len(self._pieces))
             request = None
             if island.leader:
                 s = native.state()
@@ -768,13 +717,13 @@ class Learner:
                     request = native.request()
                     # The frozen replica: read again only when a version was adopted since.
                     hand = not frozen or bool(request.updates)
-                    _describe(header, s, request, self._adam, request.reads if hand else [])
-                    header[_MOMENTS] = header[_READ_MOMENTS] = 0  # the end moves parameters only
-                    header[_GO], header[_HAND] = 1, hand
-            island.all_reduce(header)
-            if not header[_GO]:
+                    header.describe(s, request, self._adam, request.reads if hand else [])
+                    header[Header.MOMENTS] = header[Header.READ_MOMENTS] = 0  # the end moves parameters only
+                    header[Header.GO], header[Header.HAND] = 1, hand
+            island.all_reduce(header.values)
+            if not header[Header.GO]:
                 break
-            if header[_HAND]:
+            if header[Header.HAND]:
                 self._pending = None  # the freeze reads everything again
                 self._island_adopt(request, header)
                 if self._sharded():
@@ -902,8 +851,8 @@ class Learner:
                 local = local_tensor(p)
                 st = self._optimizer.state[p]
                 old = st.get("step")
-                st["exp_avg"] = _like(p, m[at:at + n].view(local.shape).to(local.device, local.dtype, copy=True))
-                st["exp_avg_sq"] = _like(p, v[at:at + n].view(local.shape).to(local.device, local.dtype, copy=True))
+                st["exp_avg"] = as_state_of(p, m[at:at + n].view(local.shape).to(local.device, local.dtype, copy=True))
+                st["exp_avg_sq"] = as_state_of(p, v[at:at + n].view(local.shape).to(local.device, local.dtype, copy=True))
                 if group.get("amsgrad"):
                     st["max_exp_avg_sq"] = st["exp_avg_sq"].clone()
                 if torch.is_tensor(old):
@@ -914,49 +863,12 @@ class Learner:
                     st["step"] = torch.tensor(float(step))
 
 
-# -- an island's step header: one all-reduce (a sum) per step carries each rank's tokens and loss, and the
-# leader's view of the learner and of what this boundary does (the others add zeros).
-(_TOKENS, _LOSS, _LOSSES, _OVER, _FAILED, _REFUSED, _FREEZE, _MOMENTS, _MOMENTS_STEP, _READ_MOMENTS, _WELCOMED,
- _STOPPING, _STEPS, _BOOKED, _GO, _HAND, _HEADER) = range(17)
-
-
-# After those, three slots per fragment: updated (1), the update's scale, read (1). So one all-reduce tells every
-# rank which fragments this boundary moves.
-_UPDATED, _READ = 0, 2
-
-
-def _describe(header: Any, state: Any, request: Any, adam: bool, reads: Sequence[int]) -> None:
-    """The leader's part of a boundary's header: the learner's state, and what `request` does (`reads`: the
-    fragments to read now)."""
-    fragments = (len(header) - _HEADER) // 3
-    header[_OVER], header[_FAILED], header[_REFUSED] = state.over, state.failed, state.refused
-    header[_WELCOMED], header[_STOPPING] = state.welcomed, state.stopping
-    header[_STEPS], header[_BOOKED] = state.steps, state.tokens
-    if request is None:
-        return
-    header[_FREEZE] = request.freeze
-    for u in request.updates:
-        header[_HEADER + _UPDATED * fragments + u.fragment] = 1
-        header[_HEADER + fragments + u.fragment] = u.scale
-    for f in reads:
-        header[_HEADER + _READ * fragments + f] = 1
-    header[_READ_MOMENTS] = request.read_moments and adam
-    if request.moments is not None and adam:
-        header[_MOMENTS], header[_MOMENTS_STEP] = 1, request.moments.step
-
-
-def _slots(header: Any, which: int, fragments: int) -> List[int]:
-    """The fragments whose slot `which` (_UPDATED, _READ) the header sets, ascending."""
-    at = _HEADER + which * fragments
-    return [f for f, v in enumerate(header[at:at + fragments].tolist()) if v]
-
-
 def _told(header: Any) -> LearnerState:
     """An island's other ranks' view of the learner, from a step's header."""
-    return LearnerState(welcomed=bool(header[_WELCOMED]), over=bool(header[_OVER]), why="",
-                        failed=bool(header[_FAILED]), refused=bool(header[_REFUSED]),
-                        stopping=bool(header[_STOPPING]), incarnation=0, versions=[],
-                        steps=int(header[_STEPS].item()), tokens=int(header[_BOOKED].item()))
+    return LearnerState(welcomed=bool(header[Header.WELCOMED]), over=bool(header[Header.OVER]), why="",
+                        failed=bool(header[Header.FAILED]), refused=bool(header[Header.REFUSED]),
+                        stopping=bool(header[Header.STOPPING]), incarnation=0, versions=[],
+                        steps=int(header[Header.STEPS]), tokens=int(header[Header.BOOKED]))
 
 
 @dataclass
@@ -967,61 +879,3 @@ class _Update:
     offset: Any
 
 
-def _like(p: Any, local: Any) -> Any:
-    """``local`` (this process's part) as optimizer state for parameter ``p``: a DTensor's state is a DTensor of
-    the same placement."""
-    from .tensors import is_dtensor
-
-    if not is_dtensor(p):
-        return local
-    try:
-        from torch.distributed.tensor import DTensor
-    except ImportError:  # torch before 2.4
-        from torch.distributed._tensor import DTensor
-    return DTensor.from_local(local, p.device_mesh, p.placements, run_check=False, shape=p.shape, stride=p.stride())
-
-
-def _layout_difference(mine: list, leader: list) -> str:
-    for k, (a, b) in enumerate(zip(mine, leader)):
-        if a != b:
-            return f"its parameter {k} is {a[0]} {a[1]} where the leader's is {b[0]} {b[1]}"
-    return f"it has {len(mine)} parameters where the leader has {len(leader)}"
-
-
-def _hand_split_holding(name: str, local: Any, shard: Any) -> Tuple[tuple, Holding]:
-    """(full shape, holding) of a parameter split by hand: ``shard`` is (full_shape, first_row)."""
-    try:
-        full, first = shard
-        full = tuple(int(d) for d in full)
-        first = int(first)
-    except (TypeError, ValueError):
-        raise ValueError(f"shards[{name!r}] must be (full_shape, first_row), got {shard!r}") from None
-    if not full or local.dim() != len(full) or tuple(local.shape[1:]) != full[1:]:
-        raise ValueError(f"shards[{name!r}]: this rank's {list(local.shape)} is not a block of rows of "
-                         f"{list(full)}")
-    if first < 0 or first + local.shape[0] > full[0]:
-        raise ValueError(f"shards[{name!r}]: rows {first}..{first + local.shape[0]} are outside the "
-                         f"{full[0]} rows of {list(full)}")
-    return full, Holding(first * math.prod(full[1:]), local.numel(), False)
-
-
-def _dtensor_holding(name: str, p: Any, ranks: int) -> Tuple[tuple, Holding]:
-    """(full shape, holding) of a DTensor parameter: Shard(0) (FSDP2's fully_shard) or Replicate on a 1-D mesh
-    over the island's ranks."""
-    mesh, placements = p.device_mesh, tuple(p.placements)
-    if mesh.ndim != 1 or mesh.size() != ranks:
-        raise ValueError(f"parameter {name} is a DTensor on a {mesh.ndim}-D mesh of {mesh.size()} ranks: atoll "
-                         f"reads one sharded over the island's {ranks} ranks (fully_shard on the island's group)")
-    kind = type(placements[0]).__name__
-    if kind == "Replicate":
-        return tuple(p.shape), Holding(0, p.numel(), True)
-    if kind != "Shard" or getattr(placements[0], "dim", None) != 0:
-        raise ValueError(f"parameter {name} is a DTensor placed as {placements[0]}: atoll reads Shard(0) "
-                         "(fully_shard's) or Replicate()")
-    try:
-        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
-    except ImportError:  # torch before 2.4
-        from torch.distributed._tensor._utils import compute_local_shape_and_global_offset
-    local_shape, offset = compute_local_shape_and_global_offset(p.shape, mesh, placements)
-    full = tuple(p.shape)
-    return full, Holding(int(offset[0]) * math.prod(full[1:]) if full else 0, math.prod(local_shape), False)

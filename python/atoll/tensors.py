@@ -116,3 +116,15 @@ def scatter(values: "_atoll.Floats", tensors: Sequence[Any]) -> None:
             n = t.numel()
             t.copy_(source[at:at + n].view(t.shape))
             at += n
+
+
+def as_state_of(p: Any, local: Any) -> Any:
+    """``local`` (this process's part) as optimizer state for parameter ``p``: a DTensor's state is a DTensor of
+    the same placement."""
+    if not is_dtensor(p):
+        return local
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # torch before 2.4
+        from torch.distributed._tensor import DTensor
+    return DTensor.from_local(local, p.device_mesh, p.placements, run_check=False, shape=p.shape, stride=p.stride())

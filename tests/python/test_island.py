@@ -289,10 +289,14 @@ def test_two_ddp_islands_train_as_two_learners_and_their_ranks_stay_bit_identica
 
 
 def test_two_sharded_islands_gather_and_spread_each_ranks_part(tmp_path, model_file):
-    report, islands, _ = run_islands(tmp_path, model_file, "sharded")
+    report, islands, syncer = run_islands(tmp_path, model_file, "sharded")
     check_run(report, islands, False)
     # After the welcome, the blocks the ranks hold put together are the global model exactly.
     assert [l["welcome_matches"] for l in islands[0].lines(0) if "welcome_matches" in l] == [True]
+    # Island 1 came after island 0 trained: welcomed with its moments, gathered from island 0's ranks and
+    # spread to island 1's.
+    assert "learner 1 registered (incarnation" in syncer.log.read_text() and "with a peer's moments" in [
+        l for l in syncer.log.read_text().splitlines() if "learner 1 registered" in l][0]
     final_loss_falls(tmp_path)
 
 
