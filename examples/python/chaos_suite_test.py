@@ -31,7 +31,7 @@ def test_every_invariant_holds_under_the_plan(plan: str, tmp_path: Path) -> None
 
 def test_a_learner_killed_mid_run_is_back_and_merged(tmp_path: Path) -> None:
     topology = atoll.Topology(SMALL).set("checkpoint.dir", str(tmp_path))
-    with atoll.run(topology, seconds=4) as run:
+    with atoll.run(topology, seconds=8) as run:  # time enough to come back, on a slow machine too
         time.sleep(1.5)
         assert run.kill_learner(1)
         report = run.wait()

@@ -4,9 +4,11 @@
 # its entrypoint run: a syncer and three learners, each atoll-node in a
 # container of its own (tests/deploy/image_lib.sh: chroot, since podman run is
 # refused here), one learner's atoll killed (SIGKILL) and started again by
-# atoll-node's relaunch loop (ATOLL_RESTARTS). The run completes: every node
-# exits 0, the killed learner registered again and was merged again, no global
-# version went down.
+# atoll-node's relaunch loop (ATOLL_RESTARTS). Then the test ends the run
+# (SIGINT to the syncer's atoll: in order, the learners told it is over): every
+# node exits 0, the killed learner registered again and was merged again, no
+# global version went down. The budget is one no run reaches: a budget raced
+# the kill and the relaunch on a fast machine.
 # Usage: image_test.sh REPO_ROOT BUILD_DIR
 # Exit 0 pass, 1 fail, 77 skipped (not root, or podman or debootstrap missing).
 set -euo pipefail
@@ -21,7 +23,7 @@ images+=("localhost/atoll:$tag")
 "$repo/scripts/image" --wheel "$wheel" --tag "$tag" 2>&1 | tee "$scratch/image.log" | grep '^image: ' || true
 podman image exists "localhost/atoll:$tag" || die "scripts/image made no localhost/atoll:$tag"
 
-synthetic_topology "$scratch/etc/topology.toml" 1200000 3 0.1 /var/lib/atoll
+synthetic_topology "$scratch/etc/topology.toml" 1000000000000 3 0.1 /var/lib/atoll
 port=$(free_port)
 node=(ATOLL_SYNCER="127.0.0.1:$port" ATOLL_TOKEN_FILE=/etc/atoll/token)
 
@@ -41,6 +43,9 @@ kill -9 "$victim"
 wait_for learner1 "relaunching" 30
 wait_for syncer "learner 1 registered" 60 2
 wait_for syncer "learner 1 is merged again" 120
+# Without ATOLL_RESTARTS, the syncer's node is atoll itself (atoll-node execs it).
+[ "$(cat "/proc/$syncer_pid/comm")" = atoll ] || die "the syncer's node is not atoll: $(cat "/proc/$syncer_pid/comm")"
+kill -INT "$syncer_pid"
 
 expect_exit "$syncer_pid" 300 0 "the syncer's node"
 for id in 0 1 2; do
@@ -52,7 +57,7 @@ report=$syncer_root/var/lib/atoll/report.json
 python3 - "$report" <<'PY' || die "the report breaks an invariant"
 import json, sys
 r = json.load(open(sys.argv[1]))
-assert r["tokens"] >= 1200000, r["tokens"]
+assert r["tokens"] > 0, r["tokens"]
 assert r["version_decreases"] == 0, r["version_decreases"]
 learners = {l["id"]: l for l in r["per_learner"]}
 assert all(learners[i]["merged"] > 0 for i in (0, 1, 2)), learners

@@ -6,7 +6,7 @@ Usage: island_walkthrough_test.py REPO_ROOT BUILD_DIR
 The files of the first walk-through (model.py, topology.toml) and the island's (island.py) are written
 into a scratch folder and the island section's shell commands run there, one by one, with the build's
 `atoll` on PATH and its Python package importable; the ports 7070, 29400 and 29401 are swapped for free
-ones. Once both islands were merged, rank 1 of island 1 is killed with SIGKILL: its torchrun must start
+ones, the budget for one no run reaches (the test ends the run with SIGINT). Once both islands were merged, rank 1 of island 1 is killed with SIGKILL: its torchrun must start
 the island again. Then:
   - every process exits 0 (each torchrun too: its island came back and ended with the run);
   - the report counts one restart, of learner 1, with its re-integration time, and no departure;
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from walkthrough_test import fail, free_port, run_commands, scratch, wait_for, walkthrough  # noqa: E402
+from walkthrough_test import UNENDING, fail, free_port, run_commands, scratch, wait_for, walkthrough  # noqa: E402
 
 SECTION = "### An island, end to end"
 
@@ -57,7 +57,7 @@ def main() -> int:
     for needed in ("model.py", "topology.toml", "island.py"):
         if needed not in files:
             fail(f"the walk-throughs have no {needed} block")
-    ports = {"7070": free_port(), "29400": free_port(), "29401": free_port()}
+    ports = {"7070": free_port(), "29400": free_port(), "29401": free_port(), **UNENDING}
     work, logs, env = scratch(build, files, ports, "atoll-island-walkthrough-")
     if not shutil.which("torchrun", path=env["PATH"]):
         fail("no torchrun on PATH (Debian's python3-torch ships /usr/bin/torchrun)")
@@ -77,6 +77,7 @@ def main() -> int:
     wait_for(syncer_log, r"learner 1 registered", 120, count=2, logs=logs, alive=running)
     back = time.monotonic() - killed
     wait_for(syncer_log, r"learner 1 is merged again", 120, logs=logs, alive=running)
+    running.send_signal(signal.SIGINT)  # the run's end, in order: both islands are told it is over
 
     for command, (proc, _) in background.items():
         try:

@@ -75,10 +75,11 @@ wait_probe "$lm1" /readyz 503 30
 [[ "$(probe "$lm1" /readyz)" == "503 the syncer is away"* ]] || die "learner 1 /readyz, syncer away: $(probe "$lm1" /readyz)"
 [[ "$(probe "$lm1" /healthz)" == "200 alive" ]] || die "learner 1 /healthz, syncer away: $(probe "$lm1" /healthz)"
 echo "learner, syncer away: /readyz $(probe "$lm1" /readyz)"
-# Started again, it runs 8 s more and then idles (--after-run wait): the run is over for every learner.
+# Started again, it runs 15 s more (a reconnecting learner may wait 5 s for its next try) and then idles
+# (--after-run wait): the run is over for every learner.
 sm2=$(free_port)
 start_syncer syncer2 "$work/topo.toml" --listen "127.0.0.1:$port" --set checkpoint.dir="$work/ck" --run-name probes \
-  --after-run wait --seconds 8 --metrics "127.0.0.1:$sm2"
+  --after-run wait --seconds 15 --metrics "127.0.0.1:$sm2"
 wait_for syncer2 "restored checkpoint of round" 30
 wait_for syncer2 "learner 1 registered" 60
 wait_probe "$lm1" /readyz 200 30

@@ -26,12 +26,12 @@ die() {
   exit 1
 }
 
-# Three slow learners on synthetic data (no data files), for 45 s at most;
+# Three slow learners on synthetic data (no data files), for 600 s at most;
 # the test stops it once it has seen what it wants.
 cat > "$out/topology.toml" <<'TOML'
 mode = "decoupled"
 tokens = 0
-seconds = 45
+seconds = 600
 seed = 3
 [model]
 kind = "mlp"
