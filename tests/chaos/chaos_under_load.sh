@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The example chaos suite while two busy loops keep both cores busy:
-# the learners get a fraction of the CPU and every invariant must still hold.
-# It also checks that the load was real: each loop got a share of a core.
-#   chaos_under_load.sh ATOLL PLANS_DIR OUT_DIR
+# Chaos plans while two busy loops keep both cores busy: the learners get a
+# fraction of the CPU and every invariant must still hold. It also checks that
+# the load was real: each loop got a share of a core.
+#   chaos_under_load.sh ATOLL OUT_DIR PLAN...
 set -uo pipefail
-atoll=$1 plans=$2 out=$3
+atoll=$1 out=$2
+shift 2
+plans=("$@")
 ticks=$(getconf CLK_TCK)
 
 busy=()
@@ -15,7 +17,7 @@ done
 trap 'kill "${busy[@]}" 2>/dev/null' EXIT
 
 start=$SECONDS
-"$atoll" chaos "$plans" --report "$out/chaos-under-load.json" --tapes "$out/chaos-under-load-tapes"
+"$atoll" chaos "${plans[@]}" --report "$out/chaos-under-load.json" --tapes "$out/chaos-under-load-tapes"
 status=$?
 wall=$((SECONDS - start))
 

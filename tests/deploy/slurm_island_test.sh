@@ -38,7 +38,7 @@ free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1
 slurm_start "$work/slurm" 8 || die "the Slurm cluster did not start"
 echo "slurm: up on node $SLURM_CLUSTER_NODE"
 
-# The run: the tiny MLP the island test trains, an external model; no token budget: the test ends it.
+# The run: the tiny MLP the island test trains, an external model; a budget no run reaches: the test ends it.
 shared="$work/shared"
 mkdir -p "$shared/islands"
 PYTHONPATH="$pydir:$repo/tests/python" /usr/bin/python3 -c \
@@ -46,6 +46,7 @@ PYTHONPATH="$pydir:$repo/tests/python" /usr/bin/python3 -c \
   "$shared/tiny.atoll" || die "could not write the model file"
 cat >"$shared/topology.toml" <<TOML
 mode = "decoupled"
+tokens = 1000000000000
 [model]
 kind = "external"
 path = "$shared/tiny.atoll"
@@ -61,7 +62,7 @@ TOML
 port=$(free_port)
 job=$(cd "$work" && ATOLL_SHARED="$shared" ATOLL_TOPOLOGY="$shared/topology.toml" ATOLL_PORT=$port ATOLL_BIN="$atoll" \
   ATOLL_NODE="$repo/examples/deploy/atoll-node" ATOLL_ISLAND_SIZE=2 ATOLL_ISLAND_PORT=$(free_port) \
-  ATOLL_ISLAND_SCRIPT="$repo/tests/python/island_rank.py --mode ddp --out $shared/islands --timeout 10" \
+  ATOLL_ISLAND_SCRIPT="$repo/tests/python/island_rank.py --mode ddp --out $shared/islands --timeout 10 --pause 0.01" \
   PYTHONPATH="$pydir" OMP_NUM_THREADS=1 ATOLL_ARGS=-v \
   sbatch --parsable --ntasks=3 --time=10 "$repo/examples/deploy/slurm/atoll.sbatch") || die "sbatch refused the job"
 echo "slurm: submitted job $job"

@@ -29,6 +29,7 @@ import json
 import math
 import os
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -54,6 +55,9 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--tokens-per-rank", type=int, nargs="+", default=[16],
                     help="tokens each rank passes per step (rank r: the r-th, else the last)")
     ap.add_argument("--max-steps", type=int, default=200000)
+    ap.add_argument("--pause", type=float, default=0.0,
+                    help="seconds each rank sleeps after a step: a slower learner, which leaves the cores to the "
+                         "other processes while a test waits for a timeout or a restart")
     ap.add_argument("--wide", type=int, default=0,
                     help="an MLP 8-W-W-3 instead of the tiny one (a larger model, to measure memory; W = 0: tiny)")
     ap.add_argument("--check-welcome", action="store_true",
@@ -199,6 +203,7 @@ def main() -> int:
             print(json.dumps(line), file=log, flush=True)
             if not going:
                 break
+            time.sleep(a.pause)
         report = learner.close()
     print(json.dumps({"closed": True, "restart": restart, "hash": digest(held), "timings": learner.timings,
                       "peak_rss_kib": memory("VmHWM"), "rss_kib": memory("VmRSS"),
