@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   topology.learners = {{1.0, 8}, {0.5, 8}};
   const std::vector<Message> messages = {
       Register{1, 2, 0xfeed, "proof", {{0, 3, fp32}}, 77},
-      Welcome{1, 2, topology, {{0, 3, fp32}, {1, 0, Payload{}}}, OptimizerState{5, fp32, fp32}},
+      Welcome{1, 2, topology, {{0, 3, fp32}, {1, 0, Payload{}}}, OptimizerState{5, fp32, fp32}, {}},
       Pull{1, 9, true},
       Push{1, 2, 0, 9, 3, 12, 768, 1.5, int4},
       Broadcast{0, 4, int4, true, 3, {0, 1}},
