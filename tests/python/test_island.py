@@ -229,6 +229,10 @@ def run_islands(tmp_path: Path, model_file: Path, mode: str, fault=None):
         if mode == "sharded":  # island 0 checks its welcome before anyone trains
             wait_until(lambda: any("welcome_matches" in l for l in islands[0].lines(0)), 120,
                        "island 0's check of its welcome", lambda: islands[0].log.read_text()[-2000:])
+            # Island 1 comes once the global model moved on: a newcomer then, welcomed with island 0's moments
+            # (sooner, on a slow machine, it would be welcomed with the initial model alone).
+            wait_until(lambda: syncer.status()["rounds"] > 0, 120, "a round merged",
+                       lambda: islands[0].log.read_text()[-2000:])
         islands.append(Island(syncer, 1, tmp_path, mode))
         merged = lambda: [l["merged"] for l in syncer.status()["per_learner"]]  # noqa: E731
         if fault is not None:
