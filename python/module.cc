@@ -215,7 +215,8 @@ class Learner {
   // memory must stay unchanged until released(number).
   uint64_t hand(int64_t tokens, double loss, const std::vector<uint32_t>& reads, std::optional<py::buffer> values,
                 std::optional<Moments> moments, std::optional<atl::Evaluation> evaluation, bool frozen,
-                std::optional<uint64_t> read_at) {
+                std::optional<uint64_t> read_at, std::optional<std::pair<int64_t, py::buffer>> lent_moments,
+                bool moments_coming) {
     if (tokens < 0) throw py::value_error("tokens must be >= 0, got " + std::to_string(tokens));
     auto& ex = get().exchange();
     atl::ReplicaStep step;
@@ -242,6 +243,17 @@ class Learner {
       // Taken, not copied: two vectors the size of the model (atoll.Learner makes them for this hand alone).
       step.moments = atl::OptimizerMoments{moments->step, std::move(moments->m->values), std::move(moments->v->values)};
     }
+    if (lent_moments) {  // (step, m then v): lent like the values, copied on the actor's thread
+      if (moments) throw py::value_error("moments are given or lent, not both");
+      const py::buffer_info mv = float32_buffer(lent_moments->second, "lent moments");
+      if (static_cast<size_t>(mv.size) != 2 * ex.layout().size())
+        throw py::value_error("lent moments need m and v back to back, " + std::to_string(2 * ex.layout().size()) +
+                              " values, got " + std::to_string(mv.size));
+      if (lent_moments->first < 0) throw py::value_error("lent moments: the step must be >= 0");
+      step.moments_step = lent_moments->first;
+      step.moments_lent = std::span<const float>(static_cast<const float*>(mv.ptr), static_cast<size_t>(mv.size));
+    }
+    step.moments_coming = moments_coming;
     step.evaluation = std::move(evaluation);
     return ex.hand(std::move(step));
   }
@@ -450,7 +462,8 @@ PYBIND11_MODULE(_atoll, m) {
       .def("fragments", &Learner::fragments)
       .def("request", &Learner::request)
       .def("hand", &Learner::hand, py::arg("tokens"), py::arg("loss"), py::arg("reads"), py::arg("values"),
-           py::arg("moments"), py::arg("evaluation"), py::arg("frozen"), py::arg("read_at") = py::none())
+           py::arg("moments"), py::arg("evaluation"), py::arg("frozen"), py::arg("read_at") = py::none(),
+           py::arg("lent_moments") = py::none(), py::arg("moments_coming") = false)
       .def("released", &Learner::released, py::arg("number"), py::arg("seconds") = 0.0)
       .def("state", [](Learner& l) { return l.get().state(); })
       .def("wait_welcome", &Learner::wait_welcome, py::arg("seconds"))

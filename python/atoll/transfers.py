@@ -15,10 +15,18 @@ idles until the loop has queued work again. So, for tensors on a GPU:
   more than a step behind. The values are then lent to atoll, whose actor
   copies them on its own thread, not the training thread's.
 
-Pinned buffers come from two rings of two slots each, grown to the largest
-size asked for and then reused, so a slot written at one boundary is free
-again two boundaries later (a read's slot once atoll released what was lent
-from it). Tensors on the CPU take the same paths, with plain memory.
+Pinned buffers come from two rings of two slots each, reserved when the
+learner is made, each the size of every fragment together (a welcome uploads
+them all, the run's end reads them all), and reused: pinning memory locks its
+pages and takes about a second a gigabyte, too long for a step boundary. A slot
+written at one boundary is free again two boundaries later (a read's slot once
+atoll released what was lent from it). Tensors on the CPU take the same
+paths, with plain memory.
+
+The optimizer's moments (:class:`MomentsCopy`) go the same way: copied on the
+device into a reserved buffer in stream order (fast, and the next step may
+change the originals), then to pinned memory on a side stream, and handed at a
+later boundary, lent.
 """
 from __future__ import annotations
 
@@ -76,7 +84,7 @@ class Transfers:
     RELEASE_SECONDS = 30.0
 
     def __init__(self, tensor: Any, pieces: Sequence[Sequence[Tuple[int, int, int, int]]], sizes: Sequence[int],
-                 cuda: bool, released: Callable[[int, float], bool]) -> None:
+                 cuda: bool, released: Callable[[int, float], bool], rings: Sequence[str] = ("uploads", "reads")) -> None:
         self._tensor = tensor
         self._released = released
         self._retired: List[Any] = []  # slots' tensors atoll may still read (kept alive, never reused)
@@ -88,6 +96,11 @@ class Transfers:
         self._turn = {"uploads": 0, "reads": 0}
         self.waited = 0.0  # seconds the host spent waiting for the device
         self.allocations = 0  # host buffers allocated (pinned ones, with a GPU)
+        # The rings this side uses, reserved now; uploads are staged only for a GPU.
+        for ring in rings:
+            if ring == "reads" or cuda:
+                for slot in getattr(self, "_" + ring):
+                    self._reserve(slot, sum(sizes))
 
     # -- uploads
 
@@ -184,13 +197,15 @@ class Transfers:
             slot.lent = 0
             self.waited += time.perf_counter() - started
         if slot.tensor is None or slot.tensor.numel() < size:
-            # Pinning memory is slow (the pages are locked): a slot starts at the largest fragment and
-            # doubles, so that it is allocated a few times in a run, not whenever a larger read comes.
-            old = slot.tensor.numel() if slot.tensor is not None else 0
-            capacity = max(size, 2 * old, max(self._sizes, default=1))
-            slot.tensor = torch.empty(capacity, dtype=torch.float32, pin_memory=self._cuda)
-            self.allocations += 1
+            self._reserve(slot, size)  # a slot given up above, or a ring not reserved: once
         return slot
+
+    def _reserve(self, slot: _Slot, size: int) -> None:
+        import torch
+
+        # Never less than every fragment together: no read or upload is larger, so a slot never grows.
+        slot.tensor = torch.empty(max(size, sum(self._sizes), 1), dtype=torch.float32, pin_memory=self._cuda)
+        self.allocations += 1
 
     def _wait(self, slot: _Slot) -> None:
         if slot.events:
@@ -208,3 +223,119 @@ class Transfers:
             e = torch.cuda.Event()
             e.record()
         return e
+
+
+class MomentsCopy:
+    """An Adam-style optimizer's moments copied to host memory without draining a GPU's queue.
+
+    :meth:`start`, at a boundary, copies each tensor's moments into a buffer
+    on its device reserved for it (in stream order: after the step that made
+    them, before the next one changes them; a device copy takes well under a
+    millisecond), then, on a side stream, to pinned host memory, closed by an
+    event. :meth:`collect`, at a later boundary, waits for that event (done by
+    then unless the device is more than a step behind) and gives m then v back
+    to back, to be lent to atoll until it released them. On the CPU the first
+    copy is the host copy. Every buffer is reserved when this is made.
+
+    ``total``: the model's values; ``devices``: {device: values the optimizer
+    holds there} for tensors on a GPU.
+    """
+
+    RELEASE_SECONDS = Transfers.RELEASE_SECONDS
+
+    def __init__(self, total: int, devices: dict, released: Callable[[int, float], bool]) -> None:
+        import torch
+
+        self._total = total
+        self._released = released
+        self._cuda = bool(devices)
+        self.allocations = 0
+        self.waited = 0.0
+        self._retired: List[Any] = []  # host buffers atoll may still read (kept alive, never reused)
+        self._host = self._new_host()
+        # Per device: m then v of each tensor there, and a side stream for the copy out.
+        self._staging = {d: (torch.empty(2 * n, dtype=torch.float32, device=d), torch.cuda.Stream(d))
+                         for d, n in devices.items()}
+        self.allocations += len(self._staging)
+        # A step count kept on a device (fused or capturable optimizers) comes back through this.
+        self._step_host = torch.zeros(1, dtype=torch.float64, pin_memory=True) if self._cuda else None
+        self._events: List[Any] = []
+        self._step: Any = 0  # the step count as start() was given it, or the pinned copy of it
+        self._lent = 0  # the number of the step the host buffer was lent with, until atoll released it
+        self.pending = False  # copies started and not yet collected
+
+    def _new_host(self) -> Any:
+        import torch
+
+        self.allocations += 1
+        # Zeros: parameters the optimizer does not hold have no moments.
+        return torch.zeros(2 * self._total, dtype=torch.float32, pin_memory=self._cuda)
+
+    def start(self, pieces: Sequence[Tuple[int, int, Any, Any]], step: Any) -> None:
+        """Starts copying (offset in the model, count, m's values, v's values) per tensor: 1-D views, each on
+        one device; ``step`` is the optimizer's step count (an int, or a one-value tensor)."""
+        import torch
+
+        self._reclaim()
+        self._events.clear()
+        host, total = self._host, self._total
+        on_device: dict = {}  # device: [(offset in the model, offset in its staging, count)]
+        with torch.no_grad():
+            for at, n, m, v in pieces:
+                if not m.is_cuda:
+                    host[at:at + n].copy_(m)
+                    host[total + at:total + at + n].copy_(v)
+                    continue
+                staging, side = self._staging[m.device]
+                used = on_device.setdefault(m.device, [])
+                if not used:  # the last copy out of this staging must be done before it is written again
+                    torch.cuda.current_stream(m.device).wait_stream(side)
+                base = 2 * sum(c for _, _, c in used)
+                staging[base:base + n].copy_(m)  # on the training stream: after the step that made them
+                staging[base + n:base + 2 * n].copy_(v)
+                used.append((at, base, n))
+            self._step = step
+            for device, used in on_device.items():
+                staging, side = self._staging[device]
+                with torch.cuda.device(device):
+                    side.wait_stream(torch.cuda.current_stream())
+                    with torch.cuda.stream(side):
+                        for at, base, n in used:
+                            host[at:at + n].copy_(staging[base:base + n], non_blocking=True)
+                            host[total + at:total + at + n].copy_(staging[base + n:base + 2 * n], non_blocking=True)
+                        if torch.is_tensor(step) and step.is_cuda and step.device == device:
+                            self._step_host.copy_(step.reshape(1), non_blocking=True)
+                            self._step = self._step_host
+                        e = torch.cuda.Event()
+                        e.record(side)
+                        self._events.append(e)
+        self.pending = True
+
+    def collect(self) -> Tuple[int, memoryview]:
+        """Waits for the copies :meth:`start` began; (step, m then v) as a buffer lent until released."""
+        started = time.perf_counter()
+        for e in self._events:
+            e.synchronize()
+        self._events.clear()
+        self.waited += time.perf_counter() - started
+        self.pending = False
+        step = self._step
+        return int(step.item()) if hasattr(step, "item") else int(step), buffer_of(self._host, 2 * self._total)
+
+    def lent(self, number: int) -> None:
+        """What :meth:`collect` gave went to atoll with step ``number``: the buffer waits for its release."""
+        self._lent = number
+
+    def drop(self) -> None:
+        """Forgets copies started for a pull that went away (their stream orders them before any next use)."""
+        self._events.clear()
+        self.pending = False
+
+    def _reclaim(self) -> None:
+        if self._lent:
+            started = time.perf_counter()
+            if not self._released(self._lent, self.RELEASE_SECONDS):  # atoll may read it yet: a new one
+                self._retired.append(self._host)
+                self._host = self._new_host()
+            self._lent = 0
+            self.waited += time.perf_counter() - started

@@ -532,7 +532,7 @@ void LearnerSession::on_replica_steps(std::deque<ReplicaStep> steps, double /*no
       log(fx, Level::kWarn, "a step's values were not taken: " + s.to_string());
       continue;
     }
-    if (step.moments_asked && !step.moments)  // its optimizer has none to give: the syncer goes without
+    if (step.moments_asked && !step.moments && !step.moments_coming)  // none to give: the syncer goes without
       std::erase_if(deferred_, [](const auto& m) { return std::holds_alternative<MomentsPull>(*m); });
     // Booked once: a step trained on the global model (not one the welcome
     // overwrote), and not after the replica froze with its last progress.

@@ -54,7 +54,8 @@ uint64_t ReplicaExchange::hand(ReplicaStep step) {
 
 bool ReplicaExchange::released(uint64_t number, double seconds) const {
   std::unique_lock lock(mu_);
-  return cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return released_ >= number; });
+  return cv_.wait_for(lock, std::chrono::duration<double>(seconds),
+                      [&] { return released_ >= number && !copying_; });
 }
 
 ReplicaState ReplicaExchange::state() const {
@@ -89,9 +90,18 @@ void ReplicaExchange::clear_notify(uint64_t owner) {
 }
 
 std::deque<ReplicaStep> ReplicaExchange::steps() {
-  std::lock_guard lock(mu_);
-  for (auto& step : steps_) {
-    // Lent values are copied here, on the actor's thread (the training thread is a step further by now).
+  std::deque<ReplicaStep> taken;
+  uint64_t handed = 0;
+  {
+    std::lock_guard lock(mu_);
+    taken = std::exchange(steps_, {});
+    handed = handed_;
+    copying_ = true;  // what they lent is read below: released() waits
+  }
+  // Lent values are copied here, on the actor's thread (the training thread
+  // is a step further by now), outside the lock: moments are the model's size
+  // twice, and request() and hand() must not wait behind them.
+  for (auto& step : taken) {
     if (!step.lent.empty()) {
       const float* at = step.lent.data();
       step.values.clear();
@@ -102,6 +112,16 @@ std::deque<ReplicaStep> ReplicaExchange::steps() {
       }
       step.lent = {};
     }
+    if (!step.moments_lent.empty()) {
+      const size_t n = step.moments_lent.size() / 2;
+      const float* m = step.moments_lent.data();
+      step.moments = OptimizerMoments{step.moments_step, std::vector<float>(m, m + n),
+                                      std::vector<float>(m + n, m + 2 * n)};
+      step.moments_lent = {};
+    }
+  }
+  std::lock_guard lock(mu_);
+  for (auto& step : taken) {
     step.counts = welcome_posted_ != UINT64_MAX && step.trained_after >= welcome_posted_;
     // Values read before the newest update of their fragment was applied are
     // older than what the core adopted: not handed, so read again later.
@@ -111,9 +131,11 @@ std::deque<ReplicaStep> ReplicaExchange::steps() {
         step.values.erase(step.values.begin() + static_cast<ptrdiff_t>(i));
       }
   }
-  released_ = handed_;
+  // Every step handed before the copy began was taken (or dropped by a new incarnation).
+  copying_ = false;
+  released_ = std::max(released_, handed);
   cv_.notify_all();
-  return std::exchange(steps_, {});
+  return taken;
 }
 
 void ReplicaExchange::post(std::vector<FragmentUpdate> updates, std::optional<OptimizerMoments> moments) {
@@ -202,11 +224,13 @@ void ReplicaExchange::set_over(const std::string& why, bool failed, bool refused
     state_.why = why;
     state_.failed = failed;
     state_.refused = refused;
-    for (auto& step : steps_)  // no actor takes them any more: their lent memory is free
+    for (auto& step : steps_) {  // no actor takes them any more: their lent memory is free
       if (!step.lent.empty()) {
         step.lent = {};
         step.fragments.clear();
       }
+      step.moments_lent = {};
+    }
     released_ = handed_;
   }
   cv_.notify_all();

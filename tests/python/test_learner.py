@@ -5,6 +5,7 @@ import copy
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -72,6 +73,46 @@ def test_two_learners_train_and_both_are_merged(metered_syncer: Syncer, overlap:
     assert report["eval"]["by"].startswith("learner 0's evaluator") and report["eval"]["loss"] == 0.5
     assert len(report["curve"]) == len(evaluator.results) - 1  # the last one, at close, is the learner's own
     assert evaluator.results[-1]["versions"] == learners[0].load_global(tiny_model())
+
+
+def test_no_buffer_is_made_in_the_loop_and_moments_come_a_boundary_after_they_are_asked(tmp_path: Path,
+                                                                                         model_file: Path) -> None:
+    # A checkpoint every round asks learner 0 for its AdamW moments again and again, and a newcomer's welcome
+    # asks for them too: each is copied at one boundary and handed, lent, at the next, from buffers made
+    # with the learner. overlap=True takes the GPU's paths (reads a boundary late) on the CPU.
+    topology = tiny_topology(model_file, max_learners=3).replace(
+        'dir = ""', f'dir = "{tmp_path / "checkpoints"}"\nevery_rounds = 1\nevery_seconds = 0')
+    syncer = Syncer(tmp_path, topology)
+    model, other = tiny_model(1), tiny_model(2)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    learner = join(syncer, model, 0, optimizer=opt, overlap=True)
+    assert learner.wait_welcome(10)
+    train(learner, model, opt, 1)
+    made = learner.timings["allocations"]
+    assert made >= 3, learner.timings  # two read slots and the moments' buffer (no uploads staged on the CPU)
+    wait_until(lambda: train(learner, model, opt, 1) and min(learner.state.versions) >= 2, 60,
+               "the global model moved on", lambda: learner.state)
+    other_opt = torch.optim.AdamW(other.parameters(), lr=1e-2)
+    newcomer = atoll.Learner(other, syncer.address, token=syncer.token, optimizer=other_opt, wait_seconds=10)
+    # Its welcome waits for learner 0's moments, which come as learner 0 trains.
+    wait_until(lambda: train(learner, model, opt, 1) and newcomer.state.welcomed, 60, "the newcomer welcomed",
+               lambda: (learner.state, syncer.log.read_text()[-1500:]))
+    newcomer.step(tokens=0)  # the global model and the peer's moments into its parameters and optimizer
+    for p in other.parameters():
+        state = other_opt.state[p]
+        assert int(state["step"]) > 0 and state["exp_avg"].abs().sum() > 0 and state["exp_avg_sq"].min() >= 0
+    written = lambda: list((tmp_path / "checkpoints").rglob("checkpoint-*.atoll"))  # noqa: E731
+    wait_until(lambda: train(learner, model, opt, 1) and len(written()) >= 2, 60, "checkpoints written", written)
+    for _ in range(20):
+        train(learner, model, opt, 1)
+    assert learner.timings["allocations"] == made, learner.timings  # none since the first boundary
+    newcomer.close()
+    learner.close()
+    assert syncer.stop() == 0
+    log = syncer.log.read_text()
+    assert re.search(r"learner 2 registered \(incarnation \d+, with a peer's moments\)", log), log[-2000:]
+    report = json.loads(syncer.report.read_text())
+    assert report["moments_handed"] >= 1, report
 
 
 def test_a_module_of_another_layout_is_refused_naming_both(syncer: Syncer) -> None:

@@ -109,6 +109,14 @@ struct ReplicaStep {
   // them, on the actor's thread. The memory must stay unchanged until
   // released() says so for this step's number (what hand() returns).
   std::span<const float> lent;
+  // The optimizer's moments lent the same way: m then v back to back (2 x
+  // the model's values), at step moments_step; steps() copies them into
+  // `moments`.
+  std::span<const float> moments_lent;
+  int64_t moments_step = 0;
+  // The moments asked for were copied at this boundary and come with a later
+  // step (a device copies them while it trains): the pull waits for them.
+  bool moments_coming = false;
   // Set by steps(): its tokens trained on the global model (after the
   // welcome); and the request asked for moments, whether or not it has them.
   bool counts = false;
@@ -217,6 +225,7 @@ class ReplicaExchange {
   std::deque<ReplicaStep> steps_;
   uint64_t handed_ = 0;    // steps handed so far (their numbers)
   uint64_t released_ = 0;  // every step up to this number holds no lent memory any more
+  bool copying_ = false;   // steps() is copying lent memory out of the lock: nothing is released meanwhile
   ReplicaState state_;
   std::vector<float> global_;
   Clock::time_point last_boundary_ = Clock::now();
