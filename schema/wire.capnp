@@ -58,6 +58,7 @@ struct Pull {
   fragment @0 :UInt32;
   round @1 :UInt64;
   last @2 :Bool;            # the run is ending: answer with all progress, then train no more
+  version @3 :UInt64 = 0xffffffffffffffff;  # the version the round merges onto (default: not said)
 }
 
 # learner -> syncer: progress on one fragment since the version it adopted.

@@ -588,6 +588,8 @@ SyncerStats Simulator::merged_stats() const {
   for (uint32_t shard = 1; shard < shards(); ++shard) {
     const SyncerStats& s = cores_[shard]->stats();
     all.rounds += s.rounds;
+    all.merged_pushes += s.merged_pushes;
+    all.late += s.late;
     all.good_seconds += s.good_seconds;
     all.round_ends.insert(all.round_ends.end(), s.round_ends.begin(), s.round_ends.end());
   }
@@ -1091,6 +1093,8 @@ Result<CellResult> Simulator::run() {
       if (t >= batch) ends.push_back(t - batch);
     r.uptime = uptime_of(ends, measured);
     r.rounds = stats.rounds;
+    r.merged_pushes = stats.merged_pushes;
+    r.late_pushes = stats.late;
     r.syncer_seconds = syncer_seconds_;
     r.syncer_busiest_shard_seconds = *std::max_element(shard_seconds_.begin(), shard_seconds_.end());
     r.reintegrations = reintegrations_.size();

@@ -23,7 +23,7 @@ Status CountingReplica::welcome(const Welcome& w) {
     Track& t = tracks_[fv.fragment];
     if (t.welcomed && fv.version <= t.version) {  // LearnerCore::welcome: never back, push again when due
       if (fv.version < t.version) ++regressions_refused_;
-      t.pushed = false;
+      t.pushed = t.unasked = false;
       continue;
     }
     if (t.welcomed) {  // a newer version (a resync): LearnerCore::welcome carries what it did not merge
@@ -32,7 +32,7 @@ Status CountingReplica::welcome(const Welcome& w) {
     }
     t = Track{};
     t.welcomed = true;
-    t.since = steps_;
+    t.since = t.adopted_at = steps_;
     t.version = fv.version;
   }
   welcomed_ = std::all_of(tracks_.begin(), tracks_.end(), [](const Track& t) { return t.welcomed; });
@@ -62,6 +62,7 @@ Push CountingReplica::make_push(uint32_t p, uint64_t round) {
     remember_push(t.in_flight, Track::InFlight{steps_, t.steps, t.tokens, t.seconds});
   }
   t.pushed = true;
+  t.unasked = round == 0;
   Push push{id_, incarnation_, p, round, t.version, t.steps, t.tokens, t.seconds, model_->zero_deltas[p]};
   push.since = t.since;
   push.through = steps_;
@@ -82,7 +83,7 @@ std::vector<Push> CountingReplica::due_pushes() {
   const auto fragments = static_cast<int>(tracks_.size());
   for (uint32_t p = 0; p < tracks_.size(); ++p) {
     const Track& t = tracks_[p];
-    if (!t.pushed && t.steps >= steps_until_due(static_cast<int>(p), fragments,
+    if (!t.pushed && steps_ - t.adopted_at >= steps_until_due(static_cast<int>(p), fragments,
                                                 sync_interval(model_->topology, 0.0, t.version), t.version))
       out.push_back(make_push(p, 0));
   }
@@ -147,6 +148,7 @@ void CountingReplica::move_onto(Track& t, const Broadcast& b, bool may_carry) {
     if (!merged) next.in_flight = std::move(t.in_flight);
   }
   next.version = b.version;
+  next.adopted_at = steps_;
   next.stale_version = t.stale_version;
   next.stale_refusals = t.stale_refusals;
   t = std::move(next);
@@ -154,7 +156,7 @@ void CountingReplica::move_onto(Track& t, const Broadcast& b, bool may_carry) {
 
 Progress CountingReplica::progress() const {
   Progress p{id_, incarnation_, steps_, tokens_, step_ema_, {}, 0.0f};
-  for (const auto& t : tracks_) p.fragments.push_back({t.version, t.steps});
+  for (const auto& t : tracks_) p.fragments.push_back({t.version, steps_ - t.adopted_at});
   return p;
 }
 
@@ -162,7 +164,7 @@ LearnerReplica::RejectAction CountingReplica::on_reject(const Reject& r, bool re
   if (r.reason == RejectReason::kBadToken || r.reason == RejectReason::kFingerprintMismatch) return RejectAction::kStop;
   if (r.fragment < tracks_.size()) {  // about a push: LearnerCore::on_reject's rule, without values
     Track& t = tracks_[r.fragment];
-    t.pushed = false;
+    t.pushed = t.unasked = false;
     if (r.reason == RejectReason::kStale) {
       t.pushed = true;  // the next version carries the progress
       if (t.stale_version != t.version) {

@@ -173,7 +173,7 @@ Status LearnerCore::welcome(const Welcome& w) {
     Track& t = tracks_[p];
     if (fragment_welcomed_[p] && versions[p] <= t.version) {
       if (versions[p] < t.version) ++regressions_refused_;  // the syncer is behind: keep what we adopted
-      t.pushed = false;  // what we pushed may be lost: push again when due
+      t.pushed = t.unasked = false;  // what we pushed may be lost: push again when due
       continue;
     }
     if (fragment_welcomed_[p]) {  // a newer version (a resync)
@@ -183,7 +183,7 @@ Status LearnerCore::welcome(const Welcome& w) {
     scatter(fragments_[p], values[p], params_);
     adopted(static_cast<uint32_t>(p), 0.0f, values[p]);
     t = Track{};
-    t.since = steps_;
+    t.since = t.adopted_at = steps_;
     t.version = versions[p];
     t.base = std::move(values[p]);
     fragment_welcomed_[p] = true;
@@ -241,6 +241,7 @@ Push LearnerCore::make_push(uint32_t fragment, uint64_t round) {
     }
   }
   t.pushed = true;
+  t.unasked = round == 0;
   Push push{id_, incarnation_, fragment, round, t.version, t.steps, t.tokens, t.seconds, std::move(payload)};
   push.since = t.since;
   push.through = steps_;
@@ -258,6 +259,12 @@ Result<Push> LearnerCore::answer(const Pull& pull) {
   return make_push(pull.fragment, pull.round);
 }
 
+bool LearnerCore::push_in_flight(const Pull& pull) const {
+  if (pull.last || pull.fragment >= tracks_.size()) return false;
+  const Track& t = tracks_[pull.fragment];
+  return t.unasked && pull.version == t.version;
+}
+
 std::vector<Push> LearnerCore::due_pushes() {
   std::vector<Push> out;
   if (data_parallel()) {
@@ -272,7 +279,7 @@ std::vector<Push> LearnerCore::due_pushes() {
   for (uint32_t p = 0; p < fragments_.size(); ++p) {
     const Track& t = tracks_[p];
     if (!t.pushed && readable(p) &&
-        t.steps >= steps_until_due(static_cast<int>(p), static_cast<int>(fragments_.size()),
+        steps_ - t.adopted_at >= steps_until_due(static_cast<int>(p), static_cast<int>(fragments_.size()),
                                    sync_interval(topology(), speed_label_, t.version),
                                    t.version))
       out.push_back(make_push(p, 0));
@@ -439,13 +446,14 @@ void LearnerCore::move_onto(uint32_t p, uint64_t version, std::vector<float> glo
   scatter(f, local, params_);
   adopted(p, scale, std::move(offset));
   next.version = version;
+  next.adopted_at = steps_;
   next.base = std::move(global);
   t = std::move(next);
 }
 
 Progress LearnerCore::progress() const {
   Progress p{id_, incarnation_, steps_, tokens_, step_ema_, {}, static_cast<float>(loss_ema_)};
-  for (const auto& t : tracks_) p.fragments.push_back({t.version, t.steps});
+  for (const auto& t : tracks_) p.fragments.push_back({t.version, steps_ - t.adopted_at});
   return p;
 }
 
@@ -453,7 +461,7 @@ LearnerCore::RejectAction LearnerCore::on_reject(const Reject& r, bool registere
   if (r.reason == RejectReason::kBadToken || r.reason == RejectReason::kFingerprintMismatch) return RejectAction::kStop;
   if (r.fragment < fragments_.size()) {  // about a push: it may go again
     Track& t = tracks_[r.fragment];
-    t.pushed = false;
+    t.pushed = t.unasked = false;
     if (data_parallel()) t.steps = 0;  // the gradient is gone: compute a new one
     std::vector<float> mine(fragments_[r.fragment].size);
     gather(fragments_[r.fragment], params_, mine);
@@ -486,7 +494,7 @@ std::set<uint32_t> LearnerCore::due_soon() const {
   for (uint32_t p = 0; p < fragments_.size(); ++p) {
     const Track& t = tracks_[p];
     if (!t.pushed &&
-        t.steps + 1 >= steps_until_due(static_cast<int>(p), static_cast<int>(fragments_.size()),
+        steps_ - t.adopted_at + 1 >= steps_until_due(static_cast<int>(p), static_cast<int>(fragments_.size()),
                                        sync_interval(topology(), speed_label_, t.version), t.version))
       out.insert(p);
   }

@@ -195,8 +195,10 @@ void LearnerSession::handle(uint32_t shard, const Message& m, double now, Learne
     moments_shard_ = shard;
     if (auto moments = replica.moments_for(*mp); moments.ok()) send(fx, std::move(*moments), shard);
   } else if (auto* p = std::get_if<Pull>(&m)) {
-    if (auto push = replica.answer(*p); push.ok()) send(fx, std::move(*push));
-    else log(fx, Level::kWarn, push.status().to_string());
+    if (!replica.push_in_flight(*p)) {  // else the push on its way answers it
+      if (auto push = replica.answer(*p); push.ok()) send(fx, std::move(*push));
+      else log(fx, Level::kWarn, push.status().to_string());
+    }
     last_pulled_ |= p->last;
   } else if (auto* b = std::get_if<Broadcast>(&m)) {
     if (Status s = replica.apply(*b); s.code() == Status::Code::kUnavailable) {
@@ -392,9 +394,8 @@ void LearnerSession::say_leave(LearnerEffects& fx) {
 // then Leave. Again after a welcome (a restarted syncer lost them).
 void LearnerSession::send_last_progress(LearnerEffects& fx) {
   if (!any_reachable() || !replica_->welcomed()) return;
-  const Progress now = replica_->progress();
-  for (uint32_t p = 0; p < now.fragments.size(); ++p) {
-    if (now.fragments[p].steps == 0 || !replica_->readable(p)) continue;
+  for (uint32_t p = 0; p < replica_->fragment_count(); ++p) {
+    if (!replica_->has_progress(p) || !replica_->readable(p)) continue;
     if (auto push = replica_->answer(Pull{p, 0, true}); push.ok()) send(fx, std::move(*push));
   }
   say_leave(fx);
@@ -474,6 +475,7 @@ void LearnerSession::answer_deferred(LearnerEffects& fx) {
   std::deque<std::shared_ptr<const Message>> waiting;
   for (auto& m : deferred_) {
     if (const auto* p = std::get_if<Pull>(m.get())) {
+      if (replica_->push_in_flight(*p)) continue;  // the push on its way answers it: nothing to read
       if (!replica_->readable(p->fragment)) {
         waiting.push_back(std::move(m));
         continue;

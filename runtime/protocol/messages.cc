@@ -316,6 +316,7 @@ struct Encoder {
     b.setFragment(m.fragment);
     b.setRound(m.round);
     b.setLast(m.last);
+    b.setVersion(m.version);
   }
   void operator()(const Push& m) {
     auto b = env.initPush();
@@ -396,7 +397,7 @@ Message decode_envelope(s::Envelope::Reader env) {
     }
     case s::Envelope::PULL: {
       auto r = env.getPull();
-      return Pull{r.getFragment(), r.getRound(), r.getLast()};
+      return Pull{r.getFragment(), r.getRound(), r.getLast(), r.getVersion()};
     }
     case s::Envelope::PUSH: {
       auto r = env.getPush();

@@ -399,7 +399,7 @@ class DecoupledRounds final : public RoundProtocol {
       if (!s_.present(m) || r.answers.count(m)) continue;
       r.waiting[m] = 1;
       ++r.waiting_count;
-      fx.sends.push_back({m, Pull{p, r.id}});
+      fx.sends.push_back({m, Pull{p, r.id, false, s_.global[p].version}});
     }
     fx.timers.push_back({SyncerEffects::TimerKind::kQuorum, p, r.id, quorum_deadline_seconds()});
     check_round(p, now, fx);

@@ -45,6 +45,11 @@ class CountingReplica final : public LearnerReplica {
   void finish_step(const StepResult& result, double step_seconds) override;
   bool readable(uint32_t) const override { return true; }
   Result<Push> answer(const Pull& pull) override;
+  bool push_in_flight(const Pull& pull) const override {  // LearnerCore's rule
+    return !pull.last && pull.fragment < tracks_.size() && tracks_[pull.fragment].unasked &&
+           pull.version == tracks_[pull.fragment].version;
+  }
+  bool has_progress(uint32_t fragment) const override { return tracks_[fragment].steps > 0; }
   std::vector<Push> due_pushes() override;
   Status apply(const Broadcast& broadcast) override;
   Progress progress() const override;
@@ -61,6 +66,8 @@ class CountingReplica final : public LearnerReplica {
     uint64_t steps = 0, tokens = 0;
     double seconds = 0.0;
     bool pushed = false;
+    bool unasked = false;     // LearnerCore's: that push went unasked
+    uint64_t adopted_at = 0;  // LearnerCore's: due counts the steps since
     uint64_t since = 0;  // progress over the learner's steps (since, now]
     struct InFlight {  // a push not yet known merged, and the counts when it went
       uint64_t through = 0, steps = 0, tokens = 0;

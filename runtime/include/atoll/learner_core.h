@@ -77,6 +77,10 @@ class LearnerCore : public LearnerReplica {
   // welcome (a pull meant for an earlier incarnation, delayed or reordered).
   // REQUIRES: readable(pull.fragment).
   Result<Push> answer(const Pull& pull) override;
+  bool push_in_flight(const Pull& pull) const override;
+  bool has_progress(uint32_t fragment) const override { return unmerged_steps(fragment) > 0; }
+  // Steps of progress on the fragment not yet merged, carried over versions included.
+  uint64_t unmerged_steps(uint32_t fragment) const { return tracks_[fragment].steps; }
 
   // Decoupled: fragments that just fell due, pushed unasked once per version
   // (external: those readable now; the others when read at a later boundary).
@@ -178,6 +182,11 @@ class LearnerCore : public LearnerReplica {
     uint64_t steps = 0, tokens = 0;
     double seconds = 0.0;
     bool pushed = false;   // pushed unasked (or answered) since adopting `version`
+    bool unasked = false;  // that push went unasked: it answers a pull of `version`
+    // The learner's step count when it took `version`. A fragment falls due
+    // H steps after that, whatever progress it carried onto it: carried
+    // progress goes with the next regular push, not at once.
+    uint64_t adopted_at = 0;
     // eager_updates: what a push is measured from, less base (empty: zero).
     // An eager adoption keeps a share of the progress on top of base; the
     // next push still sends that progress whole.

@@ -105,6 +105,12 @@ class LearnerReplica {
   virtual bool readable(uint32_t fragment) const = 0;
   // Push answering a pull. REQUIRES: readable(pull.fragment).
   virtual Result<Push> answer(const Pull& pull) = 0;
+  // Its unasked push of the pulled fragment's version is on its way, and the
+  // syncer takes that as the answer: a second push would cross the same link
+  // behind it and be refused as a duplicate. A run's last pull is answered.
+  virtual bool push_in_flight(const Pull& pull) const = 0;
+  // Progress not yet merged of the fragment, carried over versions included.
+  virtual bool has_progress(uint32_t fragment) const = 0;
   // Pushes that fell due, unasked, once per version.
   virtual std::vector<Push> due_pushes() = 0;
   // Adopts a new global version of a fragment; Unavailable: register again.

@@ -70,6 +70,10 @@ struct Pull {
   uint32_t fragment = 0;
   uint64_t round = 0;
   bool last = false;  // the run is ending: answer with all progress, then train no more
+  // The fragment's version the round merges onto: a learner whose unasked
+  // push from that version is on its way lets that push answer.
+  uint64_t version = kUnsaid;
+  static constexpr uint64_t kUnsaid = UINT64_MAX;
   friend bool operator==(const Pull&, const Pull&) = default;
 };
 

@@ -326,6 +326,9 @@ struct CellResult {
   // decoupled: the SyncerCore's rounds, and the time its calls took (the
   // simulation is one busy thread: its steady clock is its CPU time)
   uint64_t rounds = 0;
+  // decoupled: pushes merged, and pushes that came after their round closed
+  // or twice for one round (SyncerStats::late): each crossed a link for nothing
+  uint64_t merged_pushes = 0, late_pushes = 0;
   double syncer_seconds = 0.0;
   double syncer_busiest_shard_seconds = 0.0;  // of syncer_seconds, the busiest shard's (one shard: all)
   // decoupled: restarted learners welcomed back, and the time from their

@@ -43,7 +43,7 @@ struct Learner {
     for (int i = 0; i < n; ++i) core->finish_step(core->step(), 0.01);
   }
   std::vector<float> params() const { return {core->parameters().begin(), core->parameters().end()}; }
-  uint64_t fragment_steps() const { return core->progress().fragments[0].steps; }
+  uint64_t fragment_steps() const { return core->unmerged_steps(0); }
 };
 
 // theta0 + shift everywhere.
@@ -492,9 +492,38 @@ BOOST_AUTO_TEST_CASE(a_stale_push_waits_for_the_next_version) {
   BOOST_CHECK(l.core->due_pushes().empty());
   BOOST_REQUIRE(l.core->apply(absolute(1, shifted(l.theta0, 0.5f), {1})).ok());
   BOOST_CHECK_EQUAL(l.fragment_steps(), 4u);
-  BOOST_CHECK_EQUAL(l.core->due_pushes().size(), 1u);  // from the new base, all four steps
+  // Carried progress waits for the next regular push, H steps after the adoption, never at once.
+  BOOST_CHECK(l.core->due_pushes().empty());
+  BOOST_CHECK_EQUAL(l.core->progress().fragments[0].steps, 0u);  // due counts from the adoption
+  l.steps(2);
+  const auto due = l.core->due_pushes();
+  BOOST_REQUIRE_EQUAL(due.size(), 1u);
+  BOOST_CHECK_EQUAL(due.front().steps, 6u);  // from the new base, all six steps
   // The fragment moved on: the next stale refusal starts a new count.
   BOOST_CHECK(l.core->on_reject({RejectReason::kStale, 0, ""}, true) == LearnerCore::RejectAction::kGoOn);
+}
+
+// A pull that finds the learner's unasked push from the same version on its
+// way is answered by that push: a second one would cross the same link
+// behind it for nothing. A pull for another version, or the run's last one,
+// is answered; so is every pull once the learner adopted a newer version.
+BOOST_AUTO_TEST_CASE(a_pull_is_answered_by_the_unasked_push_on_its_way) {
+  Topology t = small_topology(/*carry=*/true);
+  t.outer.sync_every = 2;
+  Learner l(t);
+  BOOST_CHECK(!l.core->push_in_flight(Pull{0, 7, false, 0}));  // nothing pushed yet
+  l.steps(2);
+  BOOST_REQUIRE_EQUAL(l.core->due_pushes().size(), 1u);
+  BOOST_CHECK(l.core->push_in_flight(Pull{0, 7, false, 0}));
+  BOOST_CHECK(!l.core->push_in_flight(Pull{0, 7, false, 1}));
+  BOOST_CHECK(!l.core->push_in_flight(Pull{0, 7, false, Pull::kUnsaid}));  // a syncer that does not say
+  BOOST_CHECK(!l.core->push_in_flight(Pull{0, 7, true, 0}));
+  BOOST_REQUIRE(l.core->apply(absolute(1, shifted(l.theta0, 0.5f), {0})).ok());
+  BOOST_CHECK(!l.core->push_in_flight(Pull{0, 8, false, 1}));
+  // An answered pull is no unasked push: a later pull of the same version is answered again.
+  l.steps(1);
+  BOOST_REQUIRE(l.core->answer(Pull{0, 8, false, 1}).ok());
+  BOOST_CHECK(!l.core->push_in_flight(Pull{0, 9, false, 1}));
 }
 
 // Progress carried for more than kMaxCarriedIntervals sync intervals is dropped.
