@@ -143,6 +143,7 @@ void write_cell(JsonWriter& w, const CellResult& r) {
     w.field("rounds", r.rounds);
     w.field("merged_pushes", r.merged_pushes);
     w.field("late_pushes", r.late_pushes);
+    w.field("repairs", r.repairs);
     w.field("syncer_seconds", r.syncer_seconds);
     w.field("reintegrations", r.reintegrations);
     w.field("reintegration_seconds_mean", r.reintegration_seconds_mean);

@@ -590,6 +590,7 @@ SyncerStats Simulator::merged_stats() const {
     all.rounds += s.rounds;
     all.merged_pushes += s.merged_pushes;
     all.late += s.late;
+    all.repairs += s.repairs;
     all.good_seconds += s.good_seconds;
     all.round_ends.insert(all.round_ends.end(), s.round_ends.begin(), s.round_ends.end());
   }
@@ -1095,6 +1096,7 @@ Result<CellResult> Simulator::run() {
     r.rounds = stats.rounds;
     r.merged_pushes = stats.merged_pushes;
     r.late_pushes = stats.late;
+    r.repairs = stats.repairs;
     r.syncer_seconds = syncer_seconds_;
     r.syncer_busiest_shard_seconds = *std::max_element(shard_seconds_.begin(), shard_seconds_.end());
     r.reintegrations = reintegrations_.size();

@@ -60,7 +60,8 @@ bool outer_step_if_finite(const NesterovConfig& outer, GlobalFragment& g, std::s
 class DecoupledRounds final : public RoundProtocol {
  public:
   explicit DecoupledRounds(SyncerState& s)
-      : s_(s), counts_(s.learners.size(), 0), answer_seconds_(s.learners.size(), 0.0) {
+      : s_(s), counts_(s.learners.size(), 0), answer_seconds_(s.learners.size(), 0.0),
+        delivery_seconds_(s.learners.size(), 0.0) {
     rounds_.reserve(s.fragments.size());
     for (const Fragment& f : s.fragments) rounds_.emplace_back(f, s.learners.size());
     recount_quorum();
@@ -216,6 +217,7 @@ class DecoupledRounds final : public RoundProtocol {
   struct Behind {
     uint64_t version = 0;
     std::optional<SteadyTime> since;  // empty: it reported the current version
+    std::optional<SteadyTime> first;  // when it was first seen behind, since it last held the current version
   };
 
   // One fragment's round: collecting while open.
@@ -448,11 +450,14 @@ class DecoupledRounds final : public RoundProtocol {
       if (!s_.owns(p)) continue;
       Behind& b = rounds_[p].behind[m];
       if (progress[p].version >= s_.global[p].version) {
+        if (b.first) note_delivery_time(m, seconds_between(*b.first, now));
         b = {};
         continue;
       }
+      if (!b.first) b.first = now;
       if (!b.since || b.version != progress[p].version) {
-        b = {progress[p].version, now};
+        b.version = progress[p].version;
+        b.since = now;
         continue;
       }
       if (seconds_between(*b.since, now) < wait) continue;
@@ -461,12 +466,23 @@ class DecoupledRounds final : public RoundProtocol {
       b.since = now;
     }
   }
-  // A few of its steps (a broadcast waits for its step to end) or twice its
-  // answer time (its link), whichever is longer.
+  // A few of its steps (a broadcast waits for its step to end), twice its
+  // answer time (its link up), or twice the time its broadcasts take to be
+  // adopted (its link down, queue included), whichever is longer. On a link
+  // just fast enough, broadcasts wait behind one another: a repair then, the
+  // fragment whole in fp32, would only lengthen the queue it was sent for.
   double repair_wait_seconds(uint32_t m) const {
-    return std::max({kMinRepairSeconds, 4.0 * s_.learners[m].step_seconds, 2.0 * answer_seconds_[m]});
+    return std::max({kMinRepairSeconds, 4.0 * s_.learners[m].step_seconds, 2.0 * answer_seconds_[m],
+                     2.0 * delivery_seconds_[m]});
   }
   static constexpr double kMinRepairSeconds = 0.002;
+
+  // Moving average of how long learner m stayed behind a fragment's current version.
+  void note_delivery_time(uint32_t m, double seconds) {
+    if (m >= delivery_seconds_.size()) return;
+    double& avg = delivery_seconds_[m];
+    avg = avg == 0.0 ? seconds : avg + 0.2 * (seconds - avg);
+  }
 
   // Moving average of how long learner m took to answer a pull.
   void note_answer_time(uint32_t m, double seconds) {
@@ -608,6 +624,7 @@ class DecoupledRounds final : public RoundProtocol {
   std::vector<Round> rounds_;  // by fragment
   std::vector<uint8_t> counts_;  // by learner: counts toward the quorum cap
   std::vector<double> answer_seconds_;  // by learner: how long it took to answer a pull, moving average
+  std::vector<double> delivery_seconds_;  // by learner: how long it stayed behind a new version, moving average
   int counted_ = 0;
   uint64_t next_round_ = 1;
   enum class Flush { kNone, kFlushing, kDone };

@@ -329,6 +329,7 @@ struct CellResult {
   // decoupled: pushes merged, and pushes that came after their round closed
   // or twice for one round (SyncerStats::late): each crossed a link for nothing
   uint64_t merged_pushes = 0, late_pushes = 0;
+  uint64_t repairs = 0;  // versions sent again whole to a learner left behind (SyncerStats::repairs)
   double syncer_seconds = 0.0;
   double syncer_busiest_shard_seconds = 0.0;  // of syncer_seconds, the busiest shard's (one shard: all)
   // decoupled: restarted learners welcomed back, and the time from their
