@@ -32,7 +32,7 @@ Status CountingReplica::welcome(const Welcome& w) {
     }
     t = Track{};
     t.welcomed = true;
-    t.since = t.adopted_at = steps_;
+    t.since = t.due_from = steps_;
     t.version = fv.version;
   }
   welcomed_ = std::all_of(tracks_.begin(), tracks_.end(), [](const Track& t) { return t.welcomed; });
@@ -83,7 +83,7 @@ std::vector<Push> CountingReplica::due_pushes() {
   const auto fragments = static_cast<int>(tracks_.size());
   for (uint32_t p = 0; p < tracks_.size(); ++p) {
     const Track& t = tracks_[p];
-    if (!t.pushed && steps_ - t.adopted_at >= steps_until_due(static_cast<int>(p), fragments,
+    if (!t.pushed && steps_ - t.due_from >= steps_until_due(static_cast<int>(p), fragments,
                                                 sync_interval(model_->topology, 0.0, t.version), t.version))
       out.push_back(make_push(p, 0));
   }
@@ -125,7 +125,7 @@ void CountingReplica::move_onto(Track& t, const Broadcast& b, bool may_carry) {
   const auto& o = model_->topology.outer;
   Track next;
   next.welcomed = true;
-  next.since = steps_;  // dropped, unless carried below
+  next.since = next.due_from = steps_;  // dropped, unless carried below
   const auto named = std::find(b.merged.begin(), b.merged.end(), id_);
   const bool credited = named != b.merged.end();
   const Track::InFlight* merged = nullptr;
@@ -145,10 +145,10 @@ void CountingReplica::move_onto(Track& t, const Broadcast& b, bool may_carry) {
     next.tokens = t.tokens - (merged ? merged->tokens : 0);
     next.seconds = t.seconds - (merged ? merged->seconds : 0.0);
     next.since = merged ? merged->through : t.since;
+    if (merged) next.due_from = merged->through;  // LearnerCore's cadence
     if (!merged) next.in_flight = std::move(t.in_flight);
   }
   next.version = b.version;
-  next.adopted_at = steps_;
   next.stale_version = t.stale_version;
   next.stale_refusals = t.stale_refusals;
   t = std::move(next);
@@ -156,7 +156,7 @@ void CountingReplica::move_onto(Track& t, const Broadcast& b, bool may_carry) {
 
 Progress CountingReplica::progress() const {
   Progress p{id_, incarnation_, steps_, tokens_, step_ema_, {}, 0.0f};
-  for (const auto& t : tracks_) p.fragments.push_back({t.version, steps_ - t.adopted_at});
+  for (const auto& t : tracks_) p.fragments.push_back({t.version, steps_ - t.due_from});
   return p;
 }
 

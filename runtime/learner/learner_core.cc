@@ -183,7 +183,7 @@ Status LearnerCore::welcome(const Welcome& w) {
     scatter(fragments_[p], values[p], params_);
     adopted(static_cast<uint32_t>(p), 0.0f, values[p]);
     t = Track{};
-    t.since = t.adopted_at = steps_;
+    t.since = t.due_from = steps_;
     t.version = versions[p];
     t.base = std::move(values[p]);
     fragment_welcomed_[p] = true;
@@ -279,7 +279,7 @@ std::vector<Push> LearnerCore::due_pushes() {
   for (uint32_t p = 0; p < fragments_.size(); ++p) {
     const Track& t = tracks_[p];
     if (!t.pushed && readable(p) &&
-        steps_ - t.adopted_at >= steps_until_due(static_cast<int>(p), static_cast<int>(fragments_.size()),
+        steps_ - t.due_from >= steps_until_due(static_cast<int>(p), static_cast<int>(fragments_.size()),
                                    sync_interval(topology(), speed_label_, t.version),
                                    t.version))
       out.push_back(make_push(p, 0));
@@ -385,6 +385,7 @@ void LearnerCore::move_onto(uint32_t p, uint64_t version, std::vector<float> glo
   gather(f, params_, local);
   const auto& o = topology().outer;
   Track next;
+  next.due_from = steps_;  // due H steps after this adoption, unless it carries from a merged push
   // The same step as an update, for a replica elsewhere: s * values + b.
   float scale = 0.0f;
   std::vector<float> offset;
@@ -424,7 +425,7 @@ void LearnerCore::move_onto(uint32_t p, uint64_t version, std::vector<float> glo
     next.seconds = t.seconds - (merged ? merged->seconds : 0.0);
     if (merged) {
       // Later pushes hold the merged progress too: the syncer takes none of them.
-      next.since = merged->through;
+      next.since = next.due_from = merged->through;
     } else {
       next.since = t.since;
       next.in_flight = std::move(t.in_flight);
@@ -446,14 +447,13 @@ void LearnerCore::move_onto(uint32_t p, uint64_t version, std::vector<float> glo
   scatter(f, local, params_);
   adopted(p, scale, std::move(offset));
   next.version = version;
-  next.adopted_at = steps_;
   next.base = std::move(global);
   t = std::move(next);
 }
 
 Progress LearnerCore::progress() const {
   Progress p{id_, incarnation_, steps_, tokens_, step_ema_, {}, static_cast<float>(loss_ema_)};
-  for (const auto& t : tracks_) p.fragments.push_back({t.version, steps_ - t.adopted_at});
+  for (const auto& t : tracks_) p.fragments.push_back({t.version, steps_ - t.due_from});
   return p;
 }
 
@@ -494,7 +494,7 @@ std::set<uint32_t> LearnerCore::due_soon() const {
   for (uint32_t p = 0; p < fragments_.size(); ++p) {
     const Track& t = tracks_[p];
     if (!t.pushed &&
-        steps_ - t.adopted_at + 1 >= steps_until_due(static_cast<int>(p), static_cast<int>(fragments_.size()),
+        steps_ - t.due_from + 1 >= steps_until_due(static_cast<int>(p), static_cast<int>(fragments_.size()),
                                        sync_interval(topology(), speed_label_, t.version), t.version))
       out.insert(p);
   }

@@ -67,7 +67,7 @@ class CountingReplica final : public LearnerReplica {
     double seconds = 0.0;
     bool pushed = false;
     bool unasked = false;     // LearnerCore's: that push went unasked
-    uint64_t adopted_at = 0;  // LearnerCore's: due counts the steps since
+    uint64_t due_from = 0;  // LearnerCore's: due counts the learner's steps since
     uint64_t since = 0;  // progress over the learner's steps (since, now]
     struct InFlight {  // a push not yet known merged, and the counts when it went
       uint64_t through = 0, steps = 0, tokens = 0;

@@ -183,10 +183,11 @@ class LearnerCore : public LearnerReplica {
     double seconds = 0.0;
     bool pushed = false;   // pushed unasked (or answered) since adopting `version`
     bool unasked = false;  // that push went unasked: it answers a pull of `version`
-    // The learner's step count when it took `version`. A fragment falls due
-    // H steps after that, whatever progress it carried onto it: carried
-    // progress goes with the next regular push, not at once.
-    uint64_t adopted_at = 0;
+    // The fragment falls due H steps after this step of the learner's: the
+    // push a version merged (its cadence, as if the push had been adopted at
+    // once), else the adoption. Progress carried over a version that did not
+    // merge it goes with the next regular push, not at once.
+    uint64_t due_from = 0;
     // eager_updates: what a push is measured from, less base (empty: zero).
     // An eager adoption keeps a share of the progress on top of base; the
     // next push still sends that progress whole.
