@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "atoll/printf_string.h"
@@ -26,28 +27,41 @@ constexpr double kSameAdvanceSeconds = 1e-3;
 
 }  // namespace
 
-double uptime_of(const std::vector<double>& round_ends, double end, double begin) {
+double uptime_of(const std::vector<RoundEnd>& round_ends, double end, double begin) {
   const double wall = end - begin;
   if (wall <= 0) return 0.0;
   if (round_ends.empty()) return 0.0;
-  std::vector<double> gaps;
-  double prev = begin;
-  for (double t : round_ends) {
-    if (t < begin || t > end) continue;
-    // Rounds that end within a millisecond of the last are one advance of
-    // the model (fragments due together, the final flush): counted as gaps
-    // of zero, they would make the median gap, hence the allowance, zero.
-    if (t - prev < kSameAdvanceSeconds) continue;
-    gaps.push_back(t - prev);
-    prev = t;
+  // Per fragment: its rounds follow one another, one per sync interval or so,
+  // whatever the fragment count, so its median gap is the healthy one.
+  // A fragment with no round in the window counts as down all along.
+  std::map<uint32_t, std::vector<double>> by_fragment;
+  for (const RoundEnd& e : round_ends) {
+    auto& ends = by_fragment[e.fragment];
+    if (e.seconds >= begin && e.seconds <= end) ends.push_back(e.seconds);
   }
-  gaps.push_back(std::max(0.0, end - prev));
-  std::vector<double> sorted = gaps;
-  std::nth_element(sorted.begin(), sorted.begin() + static_cast<ptrdiff_t>(sorted.size() / 2), sorted.end());
-  const double allowance = 3.0 * sorted[sorted.size() / 2];
-  double up = 0.0;
-  for (double g : gaps) up += std::min(g, allowance);
-  return std::min(1.0, up / wall);
+  double sum = 0.0;
+  for (auto& [fragment, ends] : by_fragment) {
+    if (ends.empty()) continue;
+    std::sort(ends.begin(), ends.end());
+    std::vector<double> gaps;
+    double prev = begin;
+    for (double t : ends) {
+      // Rounds within a millisecond of the last are one advance (a round
+      // cancelled and closed again, the final flush): as gaps of zero, they
+      // would make the median gap, hence the allowance, zero.
+      if (t - prev < kSameAdvanceSeconds) continue;
+      gaps.push_back(t - prev);
+      prev = t;
+    }
+    gaps.push_back(std::max(0.0, end - prev));
+    std::vector<double> sorted = gaps;
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<ptrdiff_t>(sorted.size() / 2), sorted.end());
+    const double allowance = 3.0 * sorted[sorted.size() / 2];
+    double up = 0.0;
+    for (double g : gaps) up += std::min(g, allowance);
+    sum += std::min(1.0, up / wall);
+  }
+  return sum / static_cast<double>(by_fragment.size());
 }
 
 void write_shard_json(JsonWriter& j, const ShardReport& s) {

@@ -1088,10 +1088,10 @@ Result<CellResult> Simulator::run() {
   r.events = events_;
   if (decoupled()) {
     for (const auto& l : learners_) interruptions += l.chips.interruptions;
-    std::vector<double> ends;
+    std::vector<RoundEnd> ends;
     const SyncerStats stats = merged_stats();
-    for (double t : stats.round_ends)
-      if (t >= batch) ends.push_back(t - batch);
+    for (const RoundEnd& e : stats.round_ends)
+      if (e.seconds >= batch) ends.push_back({e.seconds - batch, e.fragment});
     r.uptime = uptime_of(ends, measured);
     r.rounds = stats.rounds;
     r.merged_pushes = stats.merged_pushes;

@@ -560,7 +560,7 @@ class DecoupledRounds final : public RoundProtocol {
     // A step's time is spread over fragments by their share of the parameters.
     st.good_seconds +=
         good * static_cast<double>(s_.fragments[p].size) / static_cast<double>(s_.layout().size());
-    st.round_ends.push_back(s_.elapsed(now));
+    st.round_ends.push_back({s_.elapsed(now), p});
     std::vector<uint32_t> merged;
     std::vector<uint64_t> merged_through;
     merged.reserve(r.answers.size());

@@ -124,7 +124,7 @@ class SynchronousRounds final : public RoundProtocol {
     st.merged_pushes += cs.size();
     st.quorum_sum += static_cast<double>(cs.size());
     st.good_seconds += good;
-    st.round_ends.push_back(s_.elapsed(now));
+    st.round_ends.push_back({s_.elapsed(now), 0});
     for (const auto& [m, a] : gradients_) s_.note_merged(m, now, fx);
     gradients_.clear();
     fx.to_all.push_back(s_.broadcast(0, {}, now));

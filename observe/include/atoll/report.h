@@ -134,6 +134,6 @@ struct Report {
 // final flush). A run's span is its training: from the first learner's
 // welcome to the end of its last rounds, not the wait for learners to come
 // or for the final evaluations.
-double uptime_of(const std::vector<double>& round_ends, double end, double begin = 0.0);
+double uptime_of(const std::vector<RoundEnd>& round_ends, double end, double begin = 0.0);
 
 }  // namespace atl

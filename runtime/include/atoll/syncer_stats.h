@@ -85,6 +85,15 @@ struct EvaluationPoint {
   bool final = false;         // of the final model: after the last rounds, at every final version
 };
 
+// A round's close: when (seconds since the core started) and of which fragment
+// (0 in the dp modes, whose rounds take the whole model).
+struct RoundEnd {
+  double seconds = 0.0;
+  uint32_t fragment = 0;
+  friend bool operator<(const RoundEnd& a, const RoundEnd& b) { return a.seconds < b.seconds; }
+  friend bool operator==(const RoundEnd&, const RoundEnd&) = default;
+};
+
 struct SyncerStats {
   uint64_t rounds = 0;             // merges over all fragments (dp: steps applied)
   uint64_t merged_pushes = 0;
@@ -104,7 +113,7 @@ struct SyncerStats {
   uint64_t adopted_broadcasts = 0;
   double adopted_seconds_sum = 0.0, adopted_seconds_max = 0.0;
   double good_seconds = 0.0;       // learner step time whose progress was merged
-  std::vector<double> round_ends;  // seconds since the core started, one per round
+  std::vector<RoundEnd> round_ends;  // one per round, in the order they closed
   double first_welcome = -1.0;     // seconds since the core started: training began (-1: not yet)
   double final_seconds = -1.0;     // when the model became final, its last rounds closed (-1: not yet)
   std::vector<double> recovery_seconds;  // from a learner's failure (seen) to its next welcome

@@ -248,7 +248,7 @@ SyncerSample shard_sample(uint32_t shard, std::vector<uint64_t> versions, uint64
   s.stats.rounds = rounds;
   s.stats.merged_pushes = merged;
   s.stats.good_seconds = 2.0;
-  s.stats.round_ends = {shard + 1.0, shard + 3.0};
+  s.stats.round_ends = {{shard + 1.0, shard}, {shard + 3.0, shard + 2}};
   s.stats.final_seconds = shard == 0 ? 9.0 : -1.0;
   LearnerRecord l;
   l.connected = shard == 0;  // shard 1 lost it
@@ -274,7 +274,7 @@ BOOST_AUTO_TEST_CASE(the_shards_samples_merge_into_the_runs) {
   BOOST_CHECK_EQUAL(m.stats.rounds, 27u);
   BOOST_CHECK_EQUAL(m.stats.merged_pushes, 50u);
   BOOST_CHECK_CLOSE(m.stats.good_seconds, 4.0, 1e-9);       // each shard's share of the steps
-  BOOST_CHECK((m.stats.round_ends == std::vector<double>{1.0, 2.0, 3.0, 4.0}));
+  BOOST_CHECK((m.stats.round_ends == std::vector<RoundEnd>{{1.0, 0}, {2.0, 1}, {3.0, 2}, {4.0, 3}}));
   BOOST_CHECK_EQUAL(m.stats.final_seconds, -1.0);           // shard 1's model is not final yet
   BOOST_REQUIRE_EQUAL(m.learners.size(), 1u);
   const LearnerRecord& l = m.learners[0];
