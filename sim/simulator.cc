@@ -17,6 +17,7 @@
 #include "atoll/job.h"
 #include "atoll/learner_session.h"
 #include "atoll/report.h"
+#include "atoll/run_records.h"
 #include "atoll/simulation.h"
 #include "atoll/syncer_core.h"
 
@@ -584,18 +585,9 @@ void Simulator::deliver_to_syncer(uint32_t from, uint32_t shard, const Message& 
 }
 
 SyncerStats Simulator::merged_stats() const {
-  SyncerStats all = core().stats();
-  for (uint32_t shard = 1; shard < shards(); ++shard) {
-    const SyncerStats& s = cores_[shard]->stats();
-    all.rounds += s.rounds;
-    all.merged_pushes += s.merged_pushes;
-    all.late += s.late;
-    all.repairs += s.repairs;
-    all.good_seconds += s.good_seconds;
-    all.round_ends.insert(all.round_ends.end(), s.round_ends.begin(), s.round_ends.end());
-  }
-  std::sort(all.round_ends.begin(), all.round_ends.end());
-  return all;
+  std::vector<const SyncerStats*> shards;
+  for (const auto& c : cores_) shards.push_back(&c->stats());
+  return merge_shard_stats(shards);
 }
 
 void Simulator::carry_out(SyncerEffects& fx, uint32_t shard) {

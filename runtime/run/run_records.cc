@@ -162,39 +162,16 @@ std::vector<ModelSnapshots::Snapshot> ModelSnapshots::taken(uint32_t shard) cons
   return shard < taken_.size() ? taken_[shard] : std::vector<Snapshot>{};
 }
 
-SyncerSample merge_shard_samples(const std::vector<std::shared_ptr<const SyncerSample>>& by_shard,
-                                 int syncer_shards) {
-  const SyncerSample* base = nullptr;  // the lowest shard that published: whole-run figures alike at every shard
-  for (const auto& s : by_shard)
-    if (s && !base) base = s.get();
-  if (!base) return {};
-  SyncerSample out = *base;
-  out.shard = 0;
-  out.parameters = 0;
-  out.fragments = 0;
-  out.cpu_seconds = 0.0;
-  out.recovering = false;
-  out.stats = {};
-  out.stats.evaluations = base->stats.evaluations;  // learners send evaluations to shard 0 alone
-  out.stats.recovery_seconds = base->stats.recovery_seconds;
-  out.stats.first_welcome = base->stats.first_welcome;
-  out.stats.final_seconds = base->stats.final_seconds;
-  const auto owner = [&](size_t p) -> const SyncerSample* {
-    const auto& s = by_shard[shard_of(static_cast<uint32_t>(p), syncer_shards)];
-    return s ? s.get() : nullptr;
-  };
-  for (const auto& sp : by_shard) {
-    if (!sp) continue;
-    const SyncerSample& s = *sp;
-    out.seconds = std::max(out.seconds, s.seconds);
-    out.cpu_seconds += s.cpu_seconds;
-    out.parameters += s.parameters;
-    out.fragments += s.fragments;
-    out.recovering = out.recovering || s.recovering;
-    out.tokens = std::max(out.tokens, s.tokens);
-    out.allocated_seconds = std::max(out.allocated_seconds, s.allocated_seconds);
-    SyncerStats& o = out.stats;
-    const SyncerStats& t = s.stats;
+SyncerStats merge_shard_stats(const std::vector<const SyncerStats*>& shards) {
+  SyncerStats o;
+  if (shards.empty()) return o;
+  const SyncerStats& first = *shards.front();
+  o.evaluations = first.evaluations;
+  o.recovery_seconds = first.recovery_seconds;
+  o.first_welcome = first.first_welcome;
+  o.final_seconds = first.final_seconds;
+  for (const SyncerStats* shard : shards) {
+    const SyncerStats& t = *shard;
     o.rounds += t.rounds;
     o.merged_pushes += t.merged_pushes;
     o.late += t.late;
@@ -220,11 +197,43 @@ SyncerSample merge_shard_samples(const std::vector<std::shared_ptr<const SyncerS
       o.recovery_seconds[i] = std::max(o.recovery_seconds[i], t.recovery_seconds[i]);
     o.recovered_fragments += t.recovered_fragments;
     o.moments_handed += t.moments_handed;
-    if (&s != base)
-      o.evaluations.insert(o.evaluations.end(), t.evaluations.begin(), t.evaluations.end());
+    if (shard != &first) o.evaluations.insert(o.evaluations.end(), t.evaluations.begin(), t.evaluations.end());
+  }
+  std::sort(o.round_ends.begin(), o.round_ends.end());
+  return o;
+}
+
+SyncerSample merge_shard_samples(const std::vector<std::shared_ptr<const SyncerSample>>& by_shard,
+                                 int syncer_shards) {
+  const SyncerSample* base = nullptr;  // the lowest shard that published: whole-run figures alike at every shard
+  for (const auto& s : by_shard)
+    if (s && !base) base = s.get();
+  if (!base) return {};
+  SyncerSample out = *base;
+  out.shard = 0;
+  out.parameters = 0;
+  out.fragments = 0;
+  out.cpu_seconds = 0.0;
+  out.recovering = false;
+  const auto owner = [&](size_t p) -> const SyncerSample* {
+    const auto& s = by_shard[shard_of(static_cast<uint32_t>(p), syncer_shards)];
+    return s ? s.get() : nullptr;
+  };
+  std::vector<const SyncerStats*> stats;
+  for (const auto& sp : by_shard) {
+    if (!sp) continue;
+    const SyncerSample& s = *sp;
+    out.seconds = std::max(out.seconds, s.seconds);
+    out.cpu_seconds += s.cpu_seconds;
+    out.parameters += s.parameters;
+    out.fragments += s.fragments;
+    out.recovering = out.recovering || s.recovering;
+    out.tokens = std::max(out.tokens, s.tokens);
+    out.allocated_seconds = std::max(out.allocated_seconds, s.allocated_seconds);
+    stats.push_back(&s.stats);
     if (s.learners.size() > out.learners.size()) out.learners.resize(s.learners.size());
   }
-  std::sort(out.stats.round_ends.begin(), out.stats.round_ends.end());
+  out.stats = merge_shard_stats(stats);
   for (size_t p = 0; p < out.versions.size(); ++p) {
     const SyncerSample* o = owner(p);
     out.versions[p] = o && p < o->versions.size() ? o->versions[p] : 0;

@@ -179,6 +179,13 @@ class Readiness {
 SyncerSample merge_shard_samples(const std::vector<std::shared_ptr<const SyncerSample>>& by_shard,
                                  int syncer_shards);
 
+// The run's SyncerStats from its shards' (in shard order, none null):
+// counters summed, round ends merged in time order, the first welcome the
+// earliest, final once every shard is; evaluations and recoveries as the
+// first shard has them (learners send evaluations to shard 0 alone), plus
+// the later shards' evaluations.
+SyncerStats merge_shard_stats(const std::vector<const SyncerStats*>& shards);
+
 struct RunRecords {
   // `syncer_shards`: the topology's syncer.shards (a process may hold one
   // shard of them, or all).
