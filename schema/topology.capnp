@@ -101,6 +101,7 @@ struct OuterSpec {
   pushErrorFeedback @26 :Bool;
   eagerUpdates @27 :Bool;
   forceRda @28 :Bool;
+  stream @29 :UInt32 = 1;  # fragments due together, sent back to back
 }
 
 struct CheckpointSpec {

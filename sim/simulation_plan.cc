@@ -124,8 +124,28 @@ std::vector<std::pair<std::string, const toml::table*>> array_of_tables(const to
 
 UtilizationView read_utilization(const toml::table& t) {
   no_unknown_keys(t, "utilization.", {"targets", "methods", "grid", "fragment_layers", "learners", "periods", "at_gbps", "dp",
-                                      "diloco", "streaming", "model", "reference"});
+                                      "diloco", "streaming", "model", "reference", "variants"});
   UtilizationView v;
+  if (const toml::node* n = t.get("variants")) {
+    for (const auto& [name, sets] : table_of(*n, "utilization.variants")) {
+      const std::string key = "utilization.variants." + std::string(name.str());
+      UtilizationView::Variant variant{std::string(name.str()), {}, {}};
+      if (variant.name == "dp" || variant.name == "diloco" || variant.name == "streaming" || variant.name == "decoupled")
+        fail(sets, key, "'" + variant.name + "' is a method of its own: name the variant otherwise");
+      const auto& arr = array_of(sets, key);
+      for (size_t i = 0; i < arr.size(); ++i) {
+        std::string s = get_string(arr[i], key + "[" + std::to_string(i) + "]");
+        if (!s.starts_with("outer."))
+          fail(arr[i], key + "[" + std::to_string(i) + "]", "'" + s + "': a variant sets outer.* keys only");
+        variant.sets.push_back(std::move(s));
+      }
+      v.variants.push_back(std::move(variant));
+    }
+  }
+  const auto known_method = [&](const std::string& m) {
+    return m == "dp" || m == "diloco" || m == "streaming" || m == "decoupled" ||
+           std::any_of(v.variants.begin(), v.variants.end(), [&](const auto& x) { return x.name == m; });
+  };
   if (const toml::node* n = t.get("targets")) {
     v.targets.clear();
     const auto& arr = array_of(*n, "utilization.targets");
@@ -138,8 +158,8 @@ UtilizationView read_utilization(const toml::table& t) {
     for (size_t i = 0; i < arr.size(); ++i) {
       const std::string key = "utilization.methods[" + std::to_string(i) + "]";
       std::string m = get_string(arr[i], key);
-      if (m != "dp" && m != "diloco" && m != "streaming" && m != "decoupled")
-        fail(arr[i], key, "unknown method '" + m + "' (expected dp, diloco, streaming or decoupled)");
+      if (!known_method(m))
+        fail(arr[i], key, "unknown method '" + m + "' (expected dp, diloco, streaming, decoupled or a utilization.variants name)");
       v.methods.push_back(std::move(m));
     }
   }
@@ -193,9 +213,9 @@ UtilizationView read_utilization(const toml::table& t) {
     for (size_t i = 0; i < arr.size(); ++i) ref.gbps.push_back(get_number(arr[i], prefix + "gbps[" + std::to_string(i) + "]"));
     if (std::none_of(v.models.begin(), v.models.end(), [&](const Workload& w) { return w.name == ref.model; }))
       fail(*r->get("model"), prefix + "model", "'" + ref.model + "' is not a [[utilization.model]] name");
-    if (ref.method != "dp" && ref.method != "diloco" && ref.method != "streaming" && ref.method != "decoupled")
+    if (!known_method(ref.method))
       fail(*r->get("method"), prefix + "method",
-           "unknown method '" + ref.method + "' (expected dp, diloco, streaming or decoupled)");
+           "unknown method '" + ref.method + "' (expected dp, diloco, streaming, decoupled or a utilization.variants name)");
     v.references.push_back(std::move(ref));
   }
   return v;
@@ -277,6 +297,7 @@ TrainingModel read_training(const toml::table& t, const std::string& path) {
   auto topology = parse_topology("", path, sets);
   if (!topology.ok()) fail(t, "training.set", std::string(topology.status().message()));
   m.outer = topology->outer;
+  m.sets = std::move(sets);
   m.syncer_shards = topology->syncer.shards;
   return m;
 }
@@ -517,7 +538,17 @@ Result<SimulationPlan> parse_simulation_plan(std::string_view text, const std::s
     }
     if (const toml::node* n = root.get("scavenging"))
       plan.scavenging = read_scavenging(table_of(*n, "scavenging"), path);
-    if (const toml::node* n = root.get("utilization")) plan.utilization = read_utilization(table_of(*n, "utilization"));
+    if (const toml::node* n = root.get("utilization")) {
+      plan.utilization = read_utilization(table_of(*n, "utilization"));
+      for (auto& variant : plan.utilization->variants) {  // on top of training.set, read as it was
+        std::vector<std::string> sets = plan.training.sets;
+        sets.insert(sets.end(), variant.sets.begin(), variant.sets.end());
+        auto topology = parse_topology("", path, sets);
+        if (!topology.ok())
+          fail(*n, "utilization.variants." + variant.name, std::string(topology.status().message()));
+        variant.outer = topology->outer;
+      }
+    }
     if (plan.cells.empty() && !plan.planning && !plan.scavenging && !plan.utilization)
       fail(root, "grid", "nothing to simulate: give a [grid], a [planning], a [scavenging] or a [utilization] table");
   } catch (const KeyError& e) {

@@ -181,14 +181,25 @@ std::string utilization_table(const SimulationPlan& plan, const SimulationReport
                        "    its learners wait for a broadcast later than tau steps after its push, as Streaming DiLoCo's workers do\n",
                        v.learners, o.sync_every, o.overlap, codec_name(o.push_codec), codec_name(o.broadcast_codec),
                        o.quorum, v.fragment_layers);
+  for (const auto& variant : v.variants) {
+    std::string sets;
+    for (const auto& s : variant.sets) sets += (sets.empty() ? "" : ", ") + s;
+    out << "  " << variant.name << ": decoupled with " << sets
+        << (variant.outer.eager_updates ? "; late only H steps after its push (eager updates)" : "") << "\n";
+  }
+  const auto width = [&] {
+    size_t n = 11;
+    for (const auto& m : v.methods) n = std::max(n, m.size() + 2);
+    return static_cast<int>(n);
+  }();
   int compared = 0, within = 0, exact = 0;
   for (const Workload& w : v.models) {
-    out << printf_string("\n%s: %.3g parameters, %d layers, %g s a step\n%-11s", w.name.c_str(), w.parameters, w.layers,
-                         w.step_seconds, "");
+    out << printf_string("\n%s: %.3g parameters, %d layers, %g s a step\n%-*s", w.name.c_str(), w.parameters, w.layers,
+                         w.step_seconds, width, "");
     for (double t : v.targets) out << printf_string("%17s", printf_string("%g%%", 100.0 * t).c_str());
     out << "\n";
     for (const std::string& m : v.methods) {
-      out << printf_string("%-11s", m.c_str());
+      out << printf_string("%-*s", width, m.c_str());
       for (const auto& r : report.utilization) {
         if (r.model != w.name || r.method != m) continue;
         std::string cell = r.bits_per_second ? printf_string("%.1f", *r.bits_per_second / 1e9) : "-";
@@ -209,7 +220,7 @@ std::string utilization_table(const SimulationPlan& plan, const SimulationReport
     out << "\nutilization % at given bandwidths\n";
     for (const Workload& w : v.models)
       for (const std::string& m : v.methods) {
-        out << printf_string("%-8s%-11s", w.name.c_str(), m.c_str());
+        out << printf_string("%-8s%-*s", w.name.c_str(), width, m.c_str());
         for (const auto& a : report.utilization_at)
           if (a.model == w.name && a.method == m)
             out << printf_string("   %g Gbit/s: %6.2f", a.bits_per_second / 1e9, 100.0 * a.utilization);

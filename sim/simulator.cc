@@ -111,6 +111,7 @@ struct Event {
     kSliceBack,   // a slice of group `who` is back
     kResume,      // group `who` may train again (tag: epoch)
     kStepDone,    // learner `who` finished an inner step (tag: epoch)
+    kAtHub,       // a message from learner `who` reaches its syncer shard's link (tag: mail slot)
     kToSyncer,    // a message from learner `who` arrives (tag: mail slot)
     kToLearner,   // a message to learner `who` arrives (tag: mail slot)
     kTimer,       // a SyncerCore timer fires (tag: timer slot)
@@ -271,10 +272,10 @@ class Simulator {
   // Goodput so far, as the cell defines it (a share of chip time).
   double good_chip_seconds() const;
 
-  // Links: when `bytes` sent now reach the syncer shard / the learner
-  // (nullopt: a partition drops them).
+  // Links: when `bytes` sent now reach the far end of the learner's link
+  // up (then the shard's, kAtHub), or the learner (nullopt: a partition drops them).
   void init_links();
-  std::optional<double> to_syncer_at(SimLearner& l, uint32_t shard, size_t bytes);
+  std::optional<double> to_hub_at(SimLearner& l, size_t bytes);
   std::optional<double> to_learner_at(SimLearner& l, uint32_t shard, size_t bytes);
   size_t wire_bytes(const Message& m) const;
   double dp_exchange();                        // dp: when the step's exchange is over, from now
@@ -302,6 +303,7 @@ class Simulator {
     std::shared_ptr<const Message> message;
     uint64_t incarnation = 0;
     uint32_t shard = 0;
+    size_t bytes = 0;  // on the wire
   };
   Slab<Mail> mail_;
   Slab<SyncerEffects::Timer> timers_;
@@ -539,10 +541,14 @@ void Simulator::in_session(SimLearner& l, F&& event) {
 void Simulator::carry_out(SimLearner& l, LearnerEffects& fx) {
   for (auto& send : fx.sends) {
     if (const auto* p = std::get_if<Push>(&send.message)) on_pushed(l, *p);
-    const std::optional<double> at = to_syncer_at(l, send.shard, wire_bytes(send.message));
+    const size_t bytes = wire_bytes(send.message);
+    const std::optional<double> at = to_hub_at(l, bytes);
     if (!at) continue;
-    schedule(*at, Event::Kind::kToSyncer, l.id,
-             mail_.put(Mail{std::make_shared<const Message>(std::move(send.message)), l.incarnation, send.shard}));
+    Mail mail{std::make_shared<const Message>(std::move(send.message)), l.incarnation, send.shard, bytes};
+    // A shaped hub queues messages in the order they reach it, which is not
+    // the order learners send them: it takes each when it gets there.
+    const bool shaped = hub_in_[send.shard].shape().active();
+    schedule(*at, shaped ? Event::Kind::kAtHub : Event::Kind::kToSyncer, l.id, mail_.put(std::move(mail)));
   }
   for (const auto& t : fx.timers)
     schedule(now_ + std::max(0.0, t.seconds), Event::Kind::kLearnerTimer, l.id,
@@ -711,12 +717,12 @@ size_t Simulator::wire_bytes(const Message& m) const {
   return static_cast<size_t>(std::llround(encoded + extra));
 }
 
-std::optional<double> Simulator::to_syncer_at(SimLearner& l, uint32_t shard, size_t bytes) {
+std::optional<double> Simulator::to_hub_at(SimLearner& l, size_t bytes) {
   if (plan_.network.cut_until(static_cast<int>(l.id), now_) > now_) {
     ++lost_to_partition_;
     return std::nullopt;
   }
-  return hub_in_[shard].arrival(l.up.arrival(now_, bytes), bytes);
+  return l.up.arrival(now_, bytes);
 }
 
 std::optional<double> Simulator::to_learner_at(SimLearner& l, uint32_t shard, size_t bytes) {
@@ -738,7 +744,11 @@ void Simulator::on_pushed(SimLearner& l, const Push& p) {
 
 void Simulator::on_learner_steps(SimLearner& l) {
   ++l.steps;
-  const auto overlap = static_cast<uint64_t>(std::max(0, plan_.training.outer.overlap));
+  // With eager updates the learner already holds its share of the merge to
+  // come, so a broadcast is late only when the fragment's next push falls due
+  // (one outer step overlapped, as Kale et al.'s workers wait); otherwise tau.
+  const OuterSpec& o = plan_.training.outer;
+  const auto overlap = static_cast<uint64_t>(std::max(0, o.eager_updates ? o.sync_every : o.overlap));
   for (auto& d : l.dues)
     if (d.pending && d.deadline < 0 && l.steps >= d.step + overlap) d.deadline = now_;
 }
@@ -989,6 +999,12 @@ Result<CellResult> Simulator::run() {
               !group(e.who).stepping)
             start_step(e.who);
           break;
+        case Event::Kind::kAtHub: {
+          Mail m = mail_.take(e.tag);
+          const double at = hub_in_[m.shard].arrival(now_, m.bytes);
+          schedule(at, Event::Kind::kToSyncer, e.who, mail_.put(std::move(m)));
+          break;
+        }
         case Event::Kind::kToSyncer: {
           const Mail m = mail_.take(e.tag);
           // What a process sent just before it died is dropped with its

@@ -23,18 +23,22 @@ int nearest_index(const std::vector<double>& grid, double gbps) {
 
 // The decoupled learners' utilization at one bandwidth when they wait for
 // late broadcasts: a plan of its own, no failures, every learner on a link of that rate.
-Result<double> decoupled_on_time(const SimulationPlan& plan, const UtilizationView& v, const Workload& w,
-                                 double bits_per_second) {
+Result<double> decoupled_on_time(const SimulationPlan& plan, const UtilizationView& v, const std::string& method,
+                                 const Workload& w, double bits_per_second) {
   SimulationPlan p;
   p.name = plan.name;
   p.seed = plan.seed;
   p.failures.mtbi_chip_years = 1e9;
   p.training = plan.training;
+  for (const auto& variant : v.variants)
+    if (variant.name == method) p.training.outer = variant.outer;
   p.training.compute.reset();
   p.training.step_seconds = w.step_seconds;
   p.training.step_jitter = 0;
   p.training.parameters = 0;
-  p.training.outer.fragments = w.layers / v.fragment_layers;
+  // A fragment of fragment_layers layers each H / P steps, as Streaming
+  // DiLoCo's; streamed (outer.stream = k), it goes as k fragments back to back.
+  p.training.outer.fragments = w.layers / v.fragment_layers * std::max(1, p.training.outer.stream);
   p.network.given = true;
   p.network.link.rate_mbit = bits_per_second / 1e6;
   p.network.wire_parameters = w.parameters;
@@ -43,7 +47,7 @@ Result<double> decoupled_on_time(const SimulationPlan& plan, const UtilizationVi
   p.precision = 0.5;  // the goodput's interval does not decide: the simulated time does
   auto r = simulate_cell(p, SimulationCell{Mode::kDecoupled, v.learners, v.learners,
                                            std::min(v.learners, plan.training.outer.quorum), 0});
-  if (!r.ok()) return r.status().with_context("decoupled " + w.name);
+  if (!r.ok()) return r.status().with_context(method + " " + w.name);
   return r->utilization;
 }
 
@@ -58,17 +62,18 @@ Result<std::vector<SimulationReport::UtilizationRow>> utilization_rows(const Sim
   for (const Workload& w : v.models) {
     for (const std::string& method : v.methods) {
       std::vector<std::optional<double>> found;
-      if (method == "decoupled") {
+      const bool simulated = method != "dp" && method != "diloco" && method != "streaming";  // decoupled or a variant
+      if (simulated) {
         // Bisection over the grid for each target, each bandwidth simulated once.
         std::map<int, double> on_time;
         const auto at = [&](int k) -> Result<double> {
           if (auto it = on_time.find(k); it != on_time.end()) return it->second;
-          auto u = decoupled_on_time(plan, v, w, grid[static_cast<size_t>(k)]);
+          auto u = decoupled_on_time(plan, v, method, w, grid[static_cast<size_t>(k)]);
           if (u.ok()) on_time[k] = *u;
           return u;
         };
         for (double b : v.at) {
-          auto u = decoupled_on_time(plan, v, w, b);
+          auto u = decoupled_on_time(plan, v, method, w, b);
           if (!u.ok()) return u.status();
           if (at_out) at_out->push_back({w.name, method, b, *u});
         }

@@ -83,7 +83,7 @@ std::vector<Push> CountingReplica::due_pushes() {
   const auto fragments = static_cast<int>(tracks_.size());
   for (uint32_t p = 0; p < tracks_.size(); ++p) {
     const Track& t = tracks_[p];
-    if (!t.pushed && steps_ - t.due_from >= steps_until_due(static_cast<int>(p), fragments,
+    if (!t.pushed && steps_ - t.due_from >= steps_until_due(static_cast<int>(p), fragments, model_->topology.outer.stream,
                                                 sync_interval(model_->topology, 0.0, t.version), t.version))
       out.push_back(make_push(p, 0));
   }

@@ -280,7 +280,7 @@ std::vector<Push> LearnerCore::due_pushes() {
     const Track& t = tracks_[p];
     if (!t.pushed && readable(p) &&
         steps_ - t.due_from >= steps_until_due(static_cast<int>(p), static_cast<int>(fragments_.size()),
-                                   sync_interval(topology(), speed_label_, t.version),
+                                   topology().outer.stream, sync_interval(topology(), speed_label_, t.version),
                                    t.version))
       out.push_back(make_push(p, 0));
   }
@@ -495,7 +495,7 @@ std::set<uint32_t> LearnerCore::due_soon() const {
     const Track& t = tracks_[p];
     if (!t.pushed &&
         steps_ - t.due_from + 1 >= steps_until_due(static_cast<int>(p), static_cast<int>(fragments_.size()),
-                                       sync_interval(topology(), speed_label_, t.version), t.version))
+                                       topology().outer.stream, sync_interval(topology(), speed_label_, t.version), t.version))
       out.insert(p);
   }
   return out;

@@ -157,10 +157,12 @@ std::string describe_merge_rules(const ParamLayout& layout, const std::vector<Fr
   return s;
 }
 
-uint64_t steps_until_due(int fragment, int fragments, int sync_every, uint64_t version) {
+uint64_t steps_until_due(int fragment, int fragments, int stream, int sync_every, uint64_t version) {
   if (version > 0) return static_cast<uint64_t>(sync_every);
-  const auto due = static_cast<uint64_t>(fragment + 1) * static_cast<uint64_t>(sync_every) /
-                   static_cast<uint64_t>(fragments);
+  const int k = std::clamp(stream, 1, std::max(1, fragments));
+  const int groups = (fragments + k - 1) / k;
+  const auto due = static_cast<uint64_t>(fragment / k + 1) * static_cast<uint64_t>(sync_every) /
+                   static_cast<uint64_t>(groups);
   return due > 0 ? due : 1;
 }
 

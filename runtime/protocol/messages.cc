@@ -146,6 +146,7 @@ void put(const Topology& t, s::Topology::Builder b) {
   o.setPushDensity(t.outer.push_density);
   o.setPushErrorFeedback(t.outer.push_error_feedback);
   o.setEagerUpdates(t.outer.eager_updates);
+  o.setStream(static_cast<uint32_t>(t.outer.stream));
   auto c = b.initCheckpoint();
   c.setDir(t.checkpoint.dir);
   c.setEveryRounds(static_cast<uint32_t>(t.checkpoint.every_rounds));
@@ -231,6 +232,7 @@ Topology get(s::Topology::Reader r) {
   t.outer.push_density = o.getPushDensity();
   t.outer.push_error_feedback = o.getPushErrorFeedback();
   t.outer.eager_updates = o.getEagerUpdates();
+  t.outer.stream = as_int(o.getStream());
   auto c = r.getCheckpoint();
   t.checkpoint.dir = c.getDir().cStr();
   t.checkpoint.every_rounds = as_int(c.getEveryRounds());

@@ -194,6 +194,7 @@ Status validate(const Topology& t) {
 
   const auto& o = t.outer;
   c.range("outer.fragments", o.fragments, 1, 4096);
+  c.range("outer.stream", o.stream, 1, std::max(1, o.fragments));
   c.range("outer.sync_every", o.sync_every, 1, 1 << 20);
   c.range("outer.sync_every_start", o.sync_every_start, 0, 1 << 20);
   c.range("outer.sync_ramp_rounds", o.sync_ramp_rounds, 0, 1 << 20);

@@ -53,6 +53,7 @@ const std::map<std::string, Setter>& scalar_keys() {
       {"inner.muon", [](Topology& t, const toml::node& n, const std::string& k) { t.inner.muon = get_bool(n, k); }},
       {"inner.muon_momentum", [](Topology& t, const toml::node& n, const std::string& k) { t.inner.muon_momentum = static_cast<float>(get_number(n, k)); }},
       {"outer.fragments", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.fragments = get_int32(n, k); }},
+      {"outer.stream", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.stream = get_int32(n, k); }},
       {"outer.sync_every", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.sync_every = get_int32(n, k); }},
       {"outer.overlap", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.overlap = get_int32(n, k); }},
       {"outer.quorum", [](Topology& t, const toml::node& n, const std::string& k) { t.outer.quorum = get_int32(n, k); }},
@@ -308,7 +309,7 @@ toml::table to_table(const Topology& t) {
                                    {"min_lr_ratio", tidy(t.inner.min_lr_ratio)}, {"muon", t.inner.muon},
                                    {"muon_momentum", tidy(t.inner.muon_momentum)}});
   const auto& o = t.outer;
-  root.insert("outer", toml::table{{"fragments", o.fragments}, {"sync_every", o.sync_every}, {"overlap", o.overlap},
+  root.insert("outer", toml::table{{"fragments", o.fragments}, {"stream", o.stream}, {"sync_every", o.sync_every}, {"overlap", o.overlap},
                                    {"quorum", o.quorum}, {"grace_gamma", o.grace_gamma},
                                    {"grace_cap_steps", o.grace_cap_steps}, {"max_staleness", o.max_staleness},
                                    {"lr", tidy(o.nesterov.lr)}, {"momentum", tidy(o.nesterov.momentum)},

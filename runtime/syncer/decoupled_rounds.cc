@@ -272,7 +272,7 @@ class DecoupledRounds final : public RoundProtocol {
     const auto& l = s_.learners[m];
     const uint64_t version = s_.global[p].version;
     const uint64_t threshold = steps_until_due(static_cast<int>(p), static_cast<int>(rounds_.size()),
-                                               sync_interval(s_.topology, l.speed, version), version);
+                                               s_.topology.outer.stream, sync_interval(s_.topology, l.speed, version), version);
     const auto it = r.answers.find(m);
     const bool pushed = it != r.answers.end() && it->second.base_version == version && it->second.steps >= threshold;
     const bool reported = p < l.progress.size() && l.progress[p].version == version && l.progress[p].steps >= threshold;

@@ -625,6 +625,48 @@ learners = [4]
   BOOST_CHECK_GT(r.goodput, 0.95);
 }
 
+// The same 100B workload at 2.4 Gbit/s: a 3-layer fragment (12.5 Gbit)
+// crosses in 5.2 s, up then down is 10.4 s, more than tau = 2 steps (9.8 s),
+// so a learner that waited for its broadcasts would lose about 4% of its time.
+// Streamed as 12 fragments back to back, each piece's round merges once its
+// pushes are in and its broadcast comes down while the next piece goes up:
+// up and down take about 13/12 of one crossing, 5.6 s, and nothing is late.
+// The pieces of different learners reach the syncer side by side; a hub that
+// took them in the order they were sent, not the order they arrived, queued
+// every learner's first piece behind another's last, and streaming gained nothing.
+BOOST_AUTO_TEST_CASE(streamed_fragments_cross_a_link_about_once_not_twice) {
+  SimulationPlan p = must(R"(
+max_hours = 2
+precision = 0.5
+[failures]
+mtbi_chip_years = 1000000
+[training]
+step_seconds = 4.9
+set = ["outer.sync_every=100", "outer.overlap=2", "outer.push_codec=int4", "outer.broadcast_codec=int4",
+       "outer.fragments=36"]
+[network]
+link = "rate=2.4gbit"
+wire_parameters = 100e9
+wait_late = true
+[grid]
+modes = ["decoupled"]
+chips = [4]
+learners = [4]
+)");
+  const CellResult whole = simulate(p, Mode::kDecoupled, 4, 4);
+  p.training.outer.fragments = 36 * 12;
+  p.training.outer.stream = 12;
+  const CellResult streamed = simulate(p, Mode::kDecoupled, 4, 4);
+  BOOST_TEST_MESSAGE("100B at 2.4 Gbit/s, learners waiting for late broadcasts: utilization "
+                     << whole.utilization << " whole, " << streamed.utilization << " streamed; rounds "
+                     << whole.rounds << " and " << streamed.rounds);
+  BOOST_CHECK_LT(whole.utilization, 0.98);
+  BOOST_CHECK_GT(streamed.utilization, 0.995);
+  // The same pushes, in 12 times as many rounds: none lost or late for it.
+  BOOST_CHECK_GE(double(streamed.rounds), 0.98 * 12 * double(whole.rounds));
+  BOOST_CHECK_EQUAL(streamed.late_pushes, 0u);
+}
+
 // A partition loses what its learners send and are sent meanwhile; the
 // syncer merges without them, and they come back when it is over.
 BOOST_AUTO_TEST_CASE(a_partition_cuts_its_learners_off_for_a_while) {
@@ -736,6 +778,41 @@ step_seconds = 0.1
 )", "utilization.model[0].layers");
   expect_error(one_model + "[[utilization.reference]]\nmodel = \"2B\"\nmethod = \"dp\"\ngbps = [1, 2, 3, 4, 5]\n",
                "utilization.reference[0].model");
+  expect_error("[utilization]\nvariants = {fast = [\"inner.lr=1\"]}\n" + one_model, "utilization.variants.fast[0]");
+  expect_error("[utilization]\nvariants = {dp = [\"outer.stream=2\"]}\n" + one_model, "utilization.variants.dp");
+  expect_error("[utilization]\nvariants = {s = [\"outer.stream=0\"]}\n" + one_model, "outer.stream");
+}
+
+// A variant is decoupled with its own [outer] keys on top of training.set,
+// and a row of its own: streamed fragments need less bandwidth, never more.
+BOOST_AUTO_TEST_CASE(a_utilization_variant_is_a_row_of_decoupled_with_its_own_settings) {
+  const SimulationPlan p = must(R"(
+[training]
+set = ["outer.sync_every=100", "outer.overlap=2", "outer.push_codec=int4", "outer.broadcast_codec=int4"]
+[utilization]
+targets = [0.99]
+methods = ["decoupled", "streamed"]
+variants = {streamed = ["outer.stream=12"]}
+periods = 5
+[[utilization.model]]
+name = "10B"
+parameters = 10e9
+layers = 48
+step_seconds = 0.8
+)");
+  BOOST_REQUIRE(p.utilization);
+  BOOST_REQUIRE_EQUAL(p.utilization->variants.size(), 1u);
+  BOOST_CHECK_EQUAL(p.utilization->variants[0].outer.stream, 12);
+  BOOST_CHECK_EQUAL(p.utilization->variants[0].outer.sync_every, 100);  // training.set still holds
+  auto report = run_simulation(p);
+  BOOST_REQUIRE_MESSAGE(report.ok(), report.status().to_string());
+  const auto& rows = report->utilization;
+  BOOST_REQUIRE_EQUAL(rows.size(), 2u);
+  BOOST_REQUIRE(rows[0].bits_per_second && rows[1].bits_per_second);
+  BOOST_TEST_MESSAGE("10B at 99%: " << *rows[0].bits_per_second / 1e9 << " Gbit/s whole, "
+                                    << *rows[1].bits_per_second / 1e9 << " streamed");
+  BOOST_CHECK_EQUAL(rows[1].method, "streamed");
+  BOOST_CHECK_LT(*rows[1].bits_per_second, 0.75 * *rows[0].bits_per_second);
 }
 
 // Streaming DiLoCo's Table 4 as examples/simulate/table4.toml states it:

@@ -89,9 +89,12 @@ std::vector<size_t> shard_parameters(const std::vector<Fragment>& fragments, int
 std::string describe_merge_rules(const ParamLayout& layout, const std::vector<Fragment>& fragments);
 
 // Inner steps after adopting `version` of fragment `fragment` at which it falls
-// due: H for every version but the first, (fragment + 1) * H / P for version 0,
-// so that fragments are staggered and about P/H fall due per step.
-uint64_t steps_until_due(int fragment, int fragments, int sync_every, uint64_t version);
+// due: H for every version but the first, (g + 1) * H / G for version 0, where
+// the fragments go in G = ceil(P / stream) groups of `stream` consecutive ids
+// (outer.stream; clamped to [1, P]) and g = fragment / stream is this one's:
+// groups are staggered, about G/H fall due per step, and a group's fragments
+// fall due together, to be pushed back to back.
+uint64_t steps_until_due(int fragment, int fragments, int stream, int sync_every, uint64_t version);
 
 // The syncer shard that owns fragment `fragment` when the syncer runs as
 // `shards` processes (topology.h's syncer.shards, >= 1): the one that holds,

@@ -115,6 +115,12 @@ struct DataSpec {
 // every learner sends its fp32 gradient and gets the fp32 parameters back.
 struct OuterSpec {
   int fragments = 12;             // P
+  // Streaming rounds: the fragments fall due `stream` at a time (consecutive
+  // ids) and go back to back, each a round of its own, so that one
+  // fragment's broadcast comes down a learner's link while the next one's push
+  // goes up: a group crosses about once plus one fragment, not twice
+  // (docs/design.md, "Streaming rounds"). 1: each fragment on its own step.
+  int stream = 1;
   int sync_every = 12;            // H: a learner pushes a fragment every H of its inner steps
   // Post-local start: a fragment's first rounds come every sync_every_start
   // steps, and the interval grows linearly to sync_every over its first

@@ -160,6 +160,7 @@ struct TrainingModel {
   // tensor per fragment). Nothing is trained; the size sets what merges cost.
   int64_t parameters = 0;
   OuterSpec outer;                // H, P, K, grace, codecs: the rounds the SyncerCore runs
+  std::vector<std::string> sets;  // training.set as given, which `outer` was read from
   int syncer_shards = 1;          // syncer.shards: one SyncerCore per shard, each its own fragments
   // [training.compute]: step_seconds from Kaplan's 6 N FLOPs per token,
   // 6 * parameters * tokens_per_step / (chips * peak_flops * mfu); chips are one learner's.
@@ -286,6 +287,15 @@ struct UtilizationView {
   SyncSchedule streaming{SyncMethod::kStreaming, 100, 1, 1, 4.0};
   int fragment_layers = 3;
   int learners = 4;                       // decoupled
+  // More rows of atoll's decoupled, each with its own [outer] settings on top
+  // of training.set (a method of `methods` may name one): "streamed" =
+  // ["outer.stream=12"]. `outer` is those settings read as a topology.
+  struct Variant {
+    std::string name;
+    std::vector<std::string> sets;
+    OuterSpec outer;
+  };
+  std::vector<Variant> variants;
   double periods = 30;                    // decoupled: simulated time, in H-step periods
   struct Reference {                      // published figures, one per target (-1: none)
     std::string model, method;

@@ -254,7 +254,18 @@ BOOST_AUTO_TEST_CASE(the_sync_interval_ramps_from_its_start_to_h) {
   BOOST_CHECK_EQUAL(sync_interval(o, 10), 24);
   BOOST_CHECK_EQUAL(sync_interval(o, 1000), 24);
   // Staggering uses the interval of version 0: fragment 2 of 12 first falls due at 3 * 6 / 12.
-  BOOST_CHECK_EQUAL(steps_until_due(2, 12, sync_interval(o, 0), 0), 1u);
+  BOOST_CHECK_EQUAL(steps_until_due(2, 12, 1, sync_interval(o, 0), 0), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(streamed_fragments_fall_due_together_in_groups_staggered_over_h) {
+  // 12 fragments streamed 3 at a time: 4 groups at H/4, 2H/4, 3H/4, H.
+  for (int p = 0; p < 12; ++p) BOOST_CHECK_EQUAL(steps_until_due(p, 12, 3, 100, 0), static_cast<uint64_t>(p / 3 + 1) * 25u);
+  // A last group that is short still falls due at H; a stream past P is one group.
+  BOOST_CHECK_EQUAL(steps_until_due(4, 5, 2, 12, 0), 12u);
+  BOOST_CHECK_EQUAL(steps_until_due(0, 5, 2, 12, 0), 4u);
+  BOOST_CHECK_EQUAL(steps_until_due(0, 5, 9, 12, 0), 12u);
+  // After the first version every fragment is due H steps after its base, streamed or not.
+  BOOST_CHECK_EQUAL(steps_until_due(7, 12, 3, 100, 4), 100u);
 }
 
 BOOST_AUTO_TEST_CASE(dylu_scales_h_by_speed_over_the_fastest_learner) {

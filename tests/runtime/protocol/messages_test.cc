@@ -165,6 +165,18 @@ BOOST_AUTO_TEST_CASE(eager_updates_travel_in_the_topology) {
   BOOST_CHECK(std::string(refused.status().message()).find("outer.eager_updates") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(streamed_fragments_travel_in_the_topology_and_a_bad_count_is_refused) {
+  Welcome w;
+  w.topology.outer.stream = 3;
+  auto back = decode_message(encode_message(w));
+  BOOST_REQUIRE_MESSAGE(back.ok(), back.status().to_string());
+  BOOST_CHECK_EQUAL(std::get<Welcome>(*back).topology.outer.stream, 3);
+  w.topology.outer.stream = w.topology.outer.fragments + 1;  // more than there are fragments
+  auto refused = decode_message(encode_message(w));
+  BOOST_REQUIRE(!refused.ok());
+  BOOST_CHECK(std::string(refused.status().message()).find("outer.stream") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(a_register_with_an_impossible_speed_label_is_refused) {
   for (double speed : {-1.0, std::nan(""), std::numeric_limits<double>::infinity(), 1e9}) {
     auto m = decode_message(raw_envelope([&](schema::Envelope::Builder e) { e.initRegister().setSpeed(speed); }));

@@ -139,6 +139,7 @@ BOOST_AUTO_TEST_CASE(printed_topologies_read_back_unchanged) {
   t.learners = {{1.0, 32}, {0.7, 48}};
   t.membership.max_learners = 6;
   t.outer.sync_by_speed = true;
+  t.outer.stream = 3;
   t.hardware = Hardware::kDedicated;
   t.hardware_headroom = 1.6;
   auto back = parse_topology(to_toml(t), "printed.toml");
