@@ -218,6 +218,7 @@ class DecoupledRounds final : public RoundProtocol {
     uint64_t version = 0;
     std::optional<SteadyTime> since;  // empty: it reported the current version
     std::optional<SteadyTime> first;  // when it was first seen behind, since it last held the current version
+    int repairs = 0;                  // sent since then: each doubles the wait for the next
   };
 
   // One fragment's round: collecting while open.
@@ -460,9 +461,14 @@ class DecoupledRounds final : public RoundProtocol {
         b.since = now;
         continue;
       }
-      if (seconds_between(*b.since, now) < wait) continue;
+      // A learner still behind after a repair is more likely behind a queue
+      // (a link slower than its traffic) than short of a lost message: a repair,
+      // the fragment whole in fp32, would lengthen that queue. Back off.
+      if (seconds_between(*b.since, now) < wait * static_cast<double>(1 << std::min(b.repairs, kMaxRepairBackoff)))
+        continue;
       fx.sends.push_back({m, s_.repair(p, m)});
       ++s_.stats.repairs;
+      ++b.repairs;
       b.since = now;
     }
   }
@@ -476,6 +482,7 @@ class DecoupledRounds final : public RoundProtocol {
                      2.0 * delivery_seconds_[m]});
   }
   static constexpr double kMinRepairSeconds = 0.002;
+  static constexpr int kMaxRepairBackoff = 6;  // at most 64 times the wait between repairs
 
   // Moving average of how long learner m stayed behind a fragment's current version.
   void note_delivery_time(uint32_t m, double seconds) {

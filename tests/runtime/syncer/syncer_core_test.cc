@@ -203,7 +203,8 @@ BOOST_AUTO_TEST_CASE(decoupled_grace_waits_as_long_as_answers_lately_took) {
 // A learner that reports an older version than the current one for longer
 // than a broadcast takes to reach it (4 of its steps, or twice its answer
 // time) lost one: it gets the current version whole, it alone, with what was
-// merged of its progress, and again after as long if that is lost too.
+// merged of its progress, and again if that is lost too, after twice as long
+// (still behind after a repair, it is more likely behind a queue).
 BOOST_AUTO_TEST_CASE(decoupled_a_learner_left_on_an_older_version_gets_it_again_whole) {
   Topology t = testing::tiny_mlp_topology();
   t.outer.quorum = 1;
@@ -240,10 +241,16 @@ BOOST_AUTO_TEST_CASE(decoupled_a_learner_left_on_an_older_version_gets_it_again_
   BOOST_CHECK(values == c.core->parameters());  // one fragment: the whole model
   BOOST_CHECK_EQUAL(c.core->stats().repairs, 1u);
   BOOST_CHECK(!sent_to<Broadcast>(behind(1.3), 1));  // that one may still be on its way
-  BOOST_CHECK(sent_to<Broadcast>(behind(1.7), 1));   // lost too: again
+  BOOST_CHECK(!sent_to<Broadcast>(behind(1.7), 1));  // the wait doubled: 0.8 s from the repair
+  BOOST_CHECK(sent_to<Broadcast>(behind(2.1), 1));   // lost too: again
   BOOST_CHECK_EQUAL(c.core->stats().repairs, 2u);
-  c.progress(1, 1, 1.8);  // caught up
-  BOOST_CHECK(!sent_to<Broadcast>(behind(2.5), 1));  // behind again from here: a fresh wait
+  // Caught up 1.5 s after it first fell behind: its broadcasts take that
+  // long to be adopted, so the wait is now 2 x 1.5 s, and no longer doubled.
+  c.progress(1, 1, 2.2);
+  BOOST_CHECK(!sent_to<Broadcast>(behind(2.9), 1));  // behind again from here: a fresh wait
+  BOOST_CHECK(!sent_to<Broadcast>(behind(5.8), 1));
+  BOOST_CHECK(sent_to<Broadcast>(behind(6.0), 1));
+  BOOST_CHECK_EQUAL(c.core->stats().repairs, 3u);
 }
 
 BOOST_AUTO_TEST_CASE(decoupled_a_dead_learner_leaves_the_round_it_was_pulled_for) {
