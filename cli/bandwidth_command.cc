@@ -7,10 +7,62 @@
 
 #include "atoll/bandwidth_model.h"
 #include "atoll/job.h"
+#include "atoll/link_advice.h"
 #include "atoll/topology_file.h"
 #include "command.h"
 
 namespace atl::cli {
+namespace {
+
+// `--link`: the protocol simulated on the user's link with the topology's
+// settings and the alternatives atoll/link_advice.h lists.
+int advise(const BandwidthArgs& a, const Topology& t, double parameters, int tensors, int learners) {
+  auto link = parse_link_shape(a.link);
+  if (!link.ok()) {
+    std::fprintf(stderr, "atoll: --link: %s\n", link.status().to_string().c_str());
+    return 2;
+  }
+  if (t.mode != Mode::kDecoupled) {
+    std::fprintf(stderr, "atoll: --link advises decoupled settings; the topology's mode is %s\n", mode_name(t.mode));
+    return 2;
+  }
+  LinkQuestion q;
+  q.parameters = parameters;
+  q.step_seconds = a.step_seconds;
+  q.learners = learners;
+  q.tensors = tensors;
+  q.outer = t.outer;
+  q.link = *link;
+  q.target = a.target;
+  auto advice = advise_link(q);
+  if (!advice.ok()) {
+    std::fprintf(stderr, "atoll: --link: %s\n", advice.status().to_string().c_str());
+    return 2;
+  }
+  std::printf("\nOn %s, %d learners, simulated (a broadcast later than its deadline counts as waiting):\n\n",
+              link->to_string().c_str(), learners);
+  std::printf("  %-24s %12s %14s   %s\n", "option", "utilization", "needs", "settings");
+  for (size_t i = 0; i < advice->options.size(); ++i) {
+    const LinkOption& o = advice->options[i];
+    std::string sets;
+    for (const auto& s : o.sets) sets += (sets.empty() ? "" : " ") + std::string("--set ") + s;
+    const std::string needs = o.needs_bits_per_second ? human_bits(*o.needs_bits_per_second) : "more than 100x";
+    std::printf("%s %-24s %11.1f%% %14s   %s\n", static_cast<int>(i) == advice->chosen ? "*" : " ", o.name.c_str(),
+                100 * o.utilization, needs.c_str(), sets.empty() ? "(none)" : sets.c_str());
+  }
+  std::printf("\nMeasured quality cost (bits per byte at equal tokens, CPU headline, docs/benchmarks.md):\n");
+  for (const auto& o : advice->options) std::printf("  %-24s %s\n", o.name.c_str(), o.quality.c_str());
+  if (!advice->note.empty()) std::printf("(%s)\n", advice->note.c_str());
+  if (advice->chosen >= 0)
+    std::printf("\n* %s keeps %.0f%% of compute busy on this link.\n",
+                advice->options[static_cast<size_t>(advice->chosen)].name.c_str(), 100 * a.target);
+  else
+    std::printf("\nNone of these keeps %.0f%% on this link: a faster link, a longer step (larger batches), or fewer "
+                "bits (outer.push_codec=int2) would.\n", 100 * a.target);
+  return 0;
+}
+
+}  // namespace
 
 int bandwidth_command(const BandwidthArgs& a) {
   auto topology = load_topology(a.file, a.sets);
@@ -21,6 +73,7 @@ int bandwidth_command(const BandwidthArgs& a) {
   const Topology& t = *topology;
   std::string model = "a model of the given size";
   double n = a.parameters;
+  int tensors = 0;
   if (n <= 0) {
     auto m = make_model(t);
     if (!m.ok()) {
@@ -28,6 +81,7 @@ int bandwidth_command(const BandwidthArgs& a) {
       return 2;
     }
     n = static_cast<double>((*m)->layout().size());
+    tensors = (*m)->layout().count();
     model = (*m)->describe();
   }
   BandwidthInputs in;
@@ -84,6 +138,7 @@ int bandwidth_command(const BandwidthArgs& a) {
       std::printf("%-16s %9.1f%% %9.1f%%\n", human_bits(mbit * 1e6).c_str(), 100 * dp_utilization(in, mbit * 1e6),
                   100 * decoupled_utilization(in, mbit * 1e6));
   }
+  if (!a.link.empty()) return advise(a, t, n, tensors, m);
   return 0;
 }
 
@@ -109,6 +164,10 @@ void add_bandwidth_command(CLI::App& app, int& status) {
   bandwidth->add_option("--hub-gbit", bw->hub_gbit, "Each syncer shard's link, for the shards needed")
       ->capture_default_str()
       ->check(CLI::Range(1e-6, 1e6));
+  bandwidth->add_option("--link", bw->link,
+                        "Your learners' link (e.g. rate=1gbit,delay=20ms): simulate atoll on it with the topology's "
+                        "settings and the alternatives (streamed fragments, eager updates, H x 2), and mark the first "
+                        "that keeps --target");
   bandwidth->add_option("--link-mbit", bw->links_mbit, "Also print each mode's utilization at these bandwidths (repeatable)")
       ->check(CLI::Range(1e-3, 1e9));
   bandwidth->footer(
@@ -119,7 +178,9 @@ void add_bandwidth_command(CLI::App& app, int& status) {
       "Examples:\n"
       "  atoll bandwidth --step-seconds 0.23 --rtt-ms 40 --link-mbit 100 --link-mbit 1000\n"
       "  atoll bandwidth --parameters 1e10 --step-seconds 2 --rtt-ms 100 --set outer.sync_every=100\n"
-      "  atoll bandwidth --parameters 1e9 --learners 8 --step-seconds 1 --hub-gbit 10");
+      "  atoll bandwidth --parameters 1e9 --learners 8 --step-seconds 1 --hub-gbit 10\n"
+      "  atoll bandwidth --parameters 1e11 --step-seconds 4.9 --set outer.sync_every=100 --set outer.fragments=36 \\\n"
+      "      --target 0.99 --link rate=1.5gbit,delay=20ms");
   bandwidth->callback([bw, &status] { status = bandwidth_command(*bw); });
 }
 

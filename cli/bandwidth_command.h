@@ -17,6 +17,7 @@ struct BandwidthArgs {
   int learners = 0;                   // > 0: this many instead of the topology's [[learners]]
   int shards = 0;                     // syncer shards; 0: the topology's syncer.shards
   double hub_gbit = 10;               // each syncer shard's link, for the shards needed
+  std::string link;                   // "rate=1gbit,delay=20ms": the settings that keep the target on it
 };
 
 // Prints what each mode needs per learner link and at the syncer.

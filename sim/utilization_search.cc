@@ -40,6 +40,7 @@ Result<double> decoupled_on_time(const SimulationPlan& plan, const UtilizationVi
   // DiLoCo's; streamed (outer.stream = k), it goes as k fragments back to back.
   p.training.outer.fragments = w.layers / v.fragment_layers * std::max(1, p.training.outer.stream);
   p.network.given = true;
+  p.network.link = v.link;
   p.network.link.rate_mbit = bits_per_second / 1e6;
   p.network.wire_parameters = w.parameters;
   p.network.wait_late = true;  // as Streaming DiLoCo's workers do

@@ -296,6 +296,7 @@ struct UtilizationView {
     OuterSpec outer;
   };
   std::vector<Variant> variants;
+  LinkShape link;                         // decoupled: each learner's link, but its rate (the grid's)
   double periods = 30;                    // decoupled: simulated time, in H-step periods
   struct Reference {                      // published figures, one per target (-1: none)
     std::string model, method;
