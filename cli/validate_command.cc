@@ -29,7 +29,11 @@ Result<std::string> describe_plan(const Topology& t) {
   const size_t count = fragments->size();
   std::string s = (*model)->describe() + " (" + std::to_string(layout.size()) + " parameters), " +
                   std::to_string(count) + " fragment" + (count > 1 ? "s" : "") + ":";
-  for (const auto& f : *fragments) s += " " + std::to_string(f.size) + " " + merge_rule_name(f.rule);
+  for (const auto& f : *fragments) {
+    s += " " + std::to_string(f.size) + " " + merge_rule_name(f.rule);
+    if (const size_t avg = averaged_floats(f); f.rule == MergeRule::kRda && avg > 0)
+      s += " (" + std::to_string(avg) + " avg)";  // a piece of a head beside the body: averaged alone
+  }
   if (const auto splits = describe_splits(layout, *fragments); !splits.empty()) s += " (" + splits + ")";
   if (t.syncer.shards > 1) {  // each shard's part, and how far the most uneven one is from an equal share
     const auto held = shard_parameters(*fragments, t.syncer.shards);

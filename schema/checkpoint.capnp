@@ -40,4 +40,5 @@ struct Checkpoint {
   fragments @4 :List(FragmentRecord);
   learners @5 :List(LearnerRecord);
   optimizer @6 :OptimizerRecord;  # absent: none (checkpoint.moments = false, or none yet)
+  planFingerprint @7 :UInt64;  # the fragment plan the vectors belong to (fragments.h); 0: not recorded
 }

@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "atoll/fnv1a.h"
+
 namespace atl {
 
 const char* merge_rule_name(MergeRule rule) { return rule == MergeRule::kAvg ? "avg" : "rda"; }
@@ -87,13 +89,23 @@ Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, int coun
       return a.tensor != b.tensor ? a.tensor < b.tensor : a.begin < b.begin;
     });
     f.id = p;
-    f.rule = MergeRule::kRda;
+    // A head or embedding is averaged, and so is every whole tensor beside it
+    // (the rule plans of whole tensors always had); a block of a split body
+    // tensor is merged by RDA wherever it was packed.
+    const bool holds_head = std::any_of(ms.begin(), ms.end(), [&](const Item& m) {
+      return layout.tensor(m.tensor).role != TensorRole::kBody;
+    });
+    bool all_averaged = true;
     for (const Item& m : ms) {
       const auto& spec = layout.tensor(m.tensor);
-      f.pieces.push_back({m.tensor, spec.offset + m.begin, f.size, m.size, m.begin});
+      const bool whole = m.size == spec.size();
+      const bool avg = spec.role != TensorRole::kBody || (holds_head && whole);
+      const MergeRule rule = avg ? MergeRule::kAvg : MergeRule::kRda;
+      f.pieces.push_back({m.tensor, spec.offset + m.begin, f.size, m.size, m.begin, rule});
       f.size += m.size;
-      if (spec.role != TensorRole::kBody) f.rule = MergeRule::kAvg;
+      all_averaged &= avg;
     }
+    f.rule = all_averaged ? MergeRule::kAvg : MergeRule::kRda;
   }
   return fragments;
 }
@@ -117,22 +129,20 @@ std::vector<size_t> shard_parameters(const std::vector<Fragment>& fragments, int
 }
 
 std::string describe_merge_rules(const ParamLayout& layout, const std::vector<Fragment>& fragments) {
-  // Per tensor: whether any of its pieces sits in an averaged fragment, and whether any in an RDA one.
-  std::vector<char> in_avg(static_cast<size_t>(layout.count()), 0), in_rda(in_avg);
-  std::string named;  // the tensors that made their fragment averaged, in plan order
+  std::vector<char> in_avg(static_cast<size_t>(layout.count()), 0);
+  std::string named;  // the heads and embeddings averaged, in plan order
   int named_count = 0, avg_fragments = 0, avg_tensors = 0;
   for (const auto& f : fragments) {
-    if (f.rule != MergeRule::kAvg) {
-      for (const auto& piece : f.pieces) in_rda[static_cast<size_t>(piece.tensor)] = 1;
-      continue;
-    }
-    ++avg_fragments;
+    bool averaged = false;
     for (const auto& piece : f.pieces) {
+      if (piece.rule != MergeRule::kAvg) continue;
+      averaged = true;
       if (std::exchange(in_avg[static_cast<size_t>(piece.tensor)], 1)) continue;  // a split tensor counts once
       ++avg_tensors;
       if (layout.tensor(piece.tensor).role == TensorRole::kBody) continue;
       if (named_count++ < 6) named += (named.empty() ? "" : ", ") + layout.tensor(piece.tensor).name;
     }
+    avg_fragments += averaged ? 1 : 0;
   }
   const int total = layout.count();
   bool has_embedding = false;
@@ -142,19 +152,43 @@ std::string describe_merge_rules(const ParamLayout& layout, const std::vector<Fr
   if (avg_fragments == 0)
     return "RDA for all " + std::to_string(total) + " tensors: none is an embedding or output head by model.avg " +
            "(a model that has them wants their names there)";
-  int both = 0;  // split tensors with blocks under each rule
-  for (int t = 0; t < total; ++t) both += in_avg[static_cast<size_t>(t)] && in_rda[static_cast<size_t>(t)] ? 1 : 0;
   if (named_count > 6) named += " and " + std::to_string(named_count - 6) + " more";
+  if (named.empty()) named = "every tensor";  // outer.force_avg on a model without heads
   std::string s = "weighted mean for " + named + " (" + std::to_string(avg_fragments) + " of " +
                   std::to_string(fragments.size()) + " fragments";
-  if (avg_tensors > named_count) s += ", " + std::to_string(avg_tensors) + " tensors with those beside them";
-  if (both > 0) s += ", " + std::to_string(both) + " of them in part";
+  if (avg_tensors > named_count && named_count > 0) s += ", " + std::to_string(avg_tensors) + " tensors with those beside them";
   s += ")";
   const int rda_only = total - avg_tensors;
   if (rda_only == 1) s += "; RDA for the other tensor";
   else if (rda_only > 1) s += "; RDA for the other " + std::to_string(rda_only) + " tensors";
-  if (both > 0) s += std::string(rda_only > 0 ? " and" : "; RDA for") + " the rest of the split ones";
   return s;
+}
+
+size_t averaged_floats(const Fragment& fragment) {
+  size_t n = 0;
+  for (const auto& piece : fragment.pieces) n += piece.rule == MergeRule::kAvg ? piece.size : 0;
+  return n;
+}
+
+void force_rule(Fragment& fragment, MergeRule rule) {
+  fragment.rule = rule;
+  for (auto& piece : fragment.pieces) piece.rule = rule;
+}
+
+uint64_t plan_fingerprint(const std::vector<Fragment>& fragments) {
+  Fnv1a f;
+  f.value<uint64_t>(fragments.size());
+  for (const auto& fragment : fragments) {
+    f.value<int32_t>(fragment.id);  // not the rule: a vector means the same merged by either
+    f.value<uint64_t>(fragment.pieces.size());
+    for (const auto& piece : fragment.pieces) {
+      f.value<int32_t>(piece.tensor);
+      f.value<uint64_t>(piece.tensor_offset);
+      f.value<uint64_t>(piece.size);
+      f.value<uint64_t>(piece.fragment_offset);
+    }
+  }
+  return f.h;
 }
 
 uint64_t steps_until_due(int fragment, int fragments, int stream, int sync_every, uint64_t version) {

@@ -2,20 +2,9 @@
 
 #include <cassert>
 
+#include "atoll/fnv1a.h"
+
 namespace atl {
-namespace {
-
-struct Fnv1a {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  void bytes(const void* p, size_t n) {
-    const auto* b = static_cast<const unsigned char*>(p);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ULL;
-  }
-  template <class T>
-  void value(T x) { bytes(&x, sizeof x); }
-};
-
-}  // namespace
 
 int ParamLayout::add(std::string name, int rows, int cols, TensorRole role, bool decay) {
   assert(rows > 0 && cols > 0 && find(name) < 0);

@@ -87,8 +87,8 @@ Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, const To
   auto fragments = plan_fragments(layout, count, t.syncer.shards);
   if (!fragments.ok()) return fragments.status().with_context("outer.fragments");
   for (Fragment& f : *fragments) {
-    if (t.outer.force_avg) f.rule = MergeRule::kAvg;
-    if (t.outer.force_rda) f.rule = MergeRule::kRda;
+    if (t.outer.force_avg) force_rule(f, MergeRule::kAvg);
+    if (t.outer.force_rda) force_rule(f, MergeRule::kRda);
   }
   return fragments;
 }

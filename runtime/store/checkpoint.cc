@@ -36,6 +36,7 @@ std::vector<uint8_t> encode_checkpoint(const CheckpointState& state) {
   auto root = builder.initRoot<schema::Checkpoint>();
   root.setFormatVersion(kCheckpointFormatVersion);
   root.setFingerprint(state.fingerprint);
+  root.setPlanFingerprint(state.plan_fingerprint);
   root.setCreatedUnixMs(state.created_unix_ms);
   root.setRounds(state.rounds);
   auto fs = root.initFragments(static_cast<unsigned>(state.fragments.size()));
@@ -77,6 +78,7 @@ Result<CheckpointState> decode_checkpoint(std::span<const uint8_t> bytes) {
       return Status::corruption("record format version " + std::to_string(root.getFormatVersion()));
     CheckpointState s;
     s.fingerprint = root.getFingerprint();
+    s.plan_fingerprint = root.getPlanFingerprint();
     s.created_unix_ms = root.getCreatedUnixMs();
     s.rounds = root.getRounds();
     for (auto f : root.getFragments()) {

@@ -144,7 +144,8 @@ bool merge_fragment(const Fragment& fragment, std::span<const Contribution> cs,
   for (const auto& piece : fragment.pieces) {
     for (size_t m = 0; m < live.size(); ++m)
       piece_cs[m] = {live[m].g.subspan(piece.fragment_offset, piece.size), live[m].weight};
-    rda(piece_cs, out.subspan(piece.fragment_offset, piece.size));
+    if (piece.rule == MergeRule::kAvg) weighted_mean(piece_cs, out.subspan(piece.fragment_offset, piece.size));
+    else rda(piece_cs, out.subspan(piece.fragment_offset, piece.size));
   }
   return true;
 }
@@ -179,10 +180,20 @@ void MergeAccumulator::add(std::span<const float> g, double weight) {
     });
     return;
   }
-  // One pass over each piece for both sums, once its length is known.
+  // One pass over each piece for both sums, once its length is known; an
+  // averaged piece needs the weighted sum only.
   double* unit = unit_.data();
   for (size_t k = 0; k < fragment_.pieces.size(); ++k) {
     const auto& piece = fragment_.pieces[k];
+    if (piece.rule == MergeRule::kAvg) {
+      for_ranges(piece.fragment_offset, piece.fragment_offset + piece.size, [&](size_t b, size_t e) {
+        if (first)
+          for (size_t i = b; i < e; ++i) sum[i] = weight * x[i] + 0.0;
+        else
+          for (size_t i = b; i < e; ++i) sum[i] += weight * x[i];
+      });
+      continue;
+    }
     const double n = norm(g.subspan(piece.fragment_offset, piece.size));
     length_[k] += weight * n;
     const size_t end = piece.fragment_offset + piece.size;
@@ -222,6 +233,12 @@ bool MergeAccumulator::merge(std::span<float> out) const {
   for (size_t k = 0; k < fragment_.pieces.size(); ++k) {
     const auto& piece = fragment_.pieces[k];
     const size_t begin = piece.fragment_offset, end = begin + piece.size;
+    if (piece.rule == MergeRule::kAvg) {
+      for_ranges(begin, end, [&](size_t b, size_t e) {
+        for (size_t i = b; i < e; ++i) o[i] = static_cast<float>(sum[i] / w);
+      });
+      continue;
+    }
     for_ranges(begin, end, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) o[i] = static_cast<float>(unit[i] / w);
     });

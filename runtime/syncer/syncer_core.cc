@@ -180,6 +180,11 @@ Status SyncerCore::restore(const CheckpointState& state, std::optional<SteadyTim
   if (state.fingerprint != layout().fingerprint())
     return Status::invalid_argument("checkpoint belongs to another model (fingerprint " +
                                     std::to_string(state.fingerprint) + ")");
+  // Fragments of the same sizes under another plan would be read as the wrong parameters.
+  if (const uint64_t plan = plan_fingerprint(s_->fragments); state.plan_fingerprint != 0 && state.plan_fingerprint != plan)
+    return Status::invalid_argument("checkpoint was written for another fragment plan (plan fingerprint " +
+                                    std::to_string(state.plan_fingerprint) + ", this run's " + std::to_string(plan) +
+                                    "): outer.fragments or syncer.shards differ from the run that wrote it");
   size_t owned = 0;
   for (uint32_t p = 0; p < s_->fragments.size(); ++p) owned += s_->owns(p) ? 1 : 0;
   if (state.fragments.size() != owned)
@@ -277,6 +282,7 @@ void SyncerCore::continue_from(const SyncerStats& stats, const std::vector<Learn
 CheckpointState SyncerCore::checkpoint(int64_t unix_ms) const {
   CheckpointState c;
   c.fingerprint = layout().fingerprint();
+  c.plan_fingerprint = plan_fingerprint(s_->fragments);
   c.created_unix_ms = unix_ms;
   c.rounds = s_->stats.rounds;
   for (uint32_t p = 0; p < s_->global.size(); ++p) {

@@ -54,6 +54,7 @@ struct CheckpointState {
   };
 
   uint64_t fingerprint = 0;  // layout the values belong to
+  uint64_t plan_fingerprint = 0;  // fragment plan the vectors belong to (plan_fingerprint()); 0: not recorded
   int64_t created_unix_ms = 0;
   uint64_t rounds = 0;       // rounds completed over all fragments
   std::vector<FragmentRecord> fragments;

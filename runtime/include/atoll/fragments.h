@@ -20,6 +20,12 @@
 // knew tensors, checkpoints store fragment vectors (a restore checks each
 // one's size against this plan), and RDA takes each piece's norm on its own,
 // so a split tensor's blocks are merged by RDA as tensors of their own.
+//
+// The merge rule is a piece's: a piece of an embedding or output head is
+// averaged, and so is a whole tensor in the same fragment (the rule plans of
+// whole tensors have always had); a block of a split body tensor is merged by
+// RDA wherever it was packed, so that a split leaves no block of the body
+// averaged for a head's sake.
 #pragma once
 
 #include <cstddef>
@@ -33,10 +39,10 @@
 
 namespace atl {
 
-// How the syncer merges a fragment's outer gradients (merge.h).
+// How the syncer merges a piece's outer gradients (merge.h).
 enum class MergeRule : uint8_t {
-  kAvg = 0,  // token-weighted mean; fragments with an embedding or output head
-  kRda = 1,  // per tensor: weighted mean norm along the weighted mean direction
+  kAvg = 0,  // token-weighted mean; pieces of an embedding or output head
+  kRda = 1,  // per piece: weighted mean norm along the weighted mean direction
 };
 
 const char* merge_rule_name(MergeRule rule);
@@ -51,13 +57,21 @@ struct Fragment {
     size_t fragment_offset;    // where it lives in the fragment vector
     size_t size;               // floats; the tensor's size unless it is split
     size_t tensor_offset = 0;  // where it starts in its tensor: 0 unless a later block, a multiple of row_floats()
+    MergeRule rule = MergeRule::kRda;  // kAvg: of an embedding or head, or whole beside one
   };
 
   int id = 0;
-  MergeRule rule = MergeRule::kRda;  // kAvg when any piece is of an embedding or head
+  // kAvg when every piece is averaged (the fragment is then one weighted
+  // mean); kRda otherwise, each piece merged by its own rule.
+  MergeRule rule = MergeRule::kRda;
   std::vector<Piece> pieces;         // ascending (tensor, tensor_offset)
   size_t size = 0;                   // floats in the fragment vector
 };
+
+// Floats of `fragment` that are averaged (pieces with rule kAvg).
+size_t averaged_floats(const Fragment& fragment);
+// Sets every piece's rule (and the fragment's) to `rule`: outer.force_avg, outer.force_rda.
+void force_rule(Fragment& fragment, MergeRule rule);
 
 // The floats of one row of `t` in storage order, the unit a split tensor is
 // cut in, so that a block is a sub-tensor: a row along dims[0] of a row-major
@@ -71,6 +85,12 @@ size_t row_floats(const TensorSpec& t);
 // caps the count at the tensors: job.h).
 Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, int count, int syncer_shards = 1);
 
+// A fingerprint of the plan: every fragment's pieces (tensor, where in the
+// tensor, how many floats, where in the fragment), so that two plans
+// with fragments of the same sizes but other contents differ. Checkpoints
+// carry it: fragment vectors mean nothing under another plan.
+uint64_t plan_fingerprint(const std::vector<Fragment>& fragments);
+
 // The tensors a plan splits, for a person: "layer1.weight in 6 blocks,
 // layer2.weight in 2 blocks"; "" when every tensor is whole.
 std::string describe_splits(const ParamLayout& layout, const std::vector<Fragment>& fragments);
@@ -80,12 +100,12 @@ std::vector<size_t> shard_parameters(const std::vector<Fragment>& fragments, int
 
 // Which tensors each merge rule takes, for a person to check before a run:
 //   "weighted mean for transformer.wte.weight, transformer.wpe.weight (2 of 12
-//    fragments, 6 tensors with those beside them); RDA for the other 44 tensors"
-// A fragment is averaged when it holds an embedding or an output head (a
-// tensor named by model.avg); when none is, it says so, since a model with
-// embeddings then wants model.avg set. A split tensor counts once; when only
-// some of its blocks sit beside an embedding, it says that the rest of it is
-// merged by RDA.
+//    fragments); RDA for the other 44 tensors"
+// A piece is averaged when it is of an embedding or an output head (a tensor
+// named by model.avg), or a whole tensor beside one; when none is, it says
+// so, since a model with embeddings then wants model.avg set. A split tensor
+// counts once. Body tensors averaged with the heads are counted ("6 tensors
+// with those beside them").
 std::string describe_merge_rules(const ParamLayout& layout, const std::vector<Fragment>& fragments);
 
 // Inner steps after adopting `version` of fragment `fragment` at which it falls

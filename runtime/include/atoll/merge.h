@@ -46,7 +46,8 @@ void weighted_mean(std::span<const Contribution> cs, std::span<float> out);
 void rda(std::span<const Contribution> cs, std::span<float> out);
 
 // Merges a whole fragment: AVG fragments take the weighted mean; RDA fragments
-// take rda() tensor by tensor. Contributions with weight 0 are ignored.
+// take rda() piece by piece, and the weighted mean of each averaged piece (a
+// piece of a head beside the body). Contributions with weight 0 are ignored.
 // Returns false (and leaves `out` untouched) when no contribution has weight > 0.
 // REQUIRES: every c.g.size() == out.size() == fragment.size.
 bool merge_fragment(const Fragment& fragment, std::span<const Contribution> cs,
@@ -76,7 +77,7 @@ bool merge_fragment(const Fragment& fragment, std::span<const Contribution> cs,
 class MergeAccumulator {
  public:
   MergeAccumulator() = default;
-  // `fragment.rule` decides what is summed (the caller may force AVG first).
+  // The rules of `fragment` and its pieces decide what is summed (the caller may force one first: force_rule()).
   explicit MergeAccumulator(Fragment fragment);
 
   // Folds in g with `weight`. A weight <= 0 is ignored, as merge_fragment()

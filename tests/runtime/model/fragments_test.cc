@@ -417,7 +417,7 @@ BOOST_AUTO_TEST_CASE(a_fragment_of_split_pieces_merges_block_by_block) {
   const Mlp mlp(MlpConfig{64, {256, 256, 64}, 10});
   auto fs = plan_fragments(mlp.layout(), 8, 2);
   BOOST_REQUIRE(fs.ok());
-  bool rda_with_blocks = false, avg_seen = false;
+  bool rda_with_blocks = false, avg_seen = false, head_beside_blocks = false;
   for (const auto& f : *fs) {
     const auto g1 = testing::random_vector(f.size, 10 + static_cast<uint64_t>(f.id));
     const auto g2 = testing::random_vector(f.size, 20 + static_cast<uint64_t>(f.id), 3.0);
@@ -431,14 +431,24 @@ BOOST_AUTO_TEST_CASE(a_fragment_of_split_pieces_merges_block_by_block) {
       avg_seen = true;
       weighted_mean(cs, expect);
     } else {
+      // Each piece by its own rule: a block of the body beside a piece of the head is not averaged for it.
+      bool blocks = false, averaged = false;
       for (const auto& piece : f.pieces) {
-        rda_with_blocks |= piece.size < mlp.layout().tensor(piece.tensor).size();
+        const bool block = piece.size < mlp.layout().tensor(piece.tensor).size();
+        const bool head = mlp.layout().tensor(piece.tensor).role != TensorRole::kBody;
+        blocks |= block && !head;
+        averaged |= piece.rule == MergeRule::kAvg;
+        if (block && !head) BOOST_CHECK(piece.rule == MergeRule::kRda);
+        if (head) BOOST_CHECK(piece.rule == MergeRule::kAvg);
         const auto part = [&](const std::vector<float>& g) {
           return std::span<const float>(g).subspan(piece.fragment_offset, piece.size);
         };
         const std::vector<Contribution> sub = {{part(g1), 2.0}, {part(g2), 1.0}};
-        rda(sub, std::span<float>(expect).subspan(piece.fragment_offset, piece.size));
+        if (piece.rule == MergeRule::kAvg) weighted_mean(sub, std::span<float>(expect).subspan(piece.fragment_offset, piece.size));
+        else rda(sub, std::span<float>(expect).subspan(piece.fragment_offset, piece.size));
       }
+      rda_with_blocks |= blocks;
+      head_beside_blocks |= blocks && averaged;
     }
     for (size_t i = 0; i < f.size; ++i) {
       BOOST_CHECK_CLOSE(out[i], expect[i], 1e-3);
@@ -446,7 +456,8 @@ BOOST_AUTO_TEST_CASE(a_fragment_of_split_pieces_merges_block_by_block) {
     }
   }
   BOOST_CHECK(rda_with_blocks);
-  BOOST_CHECK(avg_seen);
+  BOOST_CHECK(avg_seen || head_beside_blocks);
+  BOOST_CHECK(head_beside_blocks);  // the case the per-piece rule is for
 }
 
 // A shard's checkpoint written when its plan kept tensors whole has other
@@ -478,14 +489,34 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_of_the_whole_tensor_plan_is_refused_by_a_split
   BOOST_CHECK_EQUAL((*core)->version(0), 0u);  // nothing taken
 }
 
+BOOST_AUTO_TEST_CASE(a_plan_fingerprint_changes_with_the_plan_and_not_with_the_merge_rule) {
+  const Topology t = testing::exact_wire_topology();  // mlp 4-5-3: four tensors
+  auto model = make_model(t);
+  BOOST_REQUIRE(model.ok());
+  const auto two = *plan_fragments((*model)->layout(), 2);
+  const auto four = *plan_fragments((*model)->layout(), 4);
+  BOOST_CHECK_NE(plan_fingerprint(two), plan_fingerprint(four));
+  BOOST_CHECK_EQUAL(plan_fingerprint(two), plan_fingerprint(*plan_fragments((*model)->layout(), 2)));
+  auto ruled = two;
+  for (auto& f : ruled) f.rule = f.rule == MergeRule::kAvg ? MergeRule::kRda : MergeRule::kAvg;
+  BOOST_CHECK_EQUAL(plan_fingerprint(ruled), plan_fingerprint(two));
+  auto moved = two;  // one piece placed elsewhere in its fragment: another plan
+  std::swap(moved[0].pieces.front().fragment_offset, moved[0].pieces.back().fragment_offset);
+  BOOST_CHECK_NE(plan_fingerprint(moved), plan_fingerprint(two));
+}
+
 BOOST_AUTO_TEST_CASE(merge_rules_count_a_split_tensor_once_and_say_where_it_is_averaged) {
   const Mlp mlp = large_mlp();
   auto fs = plan_fragments(mlp.layout(), 8, 2);
   BOOST_REQUIRE(fs.ok());
-  // The head and its bias sit beside blocks of the body: those blocks are averaged with them.
+  // The head and its bias sit beside blocks of the body: those blocks are merged by RDA all the same,
+  // and what is averaged is the head alone (once averaging a fragment of a quarter of the model for it).
   BOOST_CHECK_EQUAL(describe_merge_rules(mlp.layout(), *fs),
-                    "weighted mean for layer3.bias, layer3.weight (2 of 8 fragments, 5 tensors with those beside "
-                    "them, 3 of them in part); RDA for the other 3 tensors and the rest of the split ones");
+                    "weighted mean for layer3.bias, layer3.weight (2 of 8 fragments); RDA for the other 6 tensors");
+  size_t averaged = 0;
+  for (const auto& f : *fs) averaged += averaged_floats(f);
+  const ParamLayout& l = mlp.layout();
+  BOOST_CHECK_EQUAL(averaged, l.tensor(l.find("layer3.weight")).size() + l.tensor(l.find("layer3.bias")).size());
   auto whole = plan_fragments(mlp.layout(), 8, 1);
   BOOST_REQUIRE(whole.ok());
   BOOST_CHECK_EQUAL(describe_merge_rules(mlp.layout(), *whole),

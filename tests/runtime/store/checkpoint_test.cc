@@ -11,6 +11,7 @@
 #include "atoll/checkpoint.h"
 #include "atoll/crc32c.h"
 #include "atoll/file.h"
+#include "atoll/fragments.h"
 #include "atoll/syncer_core.h"
 #include "test_support.h"
 
@@ -20,6 +21,7 @@ namespace {
 CheckpointState state_of(uint64_t rounds) {
   CheckpointState s;
   s.fingerprint = 0xfeedULL;
+  s.plan_fingerprint = 0xf00dULL;
   s.created_unix_ms = 1700000000000 + static_cast<int64_t>(rounds);
   s.rounds = rounds;
   s.fragments = {{0, rounds, testing::random_vector(100, rounds), testing::random_vector(100, rounds + 7)},
@@ -306,6 +308,37 @@ BOOST_AUTO_TEST_CASE(a_dp_checkpoint_carries_the_syncers_optimizer) {
   auto again = SyncerCore::create(t, now);
   BOOST_REQUIRE((*again)->restore(saved).ok());
   BOOST_CHECK((*again)->checkpoint(0).optimizer == saved.optimizer);
+}
+
+// Fragment vectors mean something only under the plan that cut them: a
+// checkpoint written for another plan is refused, both plans named, even
+// when its fragments have this plan's sizes. One from before plans were
+// recorded (0) is still restored, its sizes checked as before.
+BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_fragment_plan_is_refused_naming_both) {
+  const Topology t = testing::tiny_mlp_topology();
+  const auto now = testing::at(0);
+  auto core = SyncerCore::create(t, now);
+  BOOST_REQUIRE(core.ok());
+  CheckpointState saved = (*core)->checkpoint(0);
+  const uint64_t plan = plan_fingerprint((*core)->fragments());
+  BOOST_CHECK_EQUAL(saved.plan_fingerprint, plan);
+  BOOST_CHECK_EQUAL(decode_checkpoint(encode_checkpoint(saved))->plan_fingerprint, plan);
+  auto again = SyncerCore::create(t, now);
+  BOOST_CHECK((*again)->restore(saved).ok());
+
+  saved.plan_fingerprint = plan ^ 1;  // the same sizes, another plan
+  auto other = SyncerCore::create(t, now);
+  const Status refused = (*other)->restore(saved);
+  BOOST_REQUIRE(!refused.ok());
+  BOOST_TEST_MESSAGE(refused.to_string());
+  const std::string why(refused.message());
+  BOOST_CHECK(why.find(std::to_string(plan ^ 1)) != std::string::npos);
+  BOOST_CHECK(why.find(std::to_string(plan)) != std::string::npos);
+  BOOST_CHECK(why.find("outer.fragments") != std::string::npos);
+
+  saved.plan_fingerprint = 0;  // written before plans were recorded
+  auto older = SyncerCore::create(t, now);
+  BOOST_CHECK((*older)->restore(saved).ok());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

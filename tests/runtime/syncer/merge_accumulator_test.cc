@@ -14,12 +14,14 @@
 namespace atl {
 namespace {
 
-// A fragment of tensors of these sizes, laid end to end.
-Fragment fragment_of(std::vector<size_t> sizes, MergeRule rule) {
+// A fragment of tensors of these sizes, laid end to end, every piece under
+// `rule`; `mixed`: RDA but for an averaged second piece (a head's, beside the body).
+Fragment fragment_of(std::vector<size_t> sizes, MergeRule rule, bool mixed = false) {
   Fragment f;
-  f.rule = rule;
+  f.rule = mixed ? MergeRule::kRda : rule;
   for (size_t k = 0; k < sizes.size(); ++k) {
-    f.pieces.push_back({static_cast<int>(k), 1000 + f.size, f.size, sizes[k]});
+    const bool avg = mixed ? k == 1 : rule == MergeRule::kAvg;
+    f.pieces.push_back({static_cast<int>(k), 1000 + f.size, f.size, sizes[k], 0, avg ? MergeRule::kAvg : MergeRule::kRda});
     f.size += sizes[k];
   }
   return f;
@@ -46,9 +48,10 @@ BOOST_AUTO_TEST_SUITE(merge_accumulator_test)
 
 BOOST_AUTO_TEST_CASE(streaming_equals_merge_fragment_over_random_contributions) {
   Rng rng(42);
-  for (MergeRule rule : {MergeRule::kAvg, MergeRule::kRda})
+  for (int kind = 0; kind < 3; ++kind)  // AVG, RDA, RDA with an averaged piece
     for (size_t m : {1, 2, 7, 64}) {
-      const Fragment f = fragment_of({37, 5, 128, 1, 64}, rule);
+      const MergeRule rule = kind == 0 ? MergeRule::kAvg : MergeRule::kRda;
+      const Fragment f = fragment_of({37, 5, 128, 1, 64}, rule, kind == 2);
       std::vector<std::vector<float>> gs;
       std::vector<double> ws;
       for (size_t i = 0; i < m; ++i) {
@@ -69,7 +72,7 @@ BOOST_AUTO_TEST_CASE(streaming_equals_merge_fragment_over_random_contributions) 
       std::vector<float> batch(f.size), streamed(f.size);
       BOOST_REQUIRE(merge_fragment(f, cs, batch));
       BOOST_REQUIRE(acc.merge(streamed));
-      BOOST_TEST_MESSAGE((rule == MergeRule::kAvg ? "AVG" : "RDA") << ", M=" << m);
+      BOOST_TEST_MESSAGE((kind == 0 ? "AVG" : kind == 1 ? "RDA" : "RDA with an averaged piece") << ", M=" << m);
       check_same(streamed, batch);
       BOOST_CHECK_EQUAL(acc.count(), static_cast<size_t>(std::count_if(ws.begin(), ws.end(), [](double w) { return w > 0; })));
     }

@@ -47,6 +47,7 @@ class PlainAccumulator {
     if (!rda) return;
     for (size_t k = 0; k < f_.pieces.size(); ++k) {
       const auto& piece = f_.pieces[k];
+      if (piece.rule == MergeRule::kAvg) continue;  // its weighted sum is all it needs
       const double n = plain_norm(g.subspan(piece.fragment_offset, piece.size));
       length_[k] += weight * n;
       if (n == 0.0) continue;
@@ -65,6 +66,10 @@ class PlainAccumulator {
     for (size_t k = 0; k < f_.pieces.size(); ++k) {
       const auto& piece = f_.pieces[k];
       std::span<float> o = out.subspan(piece.fragment_offset, piece.size);
+      if (piece.rule == MergeRule::kAvg) {
+        for (size_t i = 0; i < o.size(); ++i) o[i] = static_cast<float>(sum_[piece.fragment_offset + i] / w);
+        continue;
+      }
       for (size_t i = 0; i < o.size(); ++i) o[i] = static_cast<float>(unit_[piece.fragment_offset + i] / w);
       const double direction = plain_norm(o);
       if (direction < kRdaMinDirection) {
@@ -84,11 +89,14 @@ class PlainAccumulator {
   std::vector<double> sum_, unit_, length_;
 };
 
-Fragment fragment_of(std::vector<size_t> sizes, MergeRule rule) {
+// A fragment of tensors of these sizes, every piece under `rule`; `mixed`:
+// RDA but for an averaged last piece (a piece of a head beside the body).
+Fragment fragment_of(std::vector<size_t> sizes, MergeRule rule, bool mixed = false) {
   Fragment f;
-  f.rule = rule;
+  f.rule = mixed ? MergeRule::kRda : rule;
   for (size_t k = 0; k < sizes.size(); ++k) {
-    f.pieces.push_back({static_cast<int>(k), f.size, f.size, sizes[k]});
+    const bool avg = mixed ? k + 1 == sizes.size() : rule == MergeRule::kAvg;
+    f.pieces.push_back({static_cast<int>(k), f.size, f.size, sizes[k], 0, avg ? MergeRule::kAvg : MergeRule::kRda});
     f.size += sizes[k];
   }
   return f;
@@ -235,10 +243,11 @@ BOOST_AUTO_TEST_CASE(accumulator_equals_its_plain_loops_bit_for_bit) {
   // Pieces longer than a thread's range (2^16) so that passes split, short
   // ones, one of a single value; fragments of one tensor and of several.
   const std::vector<std::vector<size_t>> shapes = {{300000}, {37, 5, 128, 1, 64}, {140000, 3, 70001, 262144}};
-  for (MergeRule rule : {MergeRule::kAvg, MergeRule::kRda})
+  for (int kind = 0; kind < 3; ++kind)  // AVG, RDA, RDA with an averaged piece
     for (const auto& sizes : shapes)
       for (size_t m : {1, 4, 7}) {
-        const Fragment f = fragment_of(sizes, rule);
+        const MergeRule rule = kind == 0 ? MergeRule::kAvg : MergeRule::kRda;
+        const Fragment f = fragment_of(sizes, rule, kind == 2);
         MergeAccumulator fast(f);
         PlainAccumulator plain(f);
         for (size_t i = 0; i < m; ++i) {
@@ -257,7 +266,8 @@ BOOST_AUTO_TEST_CASE(accumulator_equals_its_plain_loops_bit_for_bit) {
         std::vector<float> a(f.size), b(f.size);
         const bool merged = plain.merge(b);
         BOOST_CHECK_EQUAL(fast.merge(a), merged);
-        BOOST_CHECK_MESSAGE(!merged || same_bits(a, b), merge_rule_name(rule) << ", " << sizes.size()
+        BOOST_CHECK_MESSAGE(!merged || same_bits(a, b), merge_rule_name(rule) << (kind == 2 ? " with an avg piece" : "")
+                                                                              << ", " << sizes.size()
                                                                               << " tensors, M = " << m);
       }
 }

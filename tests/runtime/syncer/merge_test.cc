@@ -109,6 +109,16 @@ BOOST_AUTO_TEST_CASE(merge_fragment_applies_rda_per_tensor_and_avg_to_the_whole)
   f.rule = MergeRule::kAvg;
   BOOST_REQUIRE(merge_fragment(f, cs, out));
   for (size_t i = 0; i < 5; ++i) BOOST_CHECK_CLOSE(out[i], (2 * g1[i] + g2[i]) / 3, 1e-3);
+
+  // A piece of a head beside the body: that piece averaged, the other by RDA.
+  f.rule = MergeRule::kRda;
+  f.pieces[1].rule = MergeRule::kAvg;
+  BOOST_REQUIRE(merge_fragment(f, cs, out));
+  std::vector<float> body(2);
+  rda(std::vector<Contribution>{{std::span<const float>(g1).first(2), 2.0}, {std::span<const float>(g2).first(2), 1.0}},
+      body);
+  for (size_t i = 0; i < 2; ++i) BOOST_CHECK_CLOSE(out[i], body[i], 1e-4);
+  for (size_t i = 2; i < 5; ++i) BOOST_CHECK_CLOSE(out[i], (2 * g1[i] + g2[i]) / 3, 1e-3);
 }
 
 BOOST_AUTO_TEST_CASE(merge_fragment_without_weight_leaves_out_untouched) {
