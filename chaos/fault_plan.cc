@@ -217,6 +217,7 @@ Result<std::vector<Fault>> parse_fault_tape(std::string_view text, const std::st
     f.probability = field(kProbability, x->probability);
     f.speed = field(kSpeed, x->speed);
     f.batch_size = static_cast<int>(field({"batch_size", 0, 1 << 16}, x->batch_size));
+    f.shard = static_cast<uint32_t>(field({"shard", 0, 1 << 16}, x->shard));
     if (f.kind == FaultKind::kJoin) f.learner = -1;  // the syncer gives the slot again
     if (!bad.empty()) return Status::corruption(where + ": " + bad);
     f.where = where;

@@ -42,6 +42,7 @@ event::Injected injected(const Fault& f, bool hit, int64_t learner) {
   e.probability = f.probability;
   e.speed = f.speed;
   e.batch_size = static_cast<uint32_t>(f.batch_size);
+  e.shard = f.shard;
   e.plan = f.where;
   return e;
 }

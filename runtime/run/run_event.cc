@@ -246,6 +246,7 @@ Line line_of(const TimedEvent& te) {
             Line l(t, "inject");
             l.text("kind", fault_kind_name(x.kind)).integer("hit", x.hit ? 1 : 0);
             if (targets_learners(x.kind)) l.integer("learner", x.learner);
+            else l.integer("shard", x.shard);
             if (x.recover_after > 0) l.number("recover_after", x.recover_after);
             if (x.duration > 0) l.number("duration", x.duration);
             if (x.kind == FaultKind::kSlow) l.number("factor", x.factor);
@@ -344,6 +345,7 @@ Result<std::optional<TimedEvent>> decode_event_line(std::string_view line) {
     x.probability = number(f, "probability", 1);
     x.speed = number(f, "speed", 0);
     x.batch_size = static_cast<uint32_t>(std::min<uint64_t>(whole(f, "batch_size"), UINT32_MAX));
+    x.shard = static_cast<uint32_t>(std::min<uint64_t>(whole(f, "shard"), UINT32_MAX));  // absent (older tapes): 0
     x.plan = text(f, "plan");
     x.by = text(f, "by");
     te.event = x;

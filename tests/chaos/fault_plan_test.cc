@@ -243,10 +243,19 @@ BOOST_AUTO_TEST_CASE(a_tape_replays_as_the_faults_that_hit_at_their_times) {
     delay.duration = 2.0;
     delay.seconds = 0.05;
     (*tape)->append(delay);
+    event::Injected syncer;  // a syncer in shards: the tape says which shard died
+    syncer.kind = FaultKind::kKillSyncer;
+    syncer.hit = true;
+    syncer.shard = 1;
+    syncer.recover_after = 2.0;
+    (*tape)->append(syncer);
   }
   auto p = t.load("replay = \"run.jsonl\"\n");
   BOOST_REQUIRE_MESSAGE(p.ok(), p.status().to_string());
-  BOOST_REQUIRE_EQUAL(p->faults.size(), 2u);  // the miss and the recovery are not faults
+  BOOST_REQUIRE_EQUAL(p->faults.size(), 3u);  // the miss and the recovery are not faults
+  BOOST_CHECK(p->faults[2].kind == FaultKind::kKillSyncer);
+  BOOST_CHECK_EQUAL(p->faults[2].shard, 1u);
+  BOOST_CHECK_EQUAL(p->faults[2].recover_after, 2.0);
   BOOST_CHECK(p->faults[0].kind == FaultKind::kKill);
   BOOST_CHECK_EQUAL(p->faults[0].learner, 2);
   BOOST_CHECK_EQUAL(p->faults[0].recover_after, 4.5);
@@ -263,6 +272,10 @@ BOOST_AUTO_TEST_CASE(a_tape_replays_as_the_faults_that_hit_at_their_times) {
                           std::string_view::npos,
                       replayed.status().to_string());
   BOOST_CHECK(!parse_fault_tape("{\"t\":-1,\"event\":\"inject\",\"kind\":\"kill\",\"hit\":1}\n", "t.jsonl").ok());
+  // A tape from before shards were recorded replays against shard 0, as it ran.
+  const auto older = parse_fault_tape("{\"t\":1,\"event\":\"inject\",\"kind\":\"kill_syncer\",\"hit\":1}\n", "old.jsonl");
+  BOOST_REQUIRE_MESSAGE(older.ok(), older.status().to_string());
+  BOOST_CHECK_EQUAL((*older)[0].shard, 0u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

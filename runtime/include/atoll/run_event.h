@@ -66,6 +66,7 @@ struct Injected {
   double probability = 1.0;
   double speed = 0.0;         // join: the newcomer's speed (0: its slot's default)
   uint32_t batch_size = 0;    // join: its batch size (0: its slot's default)
+  uint32_t shard = 0;         // kill_syncer, kill_checkpointer: which of syncer.shards
   std::string plan;           // where the plan says so ("plan.toml:12", "random"); "" none
   std::string by;             // who, outside a plan ("Run::kill_learner"); "" none
 };
