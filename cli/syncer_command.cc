@@ -75,29 +75,44 @@ void write_over_note(const std::string& path) {
 
 // --after-run wait: the run is over; stay up until SIGTERM or Ctrl-C, answering
 // every learner that the run is over (it exits 0) and the probes alive, not ready.
-// `port`: the one the run served on (0: --listen's).
-int idle(const SyncerArgs& a, const RunOptions& options, RunStatus* status, const std::string& note, uint16_t port) {
+// `ports`: the ones the run served on, a shard's each (empty: --listen's, and
+// for `shards` in this process the ports after it, as the run takes them).
+int idle(const SyncerArgs& a, const RunOptions& options, RunStatus* status, const std::string& note,
+         std::vector<uint16_t> ports, int shards) {
   auto at = parse_endpoint(a.listen);
   if (!at.ok()) return fail(at.status());
-  if (port != 0) at->port = port;  // --listen HOST:0 took a free port: learners know that one
+  if (ports.empty())
+    for (int k = 0; k < shards; ++k) ports.push_back(at->port == 0 ? 0 : static_cast<uint16_t>(at->port + k));
   auto text = read_text(note, 4096);
   std::string why = text.ok() ? std::string(*text) : "the run is over";
   while (!why.empty() && why.back() == '\n') why.pop_back();
   catch_interrupts();
-  // The port the run served is free again now, but maybe not for a moment yet.
-  Result<std::unique_ptr<OverDoor>> door = Status::unavailable("not listening");
-  for (int attempt = 0; attempt < 50 && !interrupt_pending(); ++attempt) {
-    door = serve_run_over(*at, options.cluster, why);
-    if (door.ok()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::vector<std::unique_ptr<OverDoor>> doors;
+  std::vector<uint16_t> served;
+  for (uint16_t port : ports) {
+    Endpoint e = *at;
+    e.port = port;  // --listen HOST:0 took a free port: learners know that one
+    // The port the run served is free again now, but maybe not for a moment yet.
+    Result<std::unique_ptr<OverDoor>> door = Status::unavailable("not listening");
+    for (int attempt = 0; attempt < 50 && !interrupt_pending(); ++attempt) {
+      door = serve_run_over(e, options.cluster, why);
+      if (door.ok()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (!door.ok()) return fail(door.status().with_context("--after-run wait"));
+    served.push_back((*door)->port());
+    doors.push_back(std::move(*door));
   }
-  if (!door.ok()) return fail(door.status().with_context("--after-run wait"));
   if (status) status->watch(nullptr);  // probes: alive, the run is over, not ready
-  log_info("the run " + a.run_name + " is over (" + note + "): idle on " + at->host + ":" +
-           std::to_string((*door)->port()) + ", telling learners so, until SIGTERM or Ctrl-C");
-  if (!a.port_file.empty()) write_port_file(a.port_file, {(*door)->port()});
+  std::string where;
+  for (uint16_t port : served) where += (where.empty() ? "" : ",") + at->host + ":" + std::to_string(port);
+  log_info("the run " + a.run_name + " is over (" + note + "): idle on " + where +
+           ", telling learners so, until SIGTERM or Ctrl-C");
+  if (!a.port_file.empty()) write_port_file(a.port_file, served);
   while (!take_interrupt()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  log_info("idle syncer: stopped by a signal after telling " + std::to_string((*door)->told()) +
+  uint64_t told = 0;
+  for (const auto& door : doors) told += door->told();
+  log_info("idle syncer: stopped by a signal after telling " + std::to_string(told) +
            " learner connection(s) that the run is over");
   return kExitDone;
 }
@@ -144,10 +159,6 @@ int syncer_command(const SyncerArgs& a) {
   if (!a.shard.empty()) options.cluster.shard = shard;
   if (Status s = apply_cluster_flags(a.cluster, options.cluster); !s.ok()) return fail(s);
   const bool wait_after = a.after_run == "wait";
-  if (wait_after && whole)
-    return fail(Status::invalid_argument(
-        "--after-run wait with syncer.shards = " + std::to_string(topology->syncer.shards) +
-        ": an engine that restarts the syncer runs one shard per process (--shard i/S), each with its own port"));
   if (wait_after && (a.run_name.empty() || topology->checkpoint.dir.empty()))
     return fail(Status::invalid_argument(
         "--after-run wait needs --run-name and checkpoint.dir: the end of the run is noted beside its checkpoints, "
@@ -157,7 +168,7 @@ int syncer_command(const SyncerArgs& a) {
   if (!status.ok()) return fail(status.status());
   if (wait_after && std::filesystem::exists(note)) {
     log_warn("the run " + a.run_name + " is over (" + note + "): not starting it again; remove that file to train on");
-    return idle(a, options, status->get(), note, 0);
+    return idle(a, options, status->get(), note, {}, whole ? topology->syncer.shards : 1);
   }
   // pause: leave the run to the learners and a later syncer, as a crash would,
   // on purpose: an engine is moving this process (a drained Kubernetes node).
@@ -179,9 +190,9 @@ int syncer_command(const SyncerArgs& a) {
       std::fflush(nullptr);
       std::_Exit(kExitLost);
     };
-  uint16_t served_port = 0;
+  std::vector<uint16_t> served_ports;
   const int exit = drive(*topology, options, a.report, a.quiet, status->get(), [&](Run& run) {
-    served_port = run.port();
+    served_ports = run.ports();
     if (!a.quiet) {
       const auto at = parse_endpoint(a.listen);
       const size_t open = learner_slots(*topology) - topology->learners.size();
@@ -207,7 +218,7 @@ int syncer_command(const SyncerArgs& a) {
   if (exit != kExitDone || !wait_after) return exit;
   write_over_note(note);
   if (signalled) return exit;  // stopped by the engine: not idle, it is ending this process
-  return idle(a, options, status->get(), note, served_port);
+  return idle(a, options, status->get(), note, served_ports, whole ? topology->syncer.shards : 1);
 }
 
 }  // namespace
@@ -242,7 +253,8 @@ void add_syncer_command(CLI::App& app, int& status) {
       ->capture_default_str();
   syncer->add_option("--after-run", a->after_run,
                      "What happens once the run is over. exit: the process exits 0. wait: it notes the end beside "
-                     "the checkpoints (<checkpoint.dir>/<run-name>/RUN-OVER) and stays up until SIGTERM, telling "
+                     "the checkpoints (<checkpoint.dir>/<run-name>/RUN-OVER; with shards, in shard-i/, shard-0/ for a process "
+                     "holding them all) and stays up until SIGTERM, on every port the run served, telling "
                      "every learner that connects that the run is over (they exit 0), probes alive and not ready; "
                      "started again with that run name, it finds the note and waits at once (for an engine that "
                      "always restarts the syncer, a StatefulSet). Needs --run-name and checkpoint.dir")

@@ -7,7 +7,8 @@
 # trains on and rejoins the syncer started again), 75 when no syncer answers
 # for --give-up seconds, 0 when the run is over. A syncer idle after its run
 # (--after-run wait) tells a learner that comes late that the run is over
-# (it exits 0), also when started again with the same run name.
+# (it exits 0), also when started again with the same run name, and on every
+# shard's port when one process holds them all.
 # Usage: probes_test.sh ATOLL SCRATCH
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 
@@ -103,6 +104,20 @@ grep -q "nothing to train" "$work/late2.log" || die "the second late learner was
 kill -TERM "$syncer3_pid"
 expect_exit "$syncer3_pid" 30 0 "the idle syncer started again, stopped"
 echo "idle syncer: /readyz 503 the run is over; learners that came late exited 0"
+# A syncer holding both shards in one process idles on both shards' ports, its note beside shard 0's checkpoints.
+start_syncer sharded "$work/topo.toml" --listen 127.0.0.1:0 --set syncer.shards=2 --set outer.fragments=2 \
+  --set checkpoint.dir="$work/ck2" --run-name sharded --after-run wait --seconds 2
+[[ "$port" == *,* ]] || die "a syncer of 2 shards wrote one port: $port"
+wait_for sharded "is over .*idle on .*,.*telling learners" 60
+[[ -s "$work/ck2/sharded/shard-0/RUN-OVER" ]] || die "the idle sharded syncer noted no RUN-OVER beside shard 0"
+for p in ${port//,/ }; do  # each shard's door tells a learner that comes late
+  "$atoll" learner --join "127.0.0.1:$p" "${learner_net[@]}" >"$work/late-$p.log" 2>&1 ||
+    die "a learner without an id at shard port $p, after the run, exited $?"
+  grep -q "nothing to train" "$work/late-$p.log" || die "the learner at shard port $p was not told the run is over"
+done
+kill -TERM "$sharded_pid"
+expect_exit "$sharded_pid" 30 0 "the idle sharded syncer, stopped"
+echo "idle syncer in shards: both ports tell learners the run is over"
 # No syncer: the learner's probes answer while it waits (alive, not ready), then it gives up with 75.
 lm2=$(free_port)
 start_learner lost 1 --give-up 6 --metrics "127.0.0.1:$lm2"
