@@ -101,6 +101,7 @@ WORDED_PER_SIDE = {"--timeout", "--tls-cert", "--tls-ca", "--tls-name"}
 OTHER_MEANINGS = {
     ("simulate", "--set"): "it overrides a simulation plan's keys, not a topology's",
     ("run", "--link"): "with --processes, the link every process it starts emulates",
+    ("bandwidth", "--link"): "the learners' link to simulate settings on; nothing is emulated",
 }
 
 # What CLI11 gives every subcommand.
