@@ -594,15 +594,9 @@ BOOST_AUTO_TEST_CASE(near_the_threshold_rounds_stay_as_due_and_no_push_crosses_t
 }
 
 // Streaming DiLoCo's 100B workload (a step of 4.9 s, H = 100, 36 fragments,
-// int4 both ways: 12.5 Gbit a push or broadcast) on 1 Gbit/s links: each is
-// busy 92% of the time each way with the pushes and broadcasts due, and a
-// broadcast waits behind others for longer than a few steps. That is a
-// queue, not a lost version: the syncer measures how long its broadcasts
-// take to be adopted and sends no repair (the fragment whole, in fp32)
-// within twice that. Repairs there once stormed (200k in 8 hours, goodput 0.07).
-BOOST_AUTO_TEST_CASE(a_queue_of_broadcasts_on_a_busy_link_is_not_repaired) {
-  const SimulationPlan p = must(R"(
-max_hours = 8
+// int4 both ways: 12.5 Gbit a push or broadcast), 4 learners each on a link of `rate`.
+SimulationPlan hundred_b(const std::string& rate, double hours) {
+  SimulationPlan p = must(R"(
 precision = 0.5
 [failures]
 mtbi_chip_years = 1000000
@@ -611,13 +605,25 @@ step_seconds = 4.9
 set = ["outer.sync_every=100", "outer.overlap=2", "outer.push_codec=int4", "outer.broadcast_codec=int4",
        "outer.fragments=36"]
 [network]
-link = "rate=1gbit"
 wire_parameters = 100e9
 [grid]
 modes = ["decoupled"]
 chips = [4]
 learners = [4]
 )");
+  p.network.link = *parse_link_shape("rate=" + rate);
+  p.max_hours = hours;
+  return p;
+}
+
+// The 100B workload on 1 Gbit/s links: each is
+// busy 92% of the time each way with the pushes and broadcasts due, and a
+// broadcast waits behind others for longer than a few steps. That is a
+// queue, not a lost version: the syncer measures how long its broadcasts
+// take to be adopted and sends no repair (the fragment whole, in fp32)
+// within twice that. Repairs there once stormed (200k in 8 hours, goodput 0.07).
+BOOST_AUTO_TEST_CASE(a_queue_of_broadcasts_on_a_busy_link_is_not_repaired) {
+  const SimulationPlan p = hundred_b("1gbit", 8);
   const CellResult r = simulate(p, Mode::kDecoupled, 4, 4);
   BOOST_TEST_MESSAGE("100B at 1 Gbit/s: " << r.rounds << " rounds, " << r.repairs << " repairs, " << r.late_pushes
                                           << " late, goodput " << r.goodput);
@@ -635,24 +641,8 @@ learners = [4]
 // took them in the order they were sent, not the order they arrived, queued
 // every learner's first piece behind another's last, and streaming gained nothing.
 BOOST_AUTO_TEST_CASE(streamed_fragments_cross_a_link_about_once_not_twice) {
-  SimulationPlan p = must(R"(
-max_hours = 2
-precision = 0.5
-[failures]
-mtbi_chip_years = 1000000
-[training]
-step_seconds = 4.9
-set = ["outer.sync_every=100", "outer.overlap=2", "outer.push_codec=int4", "outer.broadcast_codec=int4",
-       "outer.fragments=36"]
-[network]
-link = "rate=2.4gbit"
-wire_parameters = 100e9
-wait_late = true
-[grid]
-modes = ["decoupled"]
-chips = [4]
-learners = [4]
-)");
+  SimulationPlan p = hundred_b("2.4gbit", 2);
+  p.network.wait_late = true;
   const CellResult whole = simulate(p, Mode::kDecoupled, 4, 4);
   p.training.outer.fragments = 36 * 12;
   p.training.outer.stream = 12;
