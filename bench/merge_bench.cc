@@ -5,19 +5,21 @@
 //   atoll_merge_bench [--topology FILE] [--learners M] [--reps R]
 //                     [--rounds-per-checkpoint X] [--out FILE.json]
 //
-// Each round runs what the syncer runs, with the real functions, in its order:
-//   alloc       per push: the decoded vector's memory, a fresh std::vector
-//               as SyncerCore::on_answer() makes it, and its release;
+// Each round runs what the syncer runs, with the real functions, in its order,
+// on memory kept from round to round as the syncer keeps it (its scratch
+// vectors and sums, on huge pages where the kernel allows):
+//   alloc       per push: what getting memory for the decoded push costs (the
+//               syncer decodes into one scratch vector: nothing, once warm);
 //   decode      per push: decode_payload() into it;
 //   accumulate  per push: MergeAccumulator::add();
-//   merge       per round: MergeAccumulator::merge() into a fresh vector;
+//   merge       per round: MergeAccumulator::merge() into the scratch vector;
 //   nesterov    per round: what DecoupledRounds::close_round() does next (the
 //               sign, then nesterov_step_if_finite());
 //   broadcast   per round: what SyncerState::broadcast() does with an int
 //               broadcast codec (the difference to what learners hold, its
 //               encoding, the decoding learners will do, the new held copy);
-//   checkpoint  per write: SyncerCore::checkpoint() and encode_checkpoint()
-//               over the whole model, amortized over X rounds of each fragment
+//   checkpoint  per write: encode_checkpoint(SyncerCore::checkpoint()) over
+//               the whole model, amortized over X rounds of each fragment
 //               (the 100M run on 2 cores wrote one every 30 s, about 1.7
 //               rounds of each fragment; the file write is another thread's).
 // Pushes are encoded beforehand with the topology's push codec, as learners
@@ -25,7 +27,9 @@
 // per merged learner (a round's parts divided by M), mean and sample standard
 // deviation over R repetitions after one round not counted; "total cpu" is
 // the process's CPU time on the same scale (above wall when parts run on
-// several threads).
+// several threads). Beside them, so that machines compare: a float32 add
+// c = a + b over as many elements as the model has parameters (reused
+// buffers), in ns per element; the merge's total is also given in adds.
 #include <time.h>
 
 #include <algorithm>
@@ -42,6 +46,7 @@
 
 #include "atoll/checkpoint.h"
 #include "atoll/codec.h"
+#include "atoll/huge_pages.h"
 #include "atoll/json_writer.h"
 #include "atoll/merge.h"
 #include "atoll/nesterov.h"
@@ -100,8 +105,15 @@ void run_fragment(const Topology& t, const Fragment& fragment, const Options& o,
   }
   MergeAccumulator acc(fragment);
   // The global copy in its steady state: learners hold the current values.
-  std::vector<float> values = random_vector(n, 7 + static_cast<uint64_t>(fragment.id), 0.02), momentum(n, 0.0f);
-  std::vector<float> held = values;
+  // Allocated as SyncerCore allocates them.
+  std::vector<float> values, momentum, held, decoded, work;
+  for (std::vector<float>* v : {&values, &momentum, &held, &decoded, &work}) {
+    reserve_huge(*v, n);
+    v->resize(n);
+  }
+  const std::vector<float> initial = random_vector(n, 7 + static_cast<uint64_t>(fragment.id), 0.02);
+  std::copy(initial.begin(), initial.end(), values.begin());
+  held = values;
 
   // Round 0 is a warm-up, not counted: a running syncer's sums and copies
   // have their memory already.
@@ -113,25 +125,20 @@ void run_fragment(const Topology& t, const Fragment& fragment, const Options& o,
     const double c0 = cpu_seconds();
     for (int m = 0; m < o.learners; ++m) {
       const double t0 = now_seconds();
-      double t2 = 0.0;
-      {
-        std::vector<float> delta(n);
-        const double t1 = now_seconds();
-        DecodeFault fault = DecodeFault::kNone;
-        if (!decode_payload(pushes[static_cast<size_t>(m)], delta, fault).ok()) std::abort();
-        t2 = now_seconds();
-        acc.add(delta, weights[static_cast<size_t>(m)]);
-        const double t3 = now_seconds();
-        tr[kAlloc] += t1 - t0;
-        tr[kDecode] += t2 - t1;
-        tr[kAccumulate] += t3 - t2;
-        t2 = t3;
-      }
-      tr[kAlloc] += now_seconds() - t2;
+      const std::span<float> delta(decoded.data(), n);  // SyncerCore::on_push()
+      const double t1 = now_seconds();
+      DecodeFault fault = DecodeFault::kNone;
+      if (!decode_payload(pushes[static_cast<size_t>(m)], delta, fault).ok()) std::abort();
+      const double t2 = now_seconds();
+      acc.add(delta, weights[static_cast<size_t>(m)]);
+      const double t3 = now_seconds();
+      tr[kAlloc] += t1 - t0;
+      tr[kDecode] += t2 - t1;
+      tr[kAccumulate] += t3 - t2;
     }
     // DecoupledRounds::close_round()
     double t0 = now_seconds();
-    std::vector<float> outer_grad(n);
+    const std::span<float> outer_grad(work.data(), n);
     if (!acc.merge(outer_grad)) std::abort();
     double t1 = now_seconds();
     tr[kMerge] += t1 - t0;
@@ -142,7 +149,7 @@ void run_fragment(const Topology& t, const Fragment& fragment, const Options& o,
     tr[kNesterov] += t2 - t1;
     // SyncerState::broadcast() with an int broadcast codec.
     {
-      std::vector<float> diff(n);
+      const std::span<float> diff(work.data(), n);
       for (size_t i = 0; i < n; ++i) diff[i] = values[i] - held[i];
       Payload b = encode_payload(outer.broadcast_codec, outer.broadcast_block, diff);
       if (!decode_payload(b, diff).ok()) std::abort();
@@ -151,6 +158,30 @@ void run_fragment(const Topology& t, const Fragment& fragment, const Options& o,
     tr[kBroadcast] += now_seconds() - t2;
     tc += cpu_seconds() - c0;
   }
+}
+
+// ns per element of c = a + b over n floats, the buffers reused (and on huge
+// pages, as the syncer's are): mean and sd over `reps` after one not counted.
+std::pair<double, double> float_add_ns(size_t n, int reps) {
+  std::vector<float> a = random_vector(n, 1, 1.0), b = random_vector(n, 2, 1.0), c;
+  reserve_huge(c, n);
+  c.resize(n);
+  std::vector<double> ns;
+  for (int r = -1; r < reps; ++r) {
+    const double t0 = now_seconds();
+    const float* pa = a.data();
+    const float* pb = b.data();
+    float* pc = c.data();
+    for (size_t i = 0; i < n; ++i) pc[i] = pa[i] + pb[i];
+    const double t = now_seconds() - t0;
+    if (r >= 0) ns.push_back(t * 1e9 / static_cast<double>(n));
+  }
+  double mean = 0.0, var = 0.0;
+  for (double x : ns) mean += x / static_cast<double>(ns.size());
+  for (double x : ns) var += (x - mean) * (x - mean);
+  volatile float sink = c[n / 2];
+  (void)sink;
+  return {mean, ns.size() > 1 ? std::sqrt(var / static_cast<double>(ns.size() - 1)) : 0.0};
 }
 
 int run(const Options& o) {
@@ -245,6 +276,14 @@ int run(const Options& o) {
   j.field("sd", csd);
   j.close('}');
   j.close('}');
+  const auto [am, asd] = float_add_ns(params, o.reps);
+  std::printf("%-12s %10.3f %8.3f   (ns per element of c = a + b over %zu floats)\n", "float32 add", am, asd, params);
+  std::printf("%-12s %10.2f            (total / float32 add)\n", "in adds", tm / am);
+  j.open("float32_add_ns_per_element", '{');
+  j.field("mean", am);
+  j.field("sd", asd);
+  j.close('}');
+  j.field("total_in_adds", tm / am);
   const auto [km, ksd] = stats([&](int r) { return times[static_cast<size_t>(r)][kCheckpoint] * 1e9 / static_cast<double>(params); });
   std::printf("checkpoint per write: %.3f ns per parameter (sd %.3f), amortized over %.2f rounds of %d learners\n", km,
               ksd, o.rounds_per_checkpoint, o.learners);

@@ -31,41 +31,70 @@ constexpr const char* kSuffix = ".atoll";
 
 }  // namespace
 
-std::vector<uint8_t> encode_checkpoint(const CheckpointState& state) {
-  capnp::MallocMessageBuilder builder;
-  auto root = builder.initRoot<schema::Checkpoint>();
-  root.setFormatVersion(kCheckpointFormatVersion);
-  root.setFingerprint(state.fingerprint);
-  root.setPlanFingerprint(state.plan_fingerprint);
-  root.setCreatedUnixMs(state.created_unix_ms);
-  root.setRounds(state.rounds);
-  auto fs = root.initFragments(static_cast<unsigned>(state.fragments.size()));
-  for (unsigned i = 0; i < fs.size(); ++i) {
-    const auto& f = state.fragments[i];
-    fs[i].setFragment(f.fragment);
-    fs[i].setVersion(f.version);
-    fs[i].setValues(float_bytes(f.values));
-    fs[i].setMomentum(float_bytes(f.momentum));
-  }
-  auto ls = root.initLearners(static_cast<unsigned>(state.learners.size()));
-  for (unsigned i = 0; i < ls.size(); ++i) {
-    ls[i].setLearner(state.learners[i].learner);
-    ls[i].setIncarnation(state.learners[i].incarnation);
-    ls[i].setPastSteps(state.learners[i].past_steps);
-    ls[i].setPastTokens(state.learners[i].past_tokens);
-    ls[i].setSteps(state.learners[i].steps);
-    ls[i].setTokens(state.learners[i].tokens);
-    ls[i].setMember(state.learners[i].member);
-    ls[i].setProcess(state.learners[i].process);
-  }
-  if (state.optimizer) {
-    auto o = root.initOptimizer();
-    o.setStep(state.optimizer->step);
-    o.setM(float_bytes(state.optimizer->m));
-    o.setV(float_bytes(state.optimizer->v));
-  }
-  return frame_record(kMagic, kCheckpointFormatVersion, builder);
+CheckpointView view_of(const CheckpointState& state) {
+  CheckpointView v{state.fingerprint, state.plan_fingerprint, state.created_unix_ms, state.rounds, {}, state.learners, {}};
+  for (const auto& f : state.fragments) v.fragments.push_back({f.fragment, f.version, f.values, f.momentum});
+  if (const auto& o = state.optimizer) v.optimizer = CheckpointView::OptimizerRecord{o->step, o->m, o->v};
+  return v;
 }
+
+CheckpointState copy_of(const CheckpointView& view) {
+  CheckpointState s{view.fingerprint, view.plan_fingerprint, view.created_unix_ms, view.rounds, {}, view.learners, {}};
+  for (const auto& f : view.fragments)
+    s.fragments.push_back({f.fragment, f.version, {f.values.begin(), f.values.end()}, {f.momentum.begin(), f.momentum.end()}});
+  if (const auto& o = view.optimizer)
+    s.optimizer = CheckpointState::OptimizerRecord{o->step, {o->m.begin(), o->m.end()}, {o->v.begin(), o->v.end()}};
+  return s;
+}
+
+std::vector<uint8_t> encode_checkpoint(const CheckpointView& view) {
+  // The message's words, to the word: structs, list tags and the Data fields.
+  auto words_of = []<class T>(size_t n) { return n * (T::_capnpPrivate::dataWordSize + T::_capnpPrivate::pointerCount); };
+  auto data_words = [](std::span<const float> v) { return (v.size_bytes() + sizeof(capnp::word) - 1) / sizeof(capnp::word); };
+  size_t words = 1 + words_of.operator()<schema::Checkpoint>(1) + 1 +
+                 words_of.operator()<schema::FragmentRecord>(view.fragments.size()) + 1 +
+                 words_of.operator()<schema::LearnerRecord>(view.learners.size());
+  for (const auto& f : view.fragments) words += data_words(f.values) + data_words(f.momentum);
+  if (const auto& o = view.optimizer)
+    words += words_of.operator()<schema::OptimizerRecord>(1) + data_words(o->m) + data_words(o->v);
+
+  return frame_record_in_place(kMagic, kCheckpointFormatVersion, words, [&](capnp::MessageBuilder& builder) {
+    auto root = builder.initRoot<schema::Checkpoint>();
+    root.setFormatVersion(kCheckpointFormatVersion);
+    root.setFingerprint(view.fingerprint);
+    root.setPlanFingerprint(view.plan_fingerprint);
+    root.setCreatedUnixMs(view.created_unix_ms);
+    root.setRounds(view.rounds);
+    auto fs = root.initFragments(static_cast<unsigned>(view.fragments.size()));
+    for (unsigned i = 0; i < fs.size(); ++i) {
+      const auto& f = view.fragments[i];
+      fs[i].setFragment(f.fragment);
+      fs[i].setVersion(f.version);
+      fs[i].setValues(float_bytes(f.values));
+      fs[i].setMomentum(float_bytes(f.momentum));
+    }
+    auto ls = root.initLearners(static_cast<unsigned>(view.learners.size()));
+    for (unsigned i = 0; i < ls.size(); ++i) {
+      const auto& l = view.learners[i];
+      ls[i].setLearner(l.learner);
+      ls[i].setIncarnation(l.incarnation);
+      ls[i].setPastSteps(l.past_steps);
+      ls[i].setPastTokens(l.past_tokens);
+      ls[i].setSteps(l.steps);
+      ls[i].setTokens(l.tokens);
+      ls[i].setMember(l.member);
+      ls[i].setProcess(l.process);
+    }
+    if (const auto& o = view.optimizer) {
+      auto r = root.initOptimizer();
+      r.setStep(o->step);
+      r.setM(float_bytes(o->m));
+      r.setV(float_bytes(o->v));
+    }
+  });
+}
+
+std::vector<uint8_t> encode_checkpoint(const CheckpointState& state) { return encode_checkpoint(view_of(state)); }
 
 Result<CheckpointState> decode_checkpoint(std::span<const uint8_t> bytes) {
   auto words = unframe_record(bytes, kMagic, kCheckpointFormatVersion, "an atoll checkpoint");

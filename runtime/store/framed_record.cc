@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "atoll/crc32c.h"
+#include "atoll/huge_pages.h"
 
 namespace atl {
 namespace {
@@ -31,6 +32,38 @@ std::vector<uint8_t> frame_record(const FileMagic& magic, uint32_t version, capn
   std::vector<uint8_t> out(kHeaderBytes + payload);
   kj::ArrayOutputStream stream(kj::arrayPtr(out.data() + kHeaderBytes, payload));
   capnp::writeMessage(stream, builder);
+  std::memcpy(out.data(), magic.data(), magic.size());
+  put_le<uint32_t>(out, 8, version);
+  put_le<uint32_t>(out, 12, crc32c(std::span<const uint8_t>(out).subspan(kHeaderBytes)));
+  put_le<uint64_t>(out, 16, payload);
+  return out;
+}
+
+std::vector<uint8_t> frame_record_in_place(const FileMagic& magic, uint32_t version, size_t words,
+                                           const std::function<void(capnp::MessageBuilder&)>& build) {
+  // Header, then the segment table of one segment (count - 1, then its words,
+  // as writeMessage() writes it), then the segment.
+  constexpr size_t kTableBytes = 8;
+  // A segment holds fewer than 2^29 words (4 GiB): a larger message takes the
+  // builder's own segments, and one copy more.
+  if (words >= (size_t{1} << 29)) {
+    capnp::MallocMessageBuilder builder;
+    build(builder);
+    return frame_record(magic, version, builder);
+  }
+  std::vector<uint8_t> out;
+  reserve_huge(out, kHeaderBytes + kTableBytes + words * sizeof(capnp::word));
+  out.resize(kHeaderBytes + kTableBytes + words * sizeof(capnp::word));  // zeroes, as a builder's segments must be
+  auto* segment = reinterpret_cast<capnp::word*>(out.data() + kHeaderBytes + kTableBytes);  // 8-byte aligned
+  capnp::FlatMessageBuilder builder(kj::arrayPtr(segment, words));
+  build(builder);
+  const auto segments = builder.getSegmentsForOutput();
+  KJ_ASSERT(segments.size() == 1 && segments[0].begin() == segment, "the message outgrew its bound");
+  const size_t used = segments[0].size();
+  put_le<uint32_t>(out, kHeaderBytes, 0);
+  put_le<uint32_t>(out, kHeaderBytes + 4, static_cast<uint32_t>(used));
+  out.resize(kHeaderBytes + kTableBytes + used * sizeof(capnp::word));
+  const size_t payload = out.size() - kHeaderBytes;
   std::memcpy(out.data(), magic.data(), magic.size());
   put_le<uint32_t>(out, 8, version);
   put_le<uint32_t>(out, 12, crc32c(std::span<const uint8_t>(out).subspan(kHeaderBytes)));

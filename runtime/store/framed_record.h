@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,6 +27,15 @@ using FileMagic = std::array<char, 8>;
 
 // The framed bytes of `builder`'s message.
 std::vector<uint8_t> frame_record(const FileMagic& magic, uint32_t version, capnp::MessageBuilder& builder);
+
+// The same for a message built straight into the file's bytes: `build` sets
+// the root of a builder whose single segment of `words` zeroed words sits
+// after the header, so a large Data field is copied once, from where it
+// lives, and the file is not copied again. `words` must bound the message,
+// its structs, list tags and pointers included (a message that outgrows it
+// throws kj::Exception: the bound is wrong).
+std::vector<uint8_t> frame_record_in_place(const FileMagic& magic, uint32_t version, size_t words,
+                                           const std::function<void(capnp::MessageBuilder&)>& build);
 
 // The payload's words, checked against the frame: magic (`what` names the
 // kind in the error, "an atoll checkpoint"), version, length and checksum.

@@ -38,6 +38,7 @@
 #include <cmath>
 #include <map>
 
+#include "atoll/huge_pages.h"
 #include "atoll/job.h"
 #include "atoll/merge.h"
 #include "atoll/nesterov.h"
@@ -53,7 +54,10 @@ constexpr uint64_t kOpenLastRounds = ~uint64_t{0};
 // whose step index is the version (a restored syncer keeps the phase; the
 // gradients summed since the last velocity step are not checkpointed).
 bool outer_step_if_finite(const NesterovConfig& outer, GlobalFragment& g, std::span<const float> grad) {
-  if (outer.every > 1 && g.pending.size() != g.values.size()) g.pending.assign(g.values.size(), 0.0f);
+  if (outer.every > 1 && g.pending.size() != g.values.size()) {
+    reserve_huge(g.pending, g.values.size());
+    g.pending.assign(g.values.size(), 0.0f);
+  }
   return delayed_nesterov_step_if_finite(outer, g.version, g.values, g.momentum, g.pending, grad);
 }
 
@@ -536,7 +540,8 @@ class DecoupledRounds final : public RoundProtocol {
     Round& r = rounds_[p];
     GlobalFragment& g = s_.global[p];
     const auto& o = s_.topology.outer;
-    std::vector<float> outer_grad(s_.fragments[p].size);
+    // In s_.work until the step is taken; the broadcast below reuses it.
+    const std::span<float> outer_grad = SyncerState::scratch(s_.work, s_.fragments[p].size);
     if (!r.acc.merge(outer_grad)) return cancel_round(p, "no answer carried weight", fx);
     for (float& x : outer_grad) x = -x;  // outer gradient: base - theta
     NesterovConfig outer = o.nesterov;

@@ -10,6 +10,8 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "atoll/huge_pages.h"
+
 namespace atl {
 namespace {
 
@@ -161,8 +163,10 @@ void MergeAccumulator::add(std::span<const float> g, double weight) {
   // that zeroed them is saved. resize() keeps the memory of the last round.
   const bool first = count_ == 0;
   if (first) {
+    reserve_huge(sum_, fragment_.size);
     sum_.resize(fragment_.size);
     if (rda) {
+      reserve_huge(unit_, fragment_.size);
       unit_.resize(fragment_.size);
       length_.assign(fragment_.pieces.size(), 0.0);
     }

@@ -64,8 +64,8 @@ class RoundProtocol {
   virtual bool flushing() const = 0;
   virtual bool flushed() const = 0;
 
-  // dp modes keep AdamW on the syncer: its state for a checkpoint, and back.
-  virtual std::optional<CheckpointState::OptimizerRecord> optimizer() const { return std::nullopt; }
+  // dp modes keep AdamW on the syncer: its state for a checkpoint (borrowed), and back.
+  virtual std::optional<CheckpointView::OptimizerRecord> optimizer() const { return std::nullopt; }
   // Fails when the state does not fit; NotFound when the mode has no optimizer here.
   virtual Status restore_optimizer(const CheckpointState::OptimizerRecord&) {
     return Status::not_found("no optimizer on the syncer in this mode");

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "atoll/cluster_token.h"
+#include "atoll/huge_pages.h"
 #include "atoll/job.h"
 #include "round_protocol.h"
 #include "syncer_state.h"
@@ -75,10 +76,11 @@ Broadcast SyncerState::broadcast(uint32_t p, std::vector<uint32_t> merged, Stead
   }
   if (g.held.empty()) {  // learners may hold any version: send the values once
     b.values = encode_payload(Codec::kFp32, 0, g.values);
+    reserve_huge(g.held, g.values.size());
     g.held = g.values;
     return b;
   }
-  std::vector<float> diff(g.values.size());
+  const std::span<float> diff = scratch(work, g.values.size());
   for (size_t i = 0; i < diff.size(); ++i) diff[i] = g.values[i] - g.held[i];
   b.values = encode_payload(topology.outer.broadcast_codec, topology.outer.broadcast_block, diff);
   b.delta = true;
@@ -91,6 +93,16 @@ Broadcast SyncerState::broadcast(uint32_t p, std::vector<uint32_t> merged, Stead
   }
   for (size_t i = 0; i < diff.size(); ++i) g.held[i] += diff[i];
   return b;
+}
+
+void SyncerState::reserve_scratch() {
+  size_t largest = 0;
+  for (uint32_t p = 0; p < fragments.size(); ++p)
+    if (owns(p)) largest = std::max(largest, fragments[p].size);
+  for (std::vector<float>* v : {&decoded, &work}) {
+    reserve_huge(*v, largest);
+    v->resize(largest);  // touched once, here
+  }
 }
 
 Broadcast SyncerState::repair(uint32_t p, uint32_t learner) const {
@@ -145,11 +157,18 @@ SyncerCore::SyncerCore(std::unique_ptr<SyncerState> state) : s_(std::move(state)
   for (uint32_t p = 0; p < s_->fragments.size(); ++p) {
     if (!s_->owns(p)) continue;  // another shard's: held there
     GlobalFragment& g = s_->global[p];
-    g.values.resize(s_->fragments[p].size);
+    const size_t n = s_->fragments[p].size;
+    reserve_huge(g.values, n);
+    g.values.resize(n);
     gather(s_->fragments[p], theta, g.values);
-    g.momentum.assign(s_->fragments[p].size, 0.0f);
-    if (s_->delta_broadcasts()) g.held = g.values;  // what every welcome gives
+    reserve_huge(g.momentum, n);
+    g.momentum.assign(n, 0.0f);
+    if (s_->delta_broadcasts()) {
+      reserve_huge(g.held, n);
+      g.held = g.values;  // what every welcome gives
+    }
   }
+  s_->reserve_scratch();
   rounds_ = s_->topology.mode == Mode::kDecoupled ? make_decoupled_rounds(*s_) : make_synchronous_rounds(*s_);
 }
 
@@ -279,8 +298,8 @@ void SyncerCore::continue_from(const SyncerStats& stats, const std::vector<Learn
   }
 }
 
-CheckpointState SyncerCore::checkpoint(int64_t unix_ms) const {
-  CheckpointState c;
+CheckpointView SyncerCore::checkpoint(int64_t unix_ms) const {
+  CheckpointView c;
   c.fingerprint = layout().fingerprint();
   c.plan_fingerprint = plan_fingerprint(s_->fragments);
   c.created_unix_ms = unix_ms;
@@ -296,8 +315,8 @@ CheckpointState SyncerCore::checkpoint(int64_t unix_ms) const {
                           l.member, l.sender.process});
   }
   if (!s_->topology.checkpoint.moments) return c;
-  if (auto o = rounds_->optimizer()) c.optimizer = std::move(o);
-  else c.optimizer = checkpoint_moments_;
+  if (auto o = rounds_->optimizer()) c.optimizer = o;
+  else if (const auto& m = checkpoint_moments_) c.optimizer = CheckpointView::OptimizerRecord{m->step, m->m, m->v};
   return c;
 }
 
@@ -769,10 +788,10 @@ void SyncerCore::check_push(const Push& m, SteadyTime now, SyncerEffects& fx) {
   if (m.delta.count != size)
     return refuse_answer(RejectReason::kBadShape, "payload of " + std::to_string(m.delta.count) +
                                                       " values for a fragment of " + std::to_string(size));
-  Answer a{m.base_version, m.steps, m.tokens, std::isfinite(m.seconds) ? std::max(0.0, m.seconds) : 0.0,
-           std::vector<float>(size)};
+  const std::span<float> delta = SyncerState::scratch(s_->decoded, size);
+  Answer a{m.base_version, m.steps, m.tokens, std::isfinite(m.seconds) ? std::max(0.0, m.seconds) : 0.0, delta};
   DecodeFault fault = DecodeFault::kNone;
-  if (Status st = decode_payload(m.delta, a.delta, fault); !st.ok())
+  if (Status st = decode_payload(m.delta, delta, fault); !st.ok())
     return refuse_answer(reject_reason(fault), std::string(st.message()));
   const auto& merged = s_->learners[m.learner].merged_through;
   if (m.fragment < merged.size() && m.since < merged[m.fragment]) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -44,8 +45,8 @@ struct GlobalFragment {
 struct Answer {
   uint64_t base_version = 0;
   uint64_t steps = 0, tokens = 0;
-  double seconds = 0.0;      // device time of those steps
-  std::vector<float> delta;  // theta - base; dp: the gradient
+  double seconds = 0.0;            // device time of those steps
+  std::span<const float> delta;  // theta - base; dp: the gradient. In SyncerState::decoded: valid until the next push
 };
 
 struct SyncerState {
@@ -60,8 +61,17 @@ struct SyncerState {
   uint32_t fixed = 0;  // the topology's [[learners]]: slots below are fixed, the others open
   uint32_t merging = 0;  // learners whose last answers are being merged (Leaving::kMerging)
   uint32_t shard = 0;    // of topology.syncer.shards: this core owns the fragments p with shard_of(p) == shard
+  // Room for the largest fragment, reused by every push and round so that a
+  // round touches no fresh memory (on huge pages where the kernel allows):
+  // `decoded` holds a push's payload until it is folded in, `work` a round's
+  // merged gradient and then its broadcast's difference. Sized by reserve_scratch().
+  std::vector<float> decoded, work;
 
   const ParamLayout& layout() const { return model->layout(); }
+  // Sizes `decoded` and `work` for the largest fragment.
+  void reserve_scratch();
+  // The first n floats of a scratch vector. REQUIRES: n <= the largest fragment.
+  static std::span<float> scratch(std::vector<float>& v, size_t n) { return {v.data(), n}; }
   double elapsed(SteadyTime now) const { return seconds_between(start, now); }
   bool open_slot(uint32_t m) const { return m >= fixed; }
   bool owns(uint32_t p) const { return shard_of(p, topology.syncer.shards) == shard; }

@@ -39,7 +39,7 @@ class SynchronousRounds final : public RoundProtocol {
       ++s_.stats.late;
       return;
     }
-    gradients_[m.learner] = std::move(a);
+    gradients_[m.learner] = Gradient{a.tokens, a.seconds, {a.delta.begin(), a.delta.end()}};  // a.delta is scratch
     check_step(now, fx);
   }
 
@@ -74,9 +74,8 @@ class SynchronousRounds final : public RoundProtocol {
   bool flushing() const override { return flushed_; }
   bool flushed() const override { return flushed_; }
 
-  std::optional<CheckpointState::OptimizerRecord> optimizer() const override {
-    const auto m = optimizer_->first_moment(), v = optimizer_->second_moment();
-    return CheckpointState::OptimizerRecord{optimizer_->step(), {m.begin(), m.end()}, {v.begin(), v.end()}};
+  std::optional<CheckpointView::OptimizerRecord> optimizer() const override {
+    return CheckpointView::OptimizerRecord{optimizer_->step(), optimizer_->first_moment(), optimizer_->second_moment()};
   }
   Status restore_optimizer(const CheckpointState::OptimizerRecord& o) override {
     return optimizer_->load_state(o.step, o.m, o.v);
@@ -99,7 +98,7 @@ class SynchronousRounds final : public RoundProtocol {
       if (!in_group(m)) continue;
       const auto it = gradients_.find(m);
       if (it == gradients_.end()) return;  // someone has not sent this step's gradient
-      cs.push_back({it->second.delta, static_cast<double>(it->second.tokens)});
+      cs.push_back({it->second.values, static_cast<double>(it->second.tokens)});
       good += it->second.seconds;
     }
     double weight = 0.0;
@@ -132,7 +131,12 @@ class SynchronousRounds final : public RoundProtocol {
 
   SyncerState& s_;
   std::unique_ptr<AdamW> optimizer_;
-  std::map<uint32_t, Answer> gradients_;  // this step's, by learner
+  struct Gradient {
+    uint64_t tokens = 0;
+    double seconds = 0.0;
+    std::vector<float> values;
+  };
+  std::map<uint32_t, Gradient> gradients_;  // this step's, by learner
   bool flushed_ = false;
 };
 

@@ -64,9 +64,38 @@ struct CheckpointState {
   friend bool operator==(const CheckpointState&, const CheckpointState&) = default;
 };
 
+// A checkpoint as encode_checkpoint() reads it: CheckpointState's records
+// with their vectors borrowed from whoever holds them (a syncer's own
+// fragments), so that a checkpoint of a large model copies each value once,
+// into the file. Valid while the owner leaves those vectors alone.
+struct CheckpointView {
+  struct FragmentRecord {
+    uint32_t fragment = 0;
+    uint64_t version = 0;
+    std::span<const float> values, momentum;
+  };
+  struct OptimizerRecord {
+    int64_t step = 0;
+    std::span<const float> m, v;
+  };
+
+  uint64_t fingerprint = 0;
+  uint64_t plan_fingerprint = 0;
+  int64_t created_unix_ms = 0;
+  uint64_t rounds = 0;
+  std::vector<FragmentRecord> fragments;
+  std::vector<CheckpointState::LearnerRecord> learners;  // small: held
+  std::optional<OptimizerRecord> optimizer;
+};
+
+// The view of a held state, and a state holding a copy of what a view shows.
+CheckpointView view_of(const CheckpointState& state);
+CheckpointState copy_of(const CheckpointView& view);
+
 inline constexpr uint32_t kCheckpointFormatVersion = 1;
 
-// The framed file contents.
+// The framed file contents, built in place: each vector is copied once.
+std::vector<uint8_t> encode_checkpoint(const CheckpointView& view);
 std::vector<uint8_t> encode_checkpoint(const CheckpointState& state);
 // Checks the frame and the record; names the problem (Corruption) otherwise.
 Result<CheckpointState> decode_checkpoint(std::span<const uint8_t> bytes);

@@ -171,7 +171,8 @@ class SyncerCore {
   // newer bases, kRecoverySeconds) runs from then, since reading a large
   // model's checkpoint takes longer than the window (24 s at 100M).
   Status restore(const CheckpointState& state, std::optional<SteadyTime> now = std::nullopt);
-  CheckpointState checkpoint(int64_t unix_ms) const;
+  // Borrows this core's vectors: encode it before the core changes (copy_of() keeps one).
+  CheckpointView checkpoint(int64_t unix_ms) const;
   // Decoupled, checkpoint.moments: asks the learner that trained the most
   // for its AdamW moments, which the next checkpoint() carries. A shard of a
   // syncer in shards asks for, keeps and hands the moments of its own

@@ -271,7 +271,7 @@ BOOST_AUTO_TEST_CASE(a_decoupled_checkpoint_carries_a_learners_moments_and_a_res
   core->on_moments(1, Moments{pull.request, OptimizerState{30, encode_payload(Codec::kBf16, 0, m),
                                                             encode_payload(Codec::kBf16, 0, v)}},
                    now, fx);
-  const CheckpointState saved = core->checkpoint(1700000000000);
+  const CheckpointState saved = copy_of(core->checkpoint(1700000000000));
   BOOST_REQUIRE(saved.optimizer.has_value());
   BOOST_CHECK_EQUAL(saved.optimizer->step, 30);
   BOOST_CHECK_EQUAL(saved.optimizer->m[3], 0.25f);
@@ -301,13 +301,13 @@ BOOST_AUTO_TEST_CASE(a_dp_checkpoint_carries_the_syncers_optimizer) {
   const Topology& t = s.topology;
   const auto now = testing::at(0);
   for (uint32_t m = 0; m < 2; ++m) s.push(m, 0, 1, 0.5f, 0);  // one synchronous step: both gradients
-  const CheckpointState saved = s.core->checkpoint(0);
+  const CheckpointState saved = copy_of(s.core->checkpoint(0));
   BOOST_REQUIRE(saved.optimizer.has_value());
   BOOST_CHECK_EQUAL(saved.optimizer->step, 1);
   BOOST_CHECK_GT(saved.optimizer->v[0], 0.0f);
   auto again = SyncerCore::create(t, now);
   BOOST_REQUIRE((*again)->restore(saved).ok());
-  BOOST_CHECK((*again)->checkpoint(0).optimizer == saved.optimizer);
+  BOOST_CHECK(copy_of((*again)->checkpoint(0)).optimizer == saved.optimizer);
 }
 
 // Fragment vectors mean something only under the plan that cut them: a
@@ -319,7 +319,7 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_fragment_plan_is_refused_naming_bot
   const auto now = testing::at(0);
   auto core = SyncerCore::create(t, now);
   BOOST_REQUIRE(core.ok());
-  CheckpointState saved = (*core)->checkpoint(0);
+  CheckpointState saved = copy_of((*core)->checkpoint(0));
   const uint64_t plan = plan_fingerprint((*core)->fragments());
   BOOST_CHECK_EQUAL(saved.plan_fingerprint, plan);
   BOOST_CHECK_EQUAL(decode_checkpoint(encode_checkpoint(saved))->plan_fingerprint, plan);

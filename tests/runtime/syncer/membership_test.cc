@@ -288,7 +288,7 @@ BOOST_AUTO_TEST_CASE(joins_while_the_syncer_restarts_never_take_a_returning_memb
   BOOST_CHECK(!event_in<event::Joined>(fx));  // it never left
 
   // In a new process: the checkpoint holds the slot for its member's process.
-  const CheckpointState saved = c.core->checkpoint(0);
+  const CheckpointState saved = copy_of(c.core->checkpoint(0));
   auto restored = SyncerCore::create(t, at(100.0));
   BOOST_REQUIRE(restored.ok());
   BOOST_REQUIRE((*restored)->restore(saved).ok());

@@ -154,7 +154,7 @@ BOOST_AUTO_TEST_CASE(each_shard_merges_and_checkpoints_only_its_own_fragments) {
   BOOST_CHECK(r.detail.find("belongs to syncer shard 1") != std::string::npos);
 
   // Checkpoints hold only their own fragments, and go back only where they belong.
-  const CheckpointState zero = c.shards[0]->checkpoint(0), one = c.shards[1]->checkpoint(0);
+  const CheckpointState zero = copy_of(c.shards[0]->checkpoint(0)), one = copy_of(c.shards[1]->checkpoint(0));
   BOOST_REQUIRE_EQUAL(zero.fragments.size(), 2u);
   BOOST_CHECK(zero.fragments[0].fragment == 0 && zero.fragments[1].fragment == 2);
   auto fresh = c.make_shard(0);
@@ -183,7 +183,7 @@ BOOST_AUTO_TEST_CASE(each_shard_keeps_and_hands_only_its_own_fragments_moments) 
       BOOST_CHECK_EQUAL(moments->state.m.count, c.shards[s]->owned_parameters());
       SyncerEffects none;
       c.shards[s]->on_moments(fx.sends[0].learner, *moments, at(c.now), none);
-      const CheckpointState saved = c.shards[s]->checkpoint(0);
+      const CheckpointState saved = copy_of(c.shards[s]->checkpoint(0));
       BOOST_REQUIRE(saved.optimizer.has_value());
       BOOST_CHECK_EQUAL(saved.optimizer->m.size(), c.shards[s]->owned_parameters());
       BOOST_CHECK(c.make_shard(s)->restore(saved).ok());  // and restores it
@@ -230,7 +230,7 @@ BOOST_AUTO_TEST_CASE(a_killed_shard_pauses_only_its_fragments_and_catches_up) {
   for (uint32_t m = 0; m < 2; ++m)
     for (uint32_t s = 0; s < kShards; ++s) c.register_with(s, m);
   c.train(24);
-  const CheckpointState saved = c.shards[0]->checkpoint(0);
+  const CheckpointState saved = copy_of(c.shards[0]->checkpoint(0));
   std::vector<uint64_t> adopted;  // the newest versions any learner adopted before the kill
   for (uint32_t p = 0; p < 4; ++p) adopted.push_back(c.learners[0]->progress().fragments[p].version);
   const uint64_t other_before = c.shards[1]->version(1);
