@@ -214,6 +214,9 @@ void end_run(SyncerActor* self, const std::string& why) {
 }
 
 // Keeps the curve's snapshots (RunOptions::curve_points) and ends the run at its token budget.
+// The budget is judged by one count: a shard held apart from shard 0 (atoll
+// syncer --shard i/S) leaves it to shard 0, whose end its learners pass on
+// (a restarted shard's own count lags, and would miss the end).
 void check_budget(SyncerActor* self) {
   auto& st = self->state;
   auto& snapshots = st.args.records->snapshots;
@@ -222,7 +225,9 @@ void check_budget(SyncerActor* self) {
   if (!st.core->flushing() && snapshots.due(tokens, elapsed, st.args.shard))
     snapshots.add({elapsed, tokens, st.core->parameters()}, st.args.shard);
   const uint64_t budget = st.args.topology.tokens;
-  if (st.finished || budget == 0 || tokens < budget) return;
+  const bool judges =
+      st.args.shard == 0 || st.args.shards_here == static_cast<size_t>(st.args.topology.syncer.shards);
+  if (st.finished || !judges || budget == 0 || tokens < budget) return;
   end_run(self, "token budget of " + std::to_string(budget) + " reached");
 }
 
@@ -280,6 +285,8 @@ void on_packet(SyncerActor* self, Packet& p, std::optional<uint64_t> remote) {
   else if (auto* e = std::get_if<Evaluation>(&*msg)) claimed = e->learner;
   else if (auto* lv = std::get_if<Leave>(&*msg)) claimed = lv->learner;
   else if (std::holds_alternative<Moments>(*msg)) claimed = sender_id.value_or(kNoLearner);
+  else if (std::holds_alternative<Done>(*msg) && st.args.topology.syncer.shards > 1)
+    claimed = sender_id.value_or(kNoLearner);  // another shard ended the run, as this learner passes on
   else {
     st.core->on_malformed(sender_id, Status::invalid_argument(std::string("a learner may not send ") + message_name(*msg)), fx);
     return carry_out(self, fx, &sender, sender_id.value_or(0));
@@ -288,6 +295,11 @@ void on_packet(SyncerActor* self, Packet& p, std::optional<uint64_t> remote) {
     st.core->refuse(claimed, RejectReason::kUnknownLearner, kNoFragment,
                     "learner " + std::to_string(claimed) + " is not registered from this actor", fx);
     return carry_out(self, fx, &sender, claimed);
+  }
+  if (auto* d = std::get_if<Done>(&*msg)) {
+    if (!st.finished && !st.core->flushing())
+      log_info(tag(self) + "learner " + std::to_string(claimed) + " says " + d->reason + "; ending it here too");
+    return end_run(self, d->reason);
   }
   if (auto* q = std::get_if<Push>(&*msg)) st.core->on_push(*q, now, fx);
   else if (auto* mo = std::get_if<Moments>(&*msg)) st.core->on_moments(claimed, *mo, now, fx);

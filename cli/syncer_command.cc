@@ -148,6 +148,10 @@ int syncer_command(const SyncerArgs& a) {
   uint32_t shard = 0;
   if (!a.shard.empty())
     if (Status s = apply_shard(a.shard, *topology, shard); !s.ok()) return fail(s);
+  if (shard != 0 && a.seconds > 0)
+    return fail(Status::invalid_argument(
+        "--seconds with --shard " + a.shard + ": the run's end is shard 0's (it judges the token budget and the "
+        "time; the learners pass its end on to the other shards): give --seconds to shard 0's process"));
   const bool whole = a.shard.empty() && topology->syncer.shards > 1;  // every shard, in this process
   RunOptions options;
   options.data_root = a.data;
@@ -280,6 +284,8 @@ void add_syncer_command(CLI::App& app, int& status) {
       "the fragments; learners join all of them (--join HOST:PORT0,HOST:PORT1) and push each fragment to its\n"
       "owner. Held in one process (no --shard), the shards listen on PORT, PORT+1, ... and the run has one\n"
       "report, held-out evaluation and --save-model; in S processes (--shard i/S) each writes its own report.\n"
+      "The run ends once, at every shard: shard 0 judges the token budget and --seconds, and the learners\n"
+      "pass its end (or any shard's, stopped by a signal) on to the others, also to a shard restarted late.\n"
       "A shard that dies pauses only its fragments; restarted with the same --run-name, it restores.\n"
       "Example:\n"
       "  head -c 32 /dev/urandom | base64 > token && chmod 600 token\n"

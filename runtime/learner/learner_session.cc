@@ -77,6 +77,13 @@ void LearnerSession::send(LearnerEffects& fx, Message m, std::optional<uint32_t>
   fx.sends.push_back({static_cast<uint32_t>(shards_.size() - 1), std::move(m)});
 }
 
+// The run's end is one shard's (shard 0 judges the budget): a shard in
+// another process learns it from its learners, which pass on the Done they
+// got. It ends the run too, after its last rounds, and says Done itself.
+void LearnerSession::tell_run_over(uint32_t shard, LearnerEffects& fx) {
+  send(fx, Done{others_done_reason_}, shard);
+}
+
 void LearnerSession::end(LearnerEffects& fx, LearnerEffects::End how, std::string reason) {
   over_ = true;
   stopping_ = true;
@@ -191,6 +198,8 @@ void LearnerSession::handle(uint32_t shard, const Message& m, double now, Learne
     }
     // Leaving: what went before this welcome (a syncer that restarted lost it), or what waited for one.
     if (leaving_ && !mirror_ && !computing_) send_last_progress(fx);
+    // A shard that came back after another ended the run learns it now, and ends it too.
+    if (!leaving_ && !shards_[shard].done && !others_done_reason_.empty()) tell_run_over(shard, fx);
   } else if (auto* mp = std::get_if<MomentsPull>(&m)) {
     moments_shard_ = shard;
     if (auto moments = replica.moments_for(*mp); moments.ok()) send(fx, std::move(*moments), shard);
@@ -221,8 +230,10 @@ void LearnerSession::handle(uint32_t shard, const Message& m, double now, Learne
     stopping_ = true;  // no more steps; the other shards' last pulls are still answered
     if (std::any_of(shards_.begin(), shards_.end(), [](const Shard& s) { return !s.done; })) {
       if (first) {
-        others_done_reason_ = d->reason;
+        others_done_reason_ = "syncer shard " + std::to_string(shard) + " ended the run: " + d->reason;
         fx.timers.push_back({LearnerTimer::kOtherShardsDone, kOtherShardsDoneSeconds});
+        for (uint32_t s = 0; s < shards_.size(); ++s)
+          if (!shards_[s].done) tell_run_over(s, fx);
       }
       return;
     }

@@ -5,7 +5,8 @@
 # checkpoints, which it does only when it merged), the learners train on, and
 # a new shard 1 on the same port restores its checkpoint, takes newer versions
 # from the learners' bases, and they register with it again. The test then
-# ends the run at both shards; the learners exit 0 once both said Done. No
+# ends the run at shard 0 alone: the learners pass its Done on to shard 1,
+# which ends the run too, and the learners exit 0 once both said Done. No
 # version any learner adopted is lost: each fragment's owner ends at least
 # at the newest version any learner adopted.
 # Usage: shard_kill_test.sh ATOLL SCRATCH
@@ -43,8 +44,9 @@ wait_for s1b "restored checkpoint" 30
 wait_for l0 "connected to the syncer shard 1" 60 2
 wait_for l1 "connected to the syncer shard 1" 60 2
 wait_for s1b "checkpointer shard 1: wrote" 60 3  # a few rounds with the restarted shard
+# The end of the run is shard 0's: the learners pass it on to shard 1 (restarted, with its own count).
 stop_run "$s0_pid"
-stop_run "$s1b_pid"
+wait_for s1b "ending it here too" 60
 
 expect_exit "$s0_pid" 300 0 "shard 0"
 expect_exit "$s1b_pid" 300 0 "the restarted shard 1"

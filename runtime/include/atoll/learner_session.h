@@ -16,7 +16,10 @@
 // with each, trains once every one has welcomed it, pushes each fragment to
 // its owner (shard_of()), tells every shard its progress, and is over when
 // every shard said Done (or, a shard being down, kOtherShardsDoneSeconds after
-// the first). A shard lost pauses only its fragments: it registers again.
+// the first). The first Done it gets it passes on to every other shard (again
+// to one that welcomes it later): the run ends once, at every shard, by the
+// one shard that judges the budget. A shard lost pauses only its fragments:
+// it registers again.
 //
 // A step boundary, in order: the messages that arrived during the step, in
 // arrival order (a pull that a later broadcast of its fragment follows is
@@ -186,6 +189,7 @@ class LearnerSession {
   void resync(std::optional<uint32_t> shard, double now, LearnerEffects& fx);
   void send_last_progress(LearnerEffects& fx);
   void say_leave(LearnerEffects& fx);
+  void tell_run_over(uint32_t shard, LearnerEffects& fx);
   void gone(LearnerEffects& fx);
   void run_over(const std::string& reason, LearnerEffects& fx);
   void final_evaluation_done(LearnerEffects& fx);
@@ -230,7 +234,7 @@ class LearnerSession {
   bool leaving_ = false;
   bool leave_sent_ = false;
   std::string leave_reason_;
-  std::string others_done_reason_;
+  std::string others_done_reason_;  // a shard said Done ("syncer shard N ended the run: ..."): told to the others
 };
 
 }  // namespace atl

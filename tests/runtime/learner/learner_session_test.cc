@@ -53,6 +53,8 @@ struct World {
   struct Shard {
     std::unique_ptr<SyncerCore> core;
     bool up = true;
+    bool finished = false;      // said Done, as the actor does once flushed()
+    uint64_t told_over = 0;     // Done passed on by learners (another shard ended the run)
     uint64_t link = 0;  // grows when the shard is cut off: messages on an older link are lost
   };
   std::vector<Shard> shards;
@@ -164,6 +166,10 @@ struct World {
           else if (const auto* g = std::get_if<Progress>(&msg)) c.on_progress(*g, at(now), sfx);
           else if (const auto* mo = std::get_if<Moments>(&msg)) c.on_moments(m, *mo, at(now), sfx);
           else if (const auto* lv = std::get_if<Leave>(&msg)) c.on_leave(*lv, at(now), sfx);
+          else if (std::holds_alternative<Done>(msg)) {  // the actor ends the run here too
+            ++shards[s].told_over;
+            if (!c.flushing() && !shards[s].finished) c.begin_flush(at(now), sfx);
+          }
         });
       });
     }
@@ -210,6 +216,12 @@ struct World {
     for (auto& msg : fx.to_all)
       for (uint32_t m = 0; m < kLearners; ++m)
         if (shards[s].core->learners()[m].connected) deliver(m, msg);
+    if (!shards[s].finished && shards[s].core->flushing() && shards[s].core->flushed()) {  // the actor's finish()
+      shards[s].finished = true;
+      shards[s].core->on_finished(at(now));
+      for (uint32_t m = 0; m < kLearners; ++m)
+        if (shards[s].core->learners()[m].connected) deliver(m, Done{"shard " + std::to_string(s) + " is done"});
+    }
     for (const auto& t : fx.timers)
       at_time(now + std::max(0.0, t.seconds), [this, s, link, t] {
         if (!shards[s].up || shards[s].link != link) return;
@@ -406,6 +418,32 @@ BOOST_AUTO_TEST_CASE(a_restarted_shard_recovers_from_the_learners_bases) {
   BOOST_CHECK_GT(w.shards[1].core->stats().rounds, 0u);
   for (uint32_t m = 0; m < kLearners; ++m) BOOST_CHECK(w.learners[m].session->all_welcomed());
   w.require_no_failures();  // and no learner went back to an older version
+}
+
+// The run ends once, everywhere: shard 0 ends it (its budget) while shard 1
+// is cut off; the learners pass its Done on to shard 1 once it is back, a
+// restart that knows nothing of the end, which ends the run too, and every
+// learner ends in order after Done from both.
+BOOST_AUTO_TEST_CASE(a_shard_back_after_the_end_learns_it_from_the_learners) {
+  World w;
+  for (uint32_t m = 0; m < kLearners; ++m) w.start(m);
+  w.run_until(20.0);
+  w.cut(1);
+  w.to_core(0, [&](SyncerCore& c, SyncerEffects& fx) { c.begin_flush(at(w.now), fx); });
+  w.run_until(22.0);
+  BOOST_REQUIRE(w.shards[0].finished);
+  BOOST_CHECK(!w.shards[1].finished);
+  for (uint32_t m = 0; m < kLearners; ++m) BOOST_REQUIRE(w.learners[m].session);  // waiting for shard 1
+  w.back(1, true);
+  w.run_until(40.0);
+  BOOST_CHECK(w.shards[1].finished);
+  BOOST_CHECK_GT(w.shards[1].told_over, 0u);
+  BOOST_CHECK_EQUAL(w.shards[0].told_over, 0u);  // nobody tells the shard that ended it
+  for (uint32_t m = 0; m < kLearners; ++m) {
+    BOOST_CHECK(!w.learners[m].session);
+    BOOST_CHECK(w.learners[m].end == LearnerEffects::End::kStopped);
+  }
+  w.require_no_failures();
 }
 
 // Leaving with progress not yet merged: it goes as unasked pushes, then
