@@ -17,6 +17,7 @@
 #include "atoll/exchange_replica.h"
 #include "atoll/learner_session.h"
 #include "atoll/log.h"
+#include "atoll/machine_load.h"
 #include "atoll/model_replica.h"
 #include "atoll/syncer_core.h"
 #include "timespan.h"
@@ -79,7 +80,13 @@ void carry_out(LearnerActor* self, LearnerEffects& fx) {
     else if (l.level == LearnerEffects::Level::kWarn) log_warn(l.text);
     else log_error(l.text);
   }
-  for (const auto& s : fx.sends) send_to_shard(self, s.shard, s.message);
+  for (auto& s : fx.sends) {
+    if (auto* progress = std::get_if<Progress>(&s.message)) {  // where it runs, for the syncer's machine load
+      progress->machine = machine_id();
+      progress->process_cpu_seconds = process_cpu_seconds();
+    }
+    send_to_shard(self, s.shard, s.message);
+  }
   for (const auto& t : fx.timers)
     self->delayed_send(self, timespan_of(t.seconds), timer_atom_v, static_cast<uint32_t>(t.kind), t.tag);
   auto& records = *st.args.records;

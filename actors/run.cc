@@ -857,10 +857,13 @@ Result<std::shared_ptr<StepPacer>> Run::Impl::make_pacer() const {
 
 void Run::Impl::report_hardware(Report& r) const {
   r.hardware.name = hardware_name(topology.hardware);
-  if (const auto now = sample_cpu(); now && cpu_at_start) {
+  if (auto now = sample_cpu(); now && cpu_at_start) {
+    now->run_processes = records->learner_cpu.seconds();  // they reported since the start: none before
     const MachineLoad load = load_between(*cpu_at_start, *now);
     r.hardware.others_cpu = load.others;
     r.hardware.steal = load.steal;
+    r.hardware.learner_processes_cpu_seconds = now->run_processes;
+    r.hardware.learner_processes = records->learner_cpu.processes();
   }
   if (!pacer) return;
   const int batch = options.learner_spec.value_or(default_spec(topology, plan.local_ids.front())).batch_size;

@@ -16,6 +16,7 @@
 #include "atoll/atoms.h"
 #include "atoll/cpu_clock.h"
 #include "atoll/log.h"
+#include "atoll/machine_load.h"
 #include "atoll/module_layout.h"
 #include "atoll/syncer_core.h"
 
@@ -305,7 +306,13 @@ void on_packet(SyncerActor* self, Packet& p, std::optional<uint64_t> remote) {
   else if (auto* mo = std::get_if<Moments>(&*msg)) st.core->on_moments(claimed, *mo, now, fx);
   else if (auto* ev = std::get_if<Evaluation>(&*msg)) st.core->on_evaluation(*ev, now, fx);
   else if (auto* lv = std::get_if<Leave>(&*msg)) st.core->on_leave(*lv, now, fx);
-  else st.core->on_progress(std::get<Progress>(*msg), now, fx);
+  else {
+    const auto& progress = std::get<Progress>(*msg);
+    // A learner process on this machine is the run's own, not a load on it.
+    if (remote && progress.machine != 0 && progress.machine == machine_id())
+      st.args.records->learner_cpu.note(*remote, progress.process_cpu_seconds);
+    st.core->on_progress(progress, now, fx);
+  }
   carry_out(self, fx);
   maybe_checkpoint(self);
   check_budget(self);

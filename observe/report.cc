@@ -122,6 +122,8 @@ std::string Report::to_json() const {
   j.field("late_steps", hardware.late_steps);
   j.field("others_cpu", hardware.others_cpu);
   j.field("steal", hardware.steal);
+  j.field("learner_processes", hardware.learner_processes);
+  j.field("learner_processes_cpu_seconds", hardware.learner_processes_cpu_seconds);
   j.close('}');
   j.open("eval", '{');
   j.field("loss", eval.loss);
@@ -226,7 +228,13 @@ std::string Report::to_table() const {
                         " paced steps late");
   if (!std::isnan(hardware.others_cpu))
     row("machine", printf_string("other processes took %.0f%% of its CPU, the hypervisor %.0f%%",
-                                 100 * hardware.others_cpu, 100 * hardware.steal));
+                                 100 * hardware.others_cpu, 100 * hardware.steal) +
+                       (hardware.learner_processes
+                            ? printf_string(" (not counting the run's %llu learner process%s here: %.1f CPU s)",
+                                            static_cast<unsigned long long>(hardware.learner_processes),
+                                            hardware.learner_processes == 1 ? "" : "es",
+                                            hardware.learner_processes_cpu_seconds)
+                            : ""));
   row("tokens", std::to_string(tokens) + printf_string(" (%.0f per second)", tokens_per_second));
   row("goodput", printf_string("%.3f", goodput));
   row("uptime", printf_string("%.3f", uptime));

@@ -102,6 +102,8 @@ struct Progress {
   stepSeconds @4 :Float64;  # moving average of the time of one inner step
   fragments @5 :List(FragmentProgress);   # indexed by fragment id
   loss @6 :Float32;         # moving average of the training loss
+  machine @7 :UInt64;       # the learner process's machine (a hash of its boot id; 0: not said)
+  processCpuSeconds @8 :Float64;  # that process's CPU time so far
 }
 
 enum RejectReason {

@@ -355,6 +355,8 @@ struct Encoder {
     b.setTokens(m.tokens);
     b.setStepSeconds(m.step_seconds);
     b.setLoss(m.loss);
+    b.setMachine(m.machine);
+    b.setProcessCpuSeconds(m.process_cpu_seconds);
     auto fs = b.initFragments(static_cast<unsigned>(m.fragments.size()));
     for (unsigned i = 0; i < fs.size(); ++i) {
       fs[i].setVersion(m.fragments[i].version);
@@ -430,6 +432,10 @@ Message decode_envelope(s::Envelope::Reader env) {
       Progress p{r.getLearner(), r.getIncarnation(), r.getStep(), r.getTokens(), r.getStepSeconds(), {}};
       for (auto f : r.getFragments()) p.fragments.push_back({f.getVersion(), f.getSteps()});
       p.loss = r.getLoss();
+      p.machine = r.getMachine();
+      p.process_cpu_seconds = r.getProcessCpuSeconds();
+      if (!std::isfinite(p.process_cpu_seconds) || p.process_cpu_seconds < 0)
+        throw DecodeError{"progress: the process's CPU seconds are not a finite count"};
       return p;
     }
     case s::Envelope::MOMENTS_PULL:

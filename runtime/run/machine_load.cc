@@ -46,10 +46,26 @@ std::optional<CpuSample> sample_cpu() {
   std::getline(in, line);
   auto s = parse_proc_stat(line, static_cast<double>(sysconf(_SC_CLK_TCK)));
   if (!s.ok()) return std::nullopt;
+  s->process = process_cpu_seconds();
+  return *s;
+}
+
+double process_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  s->process = static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-  return *s;
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+uint64_t machine_id() {
+  static const uint64_t id = [] {
+    std::ifstream in("/proc/sys/kernel/random/boot_id");
+    std::string text;
+    if (!in || !std::getline(in, text) || text.empty()) return uint64_t{0};
+    uint64_t h = 1469598103934665603ull;  // FNV-1a: a name, not a secret
+    for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+    return h == 0 ? 1 : h;
+  }();
+  return id;
 }
 
 MachineLoad load_between(const CpuSample& begin, const CpuSample& end) {
@@ -57,7 +73,8 @@ MachineLoad load_between(const CpuSample& begin, const CpuSample& end) {
   const double total = busy + (end.idle - begin.idle) + steal;
   if (total <= 0) return {};
   // The process's clock and the machine's ticks differ in resolution: clamp.
-  const double others = std::clamp(busy - (end.process - begin.process), 0.0, total);
+  const double own = (end.process - begin.process) + (end.run_processes - begin.run_processes);
+  const double others = std::clamp(busy - own, 0.0, total);
   return {others / total, std::max(0.0, steal) / total};
 }
 

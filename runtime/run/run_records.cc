@@ -9,6 +9,24 @@
 
 namespace atl {
 
+void LearnerProcessesCpu::note(uint64_t process, double cpu_seconds) {
+  std::lock_guard lock(mu_);
+  double& last = by_process_[process];
+  last = std::max(last, cpu_seconds);  // reordered reports never take time back
+}
+
+double LearnerProcessesCpu::seconds() const {
+  std::lock_guard lock(mu_);
+  double sum = 0.0;
+  for (const auto& [process, cpu] : by_process_) sum += cpu;
+  return sum;
+}
+
+size_t LearnerProcessesCpu::processes() const {
+  std::lock_guard lock(mu_);
+  return by_process_.size();
+}
+
 void AdoptedVersions::note(uint32_t fragment, uint64_t version) {
   if (fragment >= max_.size()) return;
   any_.store(true, std::memory_order_relaxed);

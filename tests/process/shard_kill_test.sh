@@ -69,4 +69,8 @@ done
 for report in s0 s1; do
   [[ $(json_number "$work/$report.json" version_decreases) == 0 ]] || die "$report: a global version went down"
 done
+# The learners' processes are the run's own: the machine's load leaves them out, and says so.
+[[ $(json_number "$work/s0.json" learner_processes) == 2 ]] || die "s0: the 2 learner processes were not counted as the run's"
+awk -v s="$(json_number "$work/s0.json" learner_processes_cpu_seconds)" 'BEGIN { exit !(s > 0) }' ||
+  die "s0: no CPU time of the learner processes"
 echo "shard_kill_test: ok (fragment 0 at ${owner_final[0]}, fragment 1 at ${owner_final[1]}; no adopted version lost)"

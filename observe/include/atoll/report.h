@@ -68,6 +68,10 @@ struct Report {
     // not measured. A run that shared its machine is not a clean measurement.
     double others_cpu = std::numeric_limits<double>::quiet_NaN();
     double steal = std::numeric_limits<double>::quiet_NaN();
+    // The run's own learner processes on the syncer's machine, as they
+    // reported: left out of others_cpu. CPU seconds, and how many processes.
+    double learner_processes_cpu_seconds = 0.0;
+    uint64_t learner_processes = 0;
   } hardware;
   struct {
     double loss = 0.0, accuracy = 0.0, bits_per_byte = 0.0;

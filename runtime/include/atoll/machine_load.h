@@ -6,10 +6,12 @@
 // can take them anyway; that slows a decoupled run unevenly and so moves its
 // timing, and with it its quality (docs/benchmarks.md, "Against model size").
 // A run records the load so that a comparison can tell such a run from a
-// clean one. Read from Linux's /proc/stat and this process's CPU time, so
-// the processes a run starts itself (external learners) count as others.
+// clean one. Read from Linux's /proc/stat and this process's CPU time; the
+// run's learner processes on the same machine (they say their machine and
+// their CPU time in each Progress) are the run's own, not others.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
@@ -24,11 +26,14 @@ struct CpuSample {
   double idle = 0;     // idle and iowait
   double steal = 0;    // taken by the hypervisor for other virtual machines
   double process = 0;  // this process's user and system time
+  // The run's own processes besides this one on this machine (its learners
+  // in processes of their own): their CPU time as they last reported it.
+  double run_processes = 0;
 };
 
 // Over an interval: shares of the machine's CPU time (every core), 0 to 1.
 struct MachineLoad {
-  double others = 0;  // busy in processes other than this one
+  double others = 0;  // busy in processes other than the run's
   double steal = 0;
 };
 
@@ -43,6 +48,14 @@ std::optional<CpuSample> sample_cpu();
 
 // The load between two samples (`end` taken after `begin`); zero shares when
 // no CPU time passed.
+
+// This process's CPU time (user and system, every thread), in seconds.
+double process_cpu_seconds();
+
+// This machine among a run's processes: a hash of the kernel's boot id, one
+// per boot of a machine and shared by its containers (whose /proc/stat is
+// the machine's too); 0 where it cannot be read.
+uint64_t machine_id();
 MachineLoad load_between(const CpuSample& begin, const CpuSample& end);
 
 }  // namespace atl

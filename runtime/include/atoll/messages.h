@@ -133,6 +133,10 @@ struct Progress {
   double step_seconds = 0.0;                // moving average
   std::vector<FragmentProgress> fragments;  // indexed by fragment id
   float loss = 0.0f;                        // moving average of the training loss
+  // Where the learner's process runs (machine_id(); 0: not said) and the CPU
+  // seconds it has spent: a syncer on the same machine counts it as the run's.
+  uint64_t machine = 0;
+  double process_cpu_seconds = 0.0;
   friend bool operator==(const Progress&, const Progress&) = default;
 };
 

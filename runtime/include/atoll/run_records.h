@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -55,6 +56,20 @@ class AdoptedVersions {
  private:
   std::vector<std::atomic<uint64_t>> max_;
   std::atomic<bool> any_{false};
+};
+
+// The CPU time of the run's learner processes on the syncer's machine (each
+// says its own in its Progress), so that the machine's load leaves them out:
+// they are the run, not others. A process killed keeps its last figure.
+class LearnerProcessesCpu {
+ public:
+  void note(uint64_t process, double cpu_seconds);
+  double seconds() const;  // summed over the processes noted
+  size_t processes() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<uint64_t, double> by_process_;
 };
 
 class RunLog {
@@ -196,6 +211,7 @@ struct RunRecords {
   RunCounters counters;
   std::shared_ptr<RunLog> log;
   AdoptedVersions adopted;
+  LearnerProcessesCpu learner_cpu;
   RunLatch latch;
   ModelSnapshots snapshots;
   Readiness readiness;

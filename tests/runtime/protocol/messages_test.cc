@@ -99,6 +99,7 @@ std::vector<Message> one_of_each() {
       Broadcast{3, 45, some_payload(Codec::kInt4, 20, 7), true, 44, {0, 2}},
       Broadcast{3, 46, some_payload(Codec::kFp32, 20, 8), false, 0, {2}, {1234}, /*repair=*/true},
       Progress{1, 2, 300, 19200, 0.0125, {{4, 10}, {5, 3}}, 1.75f},
+      Progress{1, 2, 301, 19264, 0.0125, {{4, 10}, {5, 4}}, 1.5f, 0x9e3779b97f4a7c15ULL, 12.75},
       Reject{RejectReason::kStale, 3, "base version 2 < 4 - 1"},
       Done{"token budget of 2500000 reached"},
       topology_answer,

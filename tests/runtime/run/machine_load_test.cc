@@ -45,6 +45,23 @@ BOOST_AUTO_TEST_CASE(shares_of_the_interval) {
   BOOST_CHECK_EQUAL(load_between(begin, ahead).others, 0.0);
 }
 
+// The run's learner processes on this machine are its own: their CPU time
+// is not others' load.
+BOOST_AUTO_TEST_CASE(the_runs_learner_processes_are_not_others) {
+  const CpuSample begin{100, 300, 10, 40, 0};
+  // 20 s over the cores: 12 busy, 7 of them this process and 4 its learners' processes.
+  const CpuSample end{112, 306, 12, 47, 4};
+  BOOST_CHECK_CLOSE(load_between(begin, end).others, 1.0 / 20, 1e-9);
+  const CpuSample over{112, 306, 12, 47, 9};  // they reported more than the ticks show: none, not negative
+  BOOST_CHECK_EQUAL(load_between(begin, over).others, 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(a_machine_has_one_name) {
+  const uint64_t id = machine_id();
+  BOOST_CHECK_NE(id, 0u);  // Linux has a boot id
+  BOOST_CHECK_EQUAL(machine_id(), id);
+}
+
 BOOST_AUTO_TEST_CASE(this_machine_counts_this_process) {
   const auto begin = sample_cpu();
   BOOST_REQUIRE_MESSAGE(begin, "/proc/stat is readable on Linux");

@@ -304,6 +304,19 @@ BOOST_AUTO_TEST_CASE(a_shard_that_publishes_zeros_for_another_shards_fragments_i
   BOOST_CHECK(records->latch.sealed());
 }
 
+// Each learner process's CPU time counts once, as it last said it; a report
+// overtaken by an older one does not take time back.
+BOOST_AUTO_TEST_CASE(learner_processes_cpu_counts_each_process_once) {
+  LearnerProcessesCpu cpu;
+  BOOST_CHECK_EQUAL(cpu.seconds(), 0.0);
+  cpu.note(7, 1.5);
+  cpu.note(7, 2.5);
+  cpu.note(7, 2.0);  // reordered
+  cpu.note(9, 0.25);
+  BOOST_CHECK_EQUAL(cpu.processes(), 2u);
+  BOOST_CHECK_CLOSE(cpu.seconds(), 2.75, 1e-12);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace atl
