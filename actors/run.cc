@@ -35,6 +35,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kSnapshotTimeout = std::chrono::seconds(30);
+constexpr double kFinalCheckpointSeconds = 120.0;  // encoding and fsync of a large model's last checkpoint
 // How long the end of a run waits for the syncer's last rounds (bounded by
 // its own flush timeout, at most 30 s) and then for its learners' evaluations
 // of the final model (kFinalEvaluationSeconds), and for a syncer
@@ -214,7 +215,8 @@ Result<ProcessPlan> plan_process(const Topology& topology, const RunOptions& opt
   if (!plan.whole_syncer() && !plan.shards.empty() && !options.save_model.empty())
     return Status::invalid_argument("--save-model with syncer shard " + std::to_string(plan.shards.front()) + " of " +
                                     std::to_string(shards) + ": this process holds only that shard's fragments; " +
-                                    "a syncer that holds every shard (`atoll syncer` without --shard) saves the model");
+                                    "a syncer that holds every shard (`atoll syncer` without --shard) saves the model, "
+                                    "or `atoll assemble --save-model` puts it together from the shards' final checkpoints");
   auto local_ids = local_learners(topology, cluster);
   if (!local_ids.ok()) return local_ids.status();
   plan.local_ids = std::move(*local_ids);
@@ -689,7 +691,10 @@ bool Run::stall_learner(uint32_t id, double seconds) {
 // Until finished, the time limit, or the run cannot go on (the syncer, or
 // every learner here, given up).
 void Run::Impl::wait_until_over() {
-  const double limit = options.seconds > 0 ? options.seconds : topology.seconds;
+  // A process holding syncer shards but not shard 0 leaves the time limit to shard 0, whose end its
+  // learners pass on: one count, not a clock per process (a restarted shard's would start late).
+  const bool others_judge = !plan.shards.empty() && plan.shards.front() != 0;
+  const double limit = others_judge ? 0.0 : options.seconds > 0 ? options.seconds : topology.seconds;
   const auto deadline = limit > 0 ? started + std::chrono::duration_cast<Clock::duration>(
                                                   std::chrono::duration<double>(limit))
                                   : Clock::time_point::max();
@@ -782,6 +787,15 @@ Result<Report> Run::wait() {
   s.stop_learners();
   if (s.joined()) return s.learner_side_report(wall);
   s.read_final_model();
+  // The final model, durable: what a syncer started again with this run name restores, and where
+  // `atoll assemble` puts together the model of shards that ran in processes of their own.
+  if (!s.topology.checkpoint.dir.empty() && !s.plan.shards.empty()) {
+    if (Status c = checkpoint_now(kFinalCheckpointSeconds); !c.ok())
+      log_warn("no checkpoint of the final model: " + c.to_string());
+    else if (!s.plan.whole_syncer())
+      log_info("the final checkpoint of syncer shard " + std::to_string(s.plan.shards.front()) +
+               " is written; once every shard has ended, `atoll assemble` puts the model together from them");
+  }
   s.shut_down();
   return s.syncer_side_report(wall);
 }

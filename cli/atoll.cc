@@ -7,6 +7,7 @@
 //   atoll learner --join HOST:PORT --id N
 //   atoll chaos PLANS...                             (fault plans and their invariants)
 //   atoll certs DIR                                  (a CA and certificates for TLS)
+//   atoll assemble [FILE] --run-name NAME           (a sharded run's model from its checkpoints)
 //   atoll bandwidth | sweep | simulate | plot
 //
 // Each subcommand is one file (cli/<name>_command.cc, cli/command.h); this
@@ -19,7 +20,7 @@ int main(int argc, char** argv) {
   static constexpr AddCommand kCommands[] = {
       add_run_command,   add_validate_command,  add_topology_command, add_chaos_command,
       add_syncer_command, add_learner_command,  add_certs_command,    add_bandwidth_command,
-      add_sweep_command, add_simulate_command,  add_plot_command,
+      add_sweep_command, add_simulate_command,  add_plot_command,     add_assemble_command,
   };
   CLI::App app{
       "atoll: fault-tolerant, low-bandwidth training with Decoupled DiLoCo.\n"

@@ -27,6 +27,7 @@ void add_bandwidth_command(CLI::App& app, int& status);
 void add_sweep_command(CLI::App& app, int& status);
 void add_simulate_command(CLI::App& app, int& status);
 void add_plot_command(CLI::App& app, int& status);
+void add_assemble_command(CLI::App& app, int& status);
 
 // ---- what the commands share
 

@@ -168,6 +168,20 @@ grep -q "syncer shard 1: syncer shard 0 ended the run: the run was stopped" "$sh
 for id in 0 1 2; do
   grep -q "the run is over" "$shared/logs/learner-$job-$id.log" || die "learner $id was not told the run is over"
 done
+# One model of the run, put together from both shards' final checkpoints: it holds each fragment at the
+# version its shard ended at, and has a held-out figure.
+model_report="$shared/report-$job.json"
+[ -f "$model_report" ] || die "no report of the assembled model at $model_report"
+[ -s "$shared/model-$job.atoll-model" ] || die "no model file saved"
+python3 - "$model_report" "${reports[@]}" <<'PY' || die "the assembled model does not match the shards (above)"
+import json, math, sys
+model, shards = json.load(open(sys.argv[1])), [json.load(open(p)) for p in sys.argv[2:]]
+owner = [shards[p % len(shards)]["final_versions"][p] for p in range(len(model["final_versions"]))]
+ok = model["final_versions"] == owner and math.isfinite(model["eval"]["loss"]) and len(model["shards"]) == 2
+print(f"assembled model: versions {model['final_versions']} (the shards ended at {owner}), held-out loss "
+      f"{model['eval']['loss']:.4f}, accuracy {model['eval']['accuracy']:.4f}")
+sys.exit(0 if ok else 1)
+PY
 slurm_stop "$work/slurm" || die "a daemon survived slurm_stop"
 trap - EXIT
 left=$(pgrep -f -- "$work/(shared|slurm)" || true)

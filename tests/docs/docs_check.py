@@ -78,12 +78,12 @@ COMMON_FLAGS = {
     "-v,--verbose": ("run", "syncer", "learner", "chaos", "sweep"),
     "--metrics": ("run", "syncer", "learner"),
     "--metrics-public": ("run", "syncer", "learner"),
-    "--report": ("run", "syncer", "learner", "chaos", "simulate"),
-    "--data": ("run", "syncer", "learner", "chaos", "sweep", "validate"),
+    "--report": ("run", "syncer", "learner", "chaos", "simulate", "assemble"),
+    "--data": ("run", "syncer", "learner", "chaos", "sweep", "validate", "assemble"),
     "--threads": ("run", "learner", "chaos", "sweep"),
     "--seconds": ("run", "syncer"),
-    "--sample-prompt": ("run", "syncer"),
-    "--set": ("run", "syncer", "sweep", "validate", "topology", "bandwidth"),
+    "--sample-prompt": ("run", "syncer", "assemble"),
+    "--set": ("run", "syncer", "sweep", "validate", "topology", "bandwidth", "assemble"),
     "--token-file": ("syncer", "learner"),
     "--timeout": ("syncer", "learner"),
     "--tls-cert": ("syncer", "learner"),
@@ -102,6 +102,8 @@ OTHER_MEANINGS = {
     ("simulate", "--set"): "it overrides a simulation plan's keys, not a topology's",
     ("run", "--link"): "with --processes, the link every process it starts emulates",
     ("bandwidth", "--link"): "the learners' link to simulate settings on; nothing is emulated",
+    ("assemble", "--run-name"): "the ended run whose checkpoints it reads, not a name a syncer starts or resumes under",
+    ("assemble", "--save-model"): "the model put together from the shards' checkpoints after the run, not a syncer's own",
 }
 
 # What CLI11 gives every subcommand.

@@ -73,4 +73,13 @@ done
 [[ $(json_number "$work/s0.json" learner_processes) == 2 ]] || die "s0: the 2 learner processes were not counted as the run's"
 awk -v s="$(json_number "$work/s0.json" learner_processes_cpu_seconds)" 'BEGIN { exit !(s > 0) }' ||
   die "s0: no CPU time of the learner processes"
-echo "shard_kill_test: ok (fragment 0 at ${owner_final[0]}, fragment 1 at ${owner_final[1]}; no adopted version lost)"
+# One model of the run: each shard wrote its final checkpoint; put together, evaluated and saved, it
+# holds each fragment at its owner's final version.
+"$atoll" assemble "$work/topo.toml" --run-name t --report "$work/model.json" --save-model "$work/final.atoll-model" \
+  >"$work/assemble.log" 2>&1 || { cat "$work/assemble.log"; die "atoll assemble failed"; }
+read -ra assembled <<<"$(json_array "$work/model.json" final_versions)"
+[[ "${assembled[*]}" == "${owner_final[*]}" ]] || die "assembled versions ${assembled[*]}, the shards ended at ${owner_final[*]}"
+loss=$(json_number "$work/model.json" loss)
+awk -v l="$loss" 'BEGIN { exit !(l > 0 && l < 100) }' || die "the assembled model's held-out loss is '$loss'"
+[ -s "$work/final.atoll-model" ] || die "no model file saved"
+echo "shard_kill_test: ok (fragment 0 at ${owner_final[0]}, fragment 1 at ${owner_final[1]}; no adopted version lost; assembled model's held-out loss $loss)"

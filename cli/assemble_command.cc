@@ -1,0 +1,158 @@
+// `atoll assemble`: the final model of a run whose syncer shards ran in
+// processes of their own, put together from each shard's final checkpoint
+// (atoll/assembled_model.h), evaluated on the held-out data, and saved.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <numbers>
+
+#include "atoll/assembled_model.h"
+#include "atoll/checkpoint.h"
+#include "atoll/evaluation.h"
+#include "atoll/job.h"
+#include "atoll/json_writer.h"
+#include "atoll/log.h"
+#include "atoll/model_file.h"
+#include "atoll/run.h"
+#include "atoll/topology_file.h"
+#include "command.h"
+#include "output_file.h"
+
+namespace atl::cli {
+namespace {
+
+struct AssembleArgs {
+  std::string file, run_name, data, report = output("model-report.json"), save_model;
+  std::vector<std::string> sets;
+  std::string sample_prompt = EvaluationOptions{}.sample_prompt;
+};
+
+// Shard i's newest good checkpoint (files skipped are logged with why).
+Result<CheckpointState> latest_checkpoint(const Topology& t, const std::string& run_name, uint32_t shard,
+                                          uint64_t fingerprint) {
+  const std::string folder = checkpoint_folder(t, run_name, shard);
+  if (!std::filesystem::is_directory(folder))  // opening a store would make it
+    return Status::not_found("no checkpoint folder " + folder + " (is checkpoint.dir the run's, and --run-name?)");
+  auto store = CheckpointStore::open(folder, t.checkpoint.keep);  // locked: no syncer writes it now
+  if (!store.ok()) return store.status().with_context("shard " + std::to_string(shard));
+  auto latest = (*store)->load_latest(fingerprint, [](const std::string& why) { log_warn(why); });
+  if (!latest.ok()) return latest.status();
+  if (!*latest)
+    return Status::not_found("no checkpoint of this model in " + folder +
+                             " (did the syncer run with this topology, and end?)");
+  return std::move(**latest);
+}
+
+int assemble_command(const AssembleArgs& a) {
+  auto t = load_topology(a.file, a.sets);
+  if (!t.ok()) return fail(t.status());
+  if (t->checkpoint.dir.empty())
+    return fail(Status::invalid_argument("checkpoint.dir is empty: give the run's (--set checkpoint.dir=DIR)"));
+  auto model = make_model(*t);
+  if (!model.ok()) return fail(model.status());
+  const ParamLayout& layout = (*model)->layout();
+  auto plan = plan_fragments(layout, *t);
+  if (!plan.ok()) return fail(plan.status());
+  std::vector<CheckpointState> by_shard;
+  for (uint32_t s = 0; s < static_cast<uint32_t>(t->syncer.shards); ++s) {
+    auto c = latest_checkpoint(*t, a.run_name, s, layout.fingerprint());
+    if (!c.ok()) return fail(c.status());
+    by_shard.push_back(std::move(*c));
+  }
+  auto assembled = assemble_from_checkpoints(by_shard, layout.fingerprint(), *plan, layout.size());
+  if (!assembled.ok()) return fail(assembled.status());
+  auto job = Job::load(*t, a.data.empty() ? default_data_root() : a.data);
+  if (!job.ok()) return fail(job.status().with_context("data"));
+  auto sums = evaluate_held_out(*t, **job, assembled->theta);
+  if (!sums.ok()) return fail(sums.status().with_context("held-out evaluation"));
+  const bool text = t->data.kind == DataKind::kText;
+  EvaluationOptions eo;
+  eo.sample_prompt = a.sample_prompt;
+  const std::string sample = sample_text(**model, assembled->theta, eo, t->seed);
+
+  const std::string what = (*model)->describe();
+  std::printf("assembled %s from %zu checkpoint%s of run %s\n", what.c_str(), by_shard.size(),
+              by_shard.size() == 1 ? "" : "s", a.run_name.c_str());
+  for (size_t s = 0; s < by_shard.size(); ++s) {
+    std::string versions;
+    for (const auto& f : by_shard[s].fragments) versions += (versions.empty() ? "" : " ") + std::to_string(f.version);
+    std::printf("  shard %zu: %zu fragments at versions [%s], %llu rounds\n", s, by_shard[s].fragments.size(),
+                versions.c_str(), static_cast<unsigned long long>(by_shard[s].rounds));
+  }
+  std::printf("  held-out loss %.4f", sums->loss());
+  if (text) std::printf(", bits per byte %.4f", sums->bits_per_byte());
+  else std::printf(", accuracy %.4f", sums->accuracy());
+  std::printf(" (%lld examples)\n", static_cast<long long>(sums->count));
+  if (!sample.empty()) std::printf("  sample: \"%s\"\n", sample.c_str());
+
+  JsonWriter j;
+  j.open(nullptr, '{');
+  j.field("run_name", a.run_name);
+  j.field("model", what);
+  j.field("data", (*job)->description());
+  j.open("shards", '[');
+  for (size_t s = 0; s < by_shard.size(); ++s) {
+    j.open(nullptr, '{');
+    j.field("shard", static_cast<uint64_t>(s));
+    j.field("rounds", by_shard[s].rounds);
+    j.field("fragments", static_cast<uint64_t>(by_shard[s].fragments.size()));
+    j.field("checkpoint_unix_ms", by_shard[s].created_unix_ms);
+    j.close('}');
+  }
+  j.close(']');
+  j.open("final_versions", '[');
+  for (uint64_t v : assembled->versions) j.item(v);
+  j.close(']');
+  j.open("eval", '{');
+  j.field("loss", sums->loss());
+  j.field("loss_stderr", sums->loss_stderr());
+  j.field("accuracy", sums->accuracy());
+  j.field("bits_per_byte", text ? sums->bits_per_byte() : 0.0);
+  j.field("bits_per_byte_stderr", text ? sums->loss_stderr() / std::numbers::ln2 : 0.0);
+  j.field("count", sums->count);
+  j.field("batches", sums->batches);
+  j.field("final", true);
+  j.close('}');
+  j.field("sample", sample);
+  j.close('}');
+  if (!a.report.empty() && !write_output(a.report, j.text() + "\n", "report")) return kExitFailed;
+  if (!a.save_model.empty()) {
+    ModelFile file{shapes_of(layout), assembled->theta, what + " assembled from run " + a.run_name};
+    if (Status s = save_model_file(a.save_model, file); !s.ok()) return fail(s);
+    std::printf("the final model is saved in %s\n", a.save_model.c_str());
+  }
+  return kExitDone;
+}
+
+}  // namespace
+
+void add_assemble_command(CLI::App& app, int& status) {
+  auto a = std::make_shared<AssembleArgs>();
+  auto* cmd = app.add_subcommand(
+      "assemble", "Put a run's final model together from its syncer shards' checkpoints, evaluate and save it");
+  cmd->add_option("file", a->file, "The run's topology file (TOML); none: the built-in default");
+  add_set_option(cmd, a->sets);
+  cmd->add_option("--run-name", a->run_name, "The run's name: its checkpoints are in <checkpoint.dir>/<run-name>")
+      ->required();
+  cmd->add_option("--save-model", a->save_model,
+                  "Write the assembled model here as a model file (atoll.load_model() reads it)");
+  add_report_option(cmd, a->report);
+  add_sample_prompt_option(cmd, a->sample_prompt);
+  add_data_option(cmd, a->data);
+  cmd->footer(
+      "\nA syncer in S shards run as S processes (atoll syncer --shard i/S) never holds the whole\n"
+      "model: each shard writes a checkpoint of its fragments when the run ends. Once every shard\n"
+      "has ended, this reads the newest good checkpoint of each (<checkpoint.dir>/<run-name>/shard-i;\n"
+      "without shards, the run's folder), checks that they belong to this topology's model and\n"
+      "fragment plan and together hold every fragment once, puts the model together, evaluates it\n"
+      "on the held-out data (held-out loss, and bits per byte or accuracy) and writes the report\n"
+      "and, with --save-model, the model file. The shards' folders must be readable here (a shared\n"
+      "file system, or copied together); a folder a running syncer holds is refused (its lock).\n"
+      "Example:\n"
+      "  atoll assemble topology.toml --set checkpoint.dir=/shared/checkpoints --run-name exp1 \\\n"
+      "    --report exp1-model.json --save-model exp1.atoll-model");
+  cmd->callback([a, &status] { status = assemble_command(*a); });
+}
+
+}  // namespace atl::cli
