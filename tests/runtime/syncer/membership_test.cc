@@ -358,6 +358,57 @@ struct Churn {
   }
 };
 
+// A syncer in shards in processes of their own: shard 0 gives the ids. A
+// member of an open slot fails while shard 1 is down; shard 1 comes back from
+// its checkpoint later and holds the slot for the member's process for a hold
+// from then. Shard 0's hold ends first and it gives the slot to a newcomer,
+// which shard 1 refuses, naming the slot (the learner registers again: not a
+// refusal for good), until its own hold ends: the slot is never held by two
+// processes at one shard, and the newcomer waits one hold at most.
+BOOST_AUTO_TEST_CASE(a_restarted_shard_holds_a_slot_shard_0_gave_again_for_one_hold_at_most) {
+  Topology t = testing::tiny_mlp_topology();
+  t.outer.fragments = 2;
+  t.syncer.shards = 2;
+  t.membership.max_learners = 3;  // fixed 0 and 1, open slot 2
+  const auto shard = [&](uint32_t s, double now) {
+    auto c = SyncerCore::create(t, at(now), kStart, s);
+    BOOST_REQUIRE_MESSAGE(c.ok(), c.status().to_string());
+    return std::move(*c);
+  };
+  auto s0 = shard(0, 0.0), s1 = shard(1, 0.0);
+  // A learner process's incarnations start above any process started before it (incarnation_base()).
+  const auto reg = [&](uint32_t m, uint64_t incarnation = 1) {
+    return Register{m, incarnation, s0->layout().fingerprint(), "", {}};
+  };
+  SyncerEffects fx;
+  const Admission claim = s0->claim(3, at(1.0), fx);
+  BOOST_REQUIRE(claim.accepted());
+  const uint32_t slot = claim.learner;
+  BOOST_REQUIRE(s0->on_register(reg(slot), Core::sender(3, slot), at(1.0), fx).accepted());
+  BOOST_REQUIRE(s1->on_register(reg(slot), Core::sender(3, slot), at(1.0), fx).accepted());
+  const CheckpointState saved = copy_of(s1->checkpoint(0));  // shard 1's last checkpoint; then it is killed
+  fx = {};
+  s0->on_learner_down(slot, at(10.0), fx);  // the member's process dies
+  const SyncerEffects::Timer release = *timer(fx, SyncerEffects::TimerKind::kRelease);
+  auto s1b = shard(1, 20.0);
+  BOOST_REQUIRE(s1b->restore(saved, at(20.0)).ok());
+  const double released = 10.0 + SyncerCore::kHoldSeconds;
+  fx = {};
+  s0->on_timer(release, at(released), fx);
+  const Admission again = s0->claim(4, at(released + 0.1), fx);
+  BOOST_REQUIRE(again.accepted());
+  BOOST_CHECK_EQUAL(again.learner, slot);
+  BOOST_REQUIRE(s0->on_register(reg(slot, 2), Core::sender(4, slot), at(released + 0.1), fx).accepted());
+  const Admission early = s1b->on_register(reg(slot, 2), Core::sender(4, slot), at(released + 0.2), fx);
+  BOOST_REQUIRE(early.refused());
+  BOOST_CHECK(early.reason == RejectReason::kDuplicateLearner);  // registers again, not refused for good
+  // (A restored shard says the slot is "claimed by another learner": it restores the hold, not membership.)
+  BOOST_CHECK_MESSAGE(early.detail.find("learner slot " + std::to_string(slot) + " is") != std::string::npos,
+                      early.detail);
+  BOOST_CHECK(s1b->on_register(reg(slot, 2), Core::sender(4, slot), at(20.0 + SyncerCore::kHoldSeconds + 0.1), fx)
+                  .accepted());
+}
+
 BOOST_AUTO_TEST_CASE(a_thousand_joins_and_leaves_keep_every_invariant) {
   Churn w;
   for (uint32_t m : {0u, 1u}) {
