@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include "atoll/fnv1a.h"
+
 namespace atl {
 
 Result<CpuSample> parse_proc_stat(std::string_view text, double ticks_per_second) {
@@ -61,9 +63,9 @@ uint64_t machine_id() {
     std::ifstream in("/proc/sys/kernel/random/boot_id");
     std::string text;
     if (!in || !std::getline(in, text) || text.empty()) return uint64_t{0};
-    uint64_t h = 1469598103934665603ull;  // FNV-1a: a name, not a secret
-    for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-    return h == 0 ? 1 : h;
+    Fnv1a h;  // a name, not a secret
+    h.bytes(text.data(), text.size());
+    return h.h == 0 ? 1 : h.h;
   }();
   return id;
 }
