@@ -691,10 +691,12 @@ bool Run::stall_learner(uint32_t id, double seconds) {
 // Until finished, the time limit, or the run cannot go on (the syncer, or
 // every learner here, given up).
 void Run::Impl::wait_until_over() {
-  // A process holding syncer shards but not shard 0 leaves the time limit to shard 0, whose end its
-  // learners pass on: one count, not a clock per process (a restarted shard's would start late).
-  const bool others_judge = !plan.shards.empty() && plan.shards.front() != 0;
-  const double limit = others_judge ? 0.0 : options.seconds > 0 ? options.seconds : topology.seconds;
+  // The topology's time limit is shard 0's to judge, whose end its learners pass on: one count, not a
+  // clock per process. A learner process (joined) or one holding only other shards leaves it to shard 0
+  // (a restarted shard's clock starts late; a learner's own would end it before the last rounds). An
+  // explicit --seconds on a learner is its own: it leaves then.
+  const bool others_judge = joined() || (!plan.shards.empty() && plan.shards.front() != 0);
+  const double limit = options.seconds > 0 ? options.seconds : others_judge ? 0.0 : topology.seconds;
   const auto deadline = limit > 0 ? started + std::chrono::duration_cast<Clock::duration>(
                                                   std::chrono::duration<double>(limit))
                                   : Clock::time_point::max();

@@ -286,9 +286,14 @@ void on_packet(SyncerActor* self, Packet& p, std::optional<uint64_t> remote) {
   else if (auto* e = std::get_if<Evaluation>(&*msg)) claimed = e->learner;
   else if (auto* lv = std::get_if<Leave>(&*msg)) claimed = lv->learner;
   else if (std::holds_alternative<Moments>(*msg)) claimed = sender_id.value_or(kNoLearner);
-  else if (std::holds_alternative<Done>(*msg) && st.args.topology.syncer.shards > 1)
-    claimed = sender_id.value_or(kNoLearner);  // another shard ended the run, as this learner passes on
-  else {
+  else if (auto* d = std::get_if<Done>(&*msg); d && st.args.topology.syncer.shards > 1) {
+    // Another shard ended the run, as a learner passes on: also one not (yet) registered here (its
+    // Register may be on its way, or too large to get through), since the door proved the token.
+    if (!st.finished && !st.core->flushing())
+      log_info(tag(self) + (sender_id ? "learner " + std::to_string(*sender_id) : std::string("a learner")) + " says " +
+               d->reason + "; ending it here too");
+    return end_run(self, d->reason);
+  } else {
     st.core->on_malformed(sender_id, Status::invalid_argument(std::string("a learner may not send ") + message_name(*msg)), fx);
     return carry_out(self, fx, &sender, sender_id.value_or(0));
   }
@@ -296,11 +301,6 @@ void on_packet(SyncerActor* self, Packet& p, std::optional<uint64_t> remote) {
     st.core->refuse(claimed, RejectReason::kUnknownLearner, kNoFragment,
                     "learner " + std::to_string(claimed) + " is not registered from this actor", fx);
     return carry_out(self, fx, &sender, claimed);
-  }
-  if (auto* d = std::get_if<Done>(&*msg)) {
-    if (!st.finished && !st.core->flushing())
-      log_info(tag(self) + "learner " + std::to_string(claimed) + " says " + d->reason + "; ending it here too");
-    return end_run(self, d->reason);
   }
   if (auto* q = std::get_if<Push>(&*msg)) st.core->on_push(*q, now, fx);
   else if (auto* mo = std::get_if<Moments>(&*msg)) st.core->on_moments(claimed, *mo, now, fx);

@@ -34,6 +34,9 @@ Result<CheckpointState> latest_checkpoint(const Topology& t, const std::string& 
   const std::string folder = checkpoint_folder(t, run_name, shard);
   if (!std::filesystem::is_directory(folder))  // opening a store would make it
     return Status::not_found("no checkpoint folder " + folder + " (is checkpoint.dir the run's, and --run-name?)");
+  if (t.syncer.shards == 1 && std::filesystem::is_directory(folder + "/shard-0"))
+    return Status::invalid_argument(folder + " holds the folders of a syncer in shards (shard-0, ...): give the "
+                                    "run's shard count, --set syncer.shards=S");
   auto store = CheckpointStore::open(folder, t.checkpoint.keep);  // locked: no syncer writes it now
   if (!store.ok()) return store.status().with_context("shard " + std::to_string(shard));
   auto latest = (*store)->load_latest(fingerprint, [](const std::string& why) { log_warn(why); });

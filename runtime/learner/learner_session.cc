@@ -103,6 +103,9 @@ void LearnerSession::lookup(const std::vector<bool>& reachable, double /*now*/, 
       missing = true;
       continue;
     }
+    // The run is over elsewhere: say so first, so that a shard that never welcomes it again (a large
+    // Register that does not get through) still ends the run; then register, for its last rounds.
+    if (!others_done_reason_.empty() && !shards_[s].done && !leaving_) tell_run_over(s, fx);
     send(fx, replica_->make_register(options_.cluster_token, s), s);
     sent = true;
   }
