@@ -201,8 +201,6 @@ void LearnerSession::handle(uint32_t shard, const Message& m, double now, Learne
     }
     // Leaving: what went before this welcome (a syncer that restarted lost it), or what waited for one.
     if (leaving_ && !mirror_ && !computing_) send_last_progress(fx);
-    // A shard that came back after another ended the run learns it now, and ends it too.
-    if (!leaving_ && !shards_[shard].done && !others_done_reason_.empty()) tell_run_over(shard, fx);
   } else if (auto* mp = std::get_if<MomentsPull>(&m)) {
     moments_shard_ = shard;
     if (auto moments = replica.moments_for(*mp); moments.ok()) send(fx, std::move(*moments), shard);

@@ -25,6 +25,14 @@ T get_le(std::span<const uint8_t> in, size_t at) {
   return v;
 }
 
+// The header in front of the payload that fills `out` past kHeaderBytes.
+void write_header(std::vector<uint8_t>& out, const FileMagic& magic, uint32_t version) {
+  std::memcpy(out.data(), magic.data(), magic.size());
+  put_le<uint32_t>(out, 8, version);
+  put_le<uint32_t>(out, 12, crc32c(std::span<const uint8_t>(out).subspan(kHeaderBytes)));
+  put_le<uint64_t>(out, 16, out.size() - kHeaderBytes);
+}
+
 }  // namespace
 
 std::vector<uint8_t> frame_record(const FileMagic& magic, uint32_t version, capnp::MessageBuilder& builder) {
@@ -32,10 +40,7 @@ std::vector<uint8_t> frame_record(const FileMagic& magic, uint32_t version, capn
   std::vector<uint8_t> out(kHeaderBytes + payload);
   kj::ArrayOutputStream stream(kj::arrayPtr(out.data() + kHeaderBytes, payload));
   capnp::writeMessage(stream, builder);
-  std::memcpy(out.data(), magic.data(), magic.size());
-  put_le<uint32_t>(out, 8, version);
-  put_le<uint32_t>(out, 12, crc32c(std::span<const uint8_t>(out).subspan(kHeaderBytes)));
-  put_le<uint64_t>(out, 16, payload);
+  write_header(out, magic, version);
   return out;
 }
 
@@ -63,11 +68,7 @@ std::vector<uint8_t> frame_record_in_place(const FileMagic& magic, uint32_t vers
   put_le<uint32_t>(out, kHeaderBytes, 0);
   put_le<uint32_t>(out, kHeaderBytes + 4, static_cast<uint32_t>(used));
   out.resize(kHeaderBytes + kTableBytes + used * sizeof(capnp::word));
-  const size_t payload = out.size() - kHeaderBytes;
-  std::memcpy(out.data(), magic.data(), magic.size());
-  put_le<uint32_t>(out, 8, version);
-  put_le<uint32_t>(out, 12, crc32c(std::span<const uint8_t>(out).subspan(kHeaderBytes)));
-  put_le<uint64_t>(out, 16, payload);
+  write_header(out, magic, version);
   return out;
 }
 

@@ -16,9 +16,10 @@
 // with each, trains once every one has welcomed it, pushes each fragment to
 // its owner (shard_of()), tells every shard its progress, and is over when
 // every shard said Done (or, a shard being down, kOtherShardsDoneSeconds after
-// the first). The first Done it gets it passes on to every other shard (again
-// to one that welcomes it later): the run ends once, at every shard, by the
-// one shard that judges the budget. A shard lost pauses only its fragments:
+// the first). The first Done it gets it passes on to every other shard, and
+// again before each Register to a shard that has not welcomed it (one that
+// comes back later): the run ends once, at every shard, by the one shard that
+// judges the budget. A shard lost pauses only its fragments:
 // it registers again.
 //
 // A step boundary, in order: the messages that arrived during the step, in

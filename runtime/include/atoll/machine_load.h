@@ -48,6 +48,7 @@ std::optional<CpuSample> sample_cpu();
 
 // The load between two samples (`end` taken after `begin`); zero shares when
 // no CPU time passed.
+MachineLoad load_between(const CpuSample& begin, const CpuSample& end);
 
 // This process's CPU time (user and system, every thread), in seconds.
 double process_cpu_seconds();
@@ -56,6 +57,5 @@ double process_cpu_seconds();
 // per boot of a machine and shared by its containers (whose /proc/stat is
 // the machine's too); 0 where it cannot be read.
 uint64_t machine_id();
-MachineLoad load_between(const CpuSample& begin, const CpuSample& end);
 
 }  // namespace atl
