@@ -874,7 +874,8 @@ Result<std::shared_ptr<StepPacer>> Run::Impl::make_pacer() const {
 void Run::Impl::report_hardware(Report& r) const {
   r.hardware.name = hardware_name(topology.hardware);
   if (auto now = sample_cpu(); now && cpu_at_start) {
-    now->run_processes = records->learner_cpu.seconds();  // they reported since the start: none before
+    // Each learner process's whole CPU time as it last reported (one started before the syncer brings its time before).
+    now->run_processes = records->learner_cpu.seconds();
     const MachineLoad load = load_between(*cpu_at_start, *now);
     r.hardware.others_cpu = load.others;
     r.hardware.steal = load.steal;
