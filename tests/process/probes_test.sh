@@ -120,10 +120,12 @@ expect_exit "$sharded_pid" 30 0 "the idle sharded syncer, stopped"
 echo "idle syncer in shards: both ports tell learners the run is over"
 # No syncer: the learner's probes answer while it waits (alive, not ready), then it gives up with 75.
 lm2=$(free_port)
-start_learner lost 1 --give-up 6 --metrics "127.0.0.1:$lm2"
+# --give-up leaves room for the probes below on a loaded machine (with 6 s the learner had given up
+# before /readyz was asked, under ctest -j4).
+start_learner lost 1 --give-up 20 --metrics "127.0.0.1:$lm2"
 wait_probe "$lm2" /healthz 200 5
 [[ "$(probe "$lm2" /readyz)" == 503\ starting* ]] || die "a learner awaiting the syncer: /readyz $(probe "$lm2" /readyz)"
 echo "learner awaiting the syncer: /healthz $(probe "$lm2" /healthz); /readyz $(probe "$lm2" /readyz)"
-expect_exit "$lost_pid" 60 75 "a learner with no syncer for --give-up 6 s"
+expect_exit "$lost_pid" 60 75 "a learner with no syncer for --give-up 20 s"
 grep -q "no syncer" "$work/lost.log" || die "the lost learner did not say why"
 echo "probes_test: ok (exit statuses: left 75, refused 77, paused 75, run over 0, came after the run 0, lost 75)"
