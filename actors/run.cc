@@ -162,20 +162,23 @@ struct ProcessPlan {
 Result<ProcessPlan> plan_process(const Topology& topology, const RunOptions& options) {
   ATOLL_RETURN_IF_ERROR(validate(topology));
   ProcessPlan plan;
-  // Build the syncer's core once here, so that a topology the model cannot
-  // satisfy fails now, with its reason, rather than in a restart loop. A
-  // learner trained outside atoll brings its layout: this process may not be
-  // able to build the model (a TorchScript run, and no libtorch here).
+  // Build the model once here, so that a topology the model cannot satisfy
+  // (or a model file with a bad value) fails now, with its reason, rather
+  // than in a restart loop. A learner trained outside atoll brings its
+  // layout: this process may not be able to build the model (a TorchScript
+  // run, and no libtorch here).
   if (options.external) {
     plan.max_message_bytes = SyncerCore::max_message_bytes(options.external->layout().size());
     plan.fragments = options.external->fragments().size();
   } else {
-    auto probe = SyncerCore::create(topology, Clock::now());
-    if (!probe.ok()) return probe.status();
-    plan.max_message_bytes = (*probe)->max_message_bytes();
-    plan.layout = shapes_of((*probe)->layout());
-    plan.fragments = (*probe)->fragments().size();
-    plan.fragment_plan = (*probe)->fragments();
+    auto model = make_model(topology);
+    if (!model.ok()) return model.status();
+    auto fragments = plan_fragments((*model)->layout(), topology);
+    if (!fragments.ok()) return fragments.status();
+    plan.max_message_bytes = SyncerCore::max_message_bytes((*model)->layout().size());
+    plan.layout = shapes_of((*model)->layout());
+    plan.fragments = fragments->size();
+    plan.fragment_plan = std::move(*fragments);
   }
   const auto& cluster = options.cluster;
   if (!cluster.listen.empty() && !cluster.join.empty())

@@ -38,18 +38,21 @@ class ExternalModel final : public Model {
   std::string description_;
 };
 
+// A missing model file's error says how to write one, and where a relative path is read from.
+Status explained(const Status& missing) {
+  if (missing.code() != Status::Code::kNotFound) return missing;
+  std::error_code ec;
+  const std::string cwd = std::filesystem::current_path(ec).string();
+  return Status::not_found(std::string(missing.message()) +
+                           " (write it with atoll.save_model(module, path) from the module the learners train; a "
+                           "relative model.path is read from the folder the syncer runs in, " + cwd + ")");
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Model>> load_external_model(const std::string& path, const std::vector<std::string>& avg) {
   auto file = load_model_file(path);
-  if (!file.ok()) {
-    if (file.status().code() != Status::Code::kNotFound) return file.status();
-    std::error_code ec;
-    const std::string cwd = std::filesystem::current_path(ec).string();
-    return Status::not_found(std::string(file.status().message()) +
-                             " (write it with atoll.save_model(module, path) from the module the learners train; a "
-                             "relative model.path is read from the folder the syncer runs in, " + cwd + ")");
-  }
+  if (!file.ok()) return explained(file.status());
   auto layout = module_layout(file->tensors, avg);
   if (!layout.ok()) return layout.status().with_context(path);
   std::string description = "external " + (file->description.empty() ? std::string("model") : file->description) +
@@ -57,6 +60,14 @@ Result<std::unique_ptr<Model>> load_external_model(const std::string& path, cons
                             " tensors, trained by Python learners)";
   return std::unique_ptr<Model>(
       std::make_unique<ExternalModel>(std::move(*layout), std::move(file->values), std::move(description)));
+}
+
+Result<ParamLayout> load_external_layout(const std::string& path, const std::vector<std::string>& avg) {
+  auto shapes = load_model_shapes(path);
+  if (!shapes.ok()) return explained(shapes.status());
+  auto layout = module_layout(*shapes, avg);
+  if (!layout.ok()) return layout.status().with_context(path);
+  return layout;
 }
 
 }  // namespace atl

@@ -71,6 +71,18 @@ Result<std::unique_ptr<Model>> make_model(const Topology& t) {
   return std::unique_ptr<Model>(std::make_unique<Mlp>(c));
 }
 
+Result<ParamLayout> model_layout(const Topology& t) {
+  if (t.model.kind == ModelKind::kExternal) {
+    ATOLL_RETURN_IF_ERROR(validate(t));
+    auto layout = load_external_layout(t.model.path, t.model.avg);
+    if (!layout.ok()) return layout.status().with_context("model.path");
+    return layout;
+  }
+  auto model = make_model(t);
+  if (!model.ok()) return model.status();
+  return (*model)->layout();
+}
+
 Result<std::vector<Fragment>> plan_fragments(const ParamLayout& layout, const Topology& t) {
   // More fragments than tensors would leave some empty: then one fragment per
   // tensor, so that the default fits any model.

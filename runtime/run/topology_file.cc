@@ -235,8 +235,8 @@ Result<Topology> from_table(toml::table& root, const std::vector<std::string>& o
   }
   Status s = validate(t);
   if (s.ok()) {  // the model must be able to hold the fragment plan too
-    auto model = make_model(t);
-    s = model.ok() ? plan_fragments((*model)->layout(), t).status() : model.status();
+    auto layout = model_layout(t);
+    s = layout.ok() ? plan_fragments(*layout, t).status() : layout.status();
   }
   if (s.ok()) return t;
   // validate() starts its message with the key: put the key's line in front.

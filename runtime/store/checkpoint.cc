@@ -97,10 +97,11 @@ std::vector<uint8_t> encode_checkpoint(const CheckpointView& view) {
 std::vector<uint8_t> encode_checkpoint(const CheckpointState& state) { return encode_checkpoint(view_of(state)); }
 
 Result<CheckpointState> decode_checkpoint(std::span<const uint8_t> bytes) {
-  auto words = unframe_record(bytes, kMagic, kCheckpointFormatVersion, "an atoll checkpoint");
+  std::vector<capnp::word> aligned;
+  auto words = unframe_record(bytes, kMagic, kCheckpointFormatVersion, "an atoll checkpoint", aligned);
   if (!words.ok()) return words.status();
   try {
-    capnp::FlatArrayMessageReader reader(kj::arrayPtr(words->data(), words->size()),
+    capnp::FlatArrayMessageReader reader(*words,
                                          record_reader_options(words->size()));
     const auto root = reader.getRoot<schema::Checkpoint>();
     if (root.getFormatVersion() != kCheckpointFormatVersion)

@@ -3,6 +3,7 @@
 #include <capnp/serialize.h>
 #include <kj/io.h>
 
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 
@@ -72,8 +73,9 @@ std::vector<uint8_t> frame_record_in_place(const FileMagic& magic, uint32_t vers
   return out;
 }
 
-Result<std::vector<capnp::word>> unframe_record(std::span<const uint8_t> bytes, const FileMagic& magic,
-                                                uint32_t version, const std::string& what) {
+Result<kj::ArrayPtr<const capnp::word>> unframe_record(std::span<const uint8_t> bytes, const FileMagic& magic,
+                                                       uint32_t version, const std::string& what,
+                                                       std::vector<capnp::word>& aligned) {
   if (bytes.size() < kHeaderBytes)
     return Status::corruption("truncated: " + std::to_string(bytes.size()) + " bytes, the header alone is " +
                               std::to_string(kHeaderBytes));
@@ -96,9 +98,12 @@ Result<std::vector<capnp::word>> unframe_record(std::span<const uint8_t> bytes, 
   if (payload.empty() || payload.size() % sizeof(capnp::word) != 0)
     return Status::corruption("payload of " + std::to_string(payload.size()) +
                               " bytes is not a whole, non-zero number of 8-byte words");
-  std::vector<capnp::word> words(payload.size() / sizeof(capnp::word));
-  std::memcpy(words.data(), payload.data(), payload.size());
-  return words;
+  const size_t words = payload.size() / sizeof(capnp::word);
+  if (reinterpret_cast<uintptr_t>(payload.data()) % alignof(capnp::word) == 0)
+    return kj::arrayPtr(reinterpret_cast<const capnp::word*>(payload.data()), words);
+  aligned = std::vector<capnp::word>(words);  // capnp::word cannot be moved, so no resize()
+  std::memcpy(aligned.data(), payload.data(), payload.size());
+  return kj::arrayPtr(static_cast<const capnp::word*>(aligned.data()), words);
 }
 
 kj::ArrayPtr<const kj::byte> float_bytes(std::span<const float> values) {
@@ -108,7 +113,9 @@ kj::ArrayPtr<const kj::byte> float_bytes(std::span<const float> values) {
 std::vector<float> floats_of(capnp::Data::Reader data, const std::string& what) {
   if (data.size() % sizeof(float) != 0)
     throw std::runtime_error(what + " has " + std::to_string(data.size()) + " bytes, not a whole number of floats");
-  std::vector<float> v(data.size() / sizeof(float));
+  std::vector<float> v;
+  reserve_huge(v, data.size() / sizeof(float));
+  v.resize(data.size() / sizeof(float));
   if (!v.empty()) std::memcpy(v.data(), data.begin(), data.size());
   return v;
 }

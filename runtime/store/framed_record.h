@@ -39,13 +39,18 @@ std::vector<uint8_t> frame_record_in_place(const FileMagic& magic, uint32_t vers
 
 // The payload's words, checked against the frame: magic (`what` names the
 // kind in the error, "an atoll checkpoint"), version, length and checksum.
-Result<std::vector<capnp::word>> unframe_record(std::span<const uint8_t> bytes, const FileMagic& magic,
-                                                uint32_t version, const std::string& what);
+// They point into `bytes` when those are 8-byte aligned (a buffer from
+// read_file() is), else into `aligned`, which then holds a copy: a model or
+// checkpoint of hundreds of MB is not copied just to be parsed.
+Result<kj::ArrayPtr<const capnp::word>> unframe_record(std::span<const uint8_t> bytes, const FileMagic& magic,
+                                                       uint32_t version, const std::string& what,
+                                                       std::vector<capnp::word>& aligned);
 
 // fp32 values as a record's Data field (little-endian, as the machine's).
 kj::ArrayPtr<const kj::byte> float_bytes(std::span<const float> values);
-// And back; throws std::runtime_error naming `what` ("values of fragment 3")
-// when the size is not a whole number of floats (a reader catches it).
+// And back, on memory advised for huge pages; throws std::runtime_error naming
+// `what` ("values of fragment 3") when the size is not a whole number of
+// floats (a reader catches it).
 std::vector<float> floats_of(capnp::Data::Reader data, const std::string& what);
 
 // Reader options for a payload of `words`: a traversal limit that a

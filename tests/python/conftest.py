@@ -93,10 +93,12 @@ class Syncer:
             [ATOLL, "syncer", str(workdir / "topology.toml"), "--listen", "127.0.0.1:0", "--port-file",
              str(port_file), "--token-file", str(self.token_file), "--report", str(self.report), "-q", "-v", *args],
             stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
+        # A bound against a hang, not a pace: a large model's syncer reads and copies it before it listens,
+        # which a loaded CI machine makes several times slower.
+        deadline = time.monotonic() + 120
         while not (port_file.exists() and port_file.read_text().strip()):
             assert self.proc.poll() is None, f"atoll syncer ended: {self.log.read_text()[-2000:]}"
-            assert time.monotonic() < deadline, "atoll syncer did not listen within 30 s"
+            assert time.monotonic() < deadline, "atoll syncer did not listen within 120 s"
             time.sleep(0.05)
         self.address = "127.0.0.1:" + port_file.read_text().strip()
 

@@ -22,5 +22,7 @@ namespace atl {
 
 // Errors name the file (NotFound, Corruption, InvalidArgument).
 Result<std::unique_ptr<Model>> load_external_model(const std::string& path, const std::vector<std::string>& avg);
+// Its layout alone, without copying or checking the values (a topology's check).
+Result<ParamLayout> load_external_layout(const std::string& path, const std::vector<std::string>& avg);
 
 }  // namespace atl

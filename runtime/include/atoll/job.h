@@ -23,6 +23,9 @@ namespace atl {
 // A fresh model object (with its own scratch memory) for the topology's
 // [model] and the input and output sizes of its [data].
 Result<std::unique_ptr<Model>> make_model(const Topology& topology);
+// Its layout alone: for an external model, without copying its values (a
+// topology's check of a 100M-parameter model costs a read, not three copies).
+Result<ParamLayout> model_layout(const Topology& topology);
 
 // The fragments a topology gives its model: outer.fragments in decoupled
 // mode, or one per tensor when the model has fewer tensors than that; one

@@ -37,5 +37,9 @@ Result<ModelFile> decode_model_file(std::span<const uint8_t> bytes);
 // errors name the path.
 Status save_model_file(const std::string& path, const ModelFile& model);
 Result<ModelFile> load_model_file(const std::string& path);
+// Its tensors alone: the frame, checksum, shapes and number of values are
+// checked, the values neither copied nor checked. What validating a topology
+// needs, without a copy of a large model.
+Result<std::vector<NamedShape>> load_model_shapes(const std::string& path);
 
 }  // namespace atl

@@ -157,6 +157,32 @@ BOOST_AUTO_TEST_CASE(a_model_file_round_trips_and_every_corruption_is_refused) {
   BOOST_CHECK(mentions(load_model_file(dir.file("none.atoll")).status(), "none.atoll"));
 }
 
+BOOST_AUTO_TEST_CASE(a_model_file_reads_from_bytes_at_any_alignment_and_its_shapes_alone) {
+  testing::TempDir dir;
+  const ModelFile m = gpt_like_file();
+  const auto bytes = encode_model_file(m);
+  // A record is parsed in place where it is 8-byte aligned, and from a copy where it is not.
+  std::vector<uint8_t> shifted(bytes.size() + 1);
+  std::copy(bytes.begin(), bytes.end(), shifted.begin() + 1);
+  auto back = decode_model_file(std::span<const uint8_t>(shifted).subspan(1));
+  BOOST_REQUIRE_MESSAGE(back.ok(), back.status().to_string());
+  BOOST_CHECK(back->values == m.values);
+
+  BOOST_REQUIRE(save_model_file(dir.file("m.atoll"), m).ok());
+  auto shapes = load_model_shapes(dir.file("m.atoll"));
+  BOOST_REQUIRE_MESSAGE(shapes.ok(), shapes.status().to_string());
+  BOOST_CHECK(*shapes == m.tensors);
+  // The shapes alone are still checked against the whole file.
+  auto flipped = bytes;
+  flipped[bytes.size() / 2] ^= 0x40;
+  {
+    std::ofstream out(dir.file("flipped.atoll"), std::ios::binary);
+    out.write(reinterpret_cast<const char*>(flipped.data()), static_cast<std::streamsize>(flipped.size()));
+  }
+  const Status bad = load_model_shapes(dir.file("flipped.atoll")).status();
+  BOOST_CHECK_MESSAGE(mentions(bad, "flipped.atoll") && mentions(bad, "checksum"), bad.to_string());
+}
+
 BOOST_AUTO_TEST_CASE(a_model_file_with_values_that_do_not_fit_or_are_not_finite_is_not_written) {
   testing::TempDir dir;
   ModelFile m = gpt_like_file();
