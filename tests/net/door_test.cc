@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "atoll/certificates.h"
 #include "atoll/cluster_token.h"
@@ -291,6 +292,38 @@ BOOST_AUTO_TEST_CASE(a_silent_peer_is_dropped_after_the_timeout_and_keepalives_k
   // The connector sends nothing but keepalives, and stays.
   BOOST_TEST(server.closed.size() == 1u);
   BOOST_TEST(client.closed.count(quiet) == 0u);
+}
+
+// A door whose socket a peer keeps full, and whose handler takes each frame
+// slowly, runs event after event without polling: it must still send its
+// keepalives and count what it reads as heard, for busy is not silent.
+BOOST_AUTO_TEST_CASE(a_door_kept_busy_by_a_full_socket_still_keeps_its_peer) {
+  Inbox server, client;
+  DoorEvents slow = server.events();
+  slow.frame = [&server](uint64_t c, std::vector<uint8_t> f) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // on the door's thread, as a busy turn is
+    server.note([&] { server.frames[c].push_back(std::move(f)); });
+  };
+  auto listener = must(Door::open(options(), std::move(slow)));
+  const uint16_t port = *listener->listen("127.0.0.1", 0);
+  auto connector = must(Door::open(options(), client.events()));
+  const uint64_t c = connector->connect("127.0.0.1", port, 0, Purpose::kJoin, size_t{1} << 20);
+  BOOST_REQUIRE(server.wait([&] { return server.opened.size() == 1; }));
+  BOOST_REQUIRE(client.wait([&] { return client.opened.count(c) == 1; }));
+  const uint64_t s = server.opened.begin()->first;
+  // 15 frames, 3.75 MiB: all in the sockets' buffers at once, 4.5 s of handling, past the 2 s timeout.
+  const auto frame = big_message(1 << 16);
+  constexpr size_t kFrames = 15;
+  for (size_t i = 0; i < kFrames; ++i) connector->send(c, frame);
+  BOOST_REQUIRE_MESSAGE(server.wait([&] { return server.frames[s].size() == kFrames || !server.closed.empty(); }, 30),
+                        "the server took " << server.frames[s].size() << " frames");
+  BOOST_TEST(server.frames[s].size() == kFrames);
+  std::lock_guard lock(server.mu);
+  BOOST_TEST_MESSAGE("closed by the server: " << (server.closed.empty() ? "none" : server.closed.begin()->second));
+  BOOST_TEST(server.closed.empty());
+  std::lock_guard client_lock(client.mu);
+  BOOST_TEST_MESSAGE("closed by the client: " << (client.closed.empty() ? "none" : client.closed.begin()->second));
+  BOOST_TEST(client.closed.empty());
 }
 
 // The queue the door and the simulator share: paced at the rate behind what
