@@ -1,6 +1,6 @@
 @0xa95490c1ac97a332;
 # A durable snapshot of the syncer's state, written by the checkpointer. On
-# disk it sits inside a checksummed frame (see runtime/include/atoll/checkpoint.h);
+# disk it sits inside a checksummed frame (see runtime/store/include/atoll/checkpoint.h);
 # this is the record inside. Field numbers are the format: never renumber.
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("atl::schema");

@@ -1,5 +1,5 @@
 @0xa2d9dad0094a2c57;
-# An encoded float vector (see runtime/include/atoll/codec.h for the byte layout).
+# An encoded float vector (see runtime/protocol/include/atoll/codec.h for the byte layout).
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("atl::schema");
 

@@ -1,7 +1,7 @@
 @0xbefa690a62dfb269;
 # Topology: every knob of a run, as it travels to a learner in a Welcome and is
 # stored in checkpoints. It mirrors atl::Topology
-# (runtime/include/atoll/topology.h), which owns the defaults and their
+# (runtime/config/include/atoll/topology.h), which owns the defaults and their
 # documentation; a Topology on the wire always has every field written.
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("atl::schema");

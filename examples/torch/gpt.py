@@ -5,7 +5,7 @@ TorchScript for `model.kind = "torchscript"` (see gpt.toml beside this file).
     python3 examples/torch/gpt.py                 # writes atoll-out/torch/gpt.pt
     ./build/atoll run examples/torch/gpt.toml
 
-Architecture (runtime/include/atoll/transformer.h): bytes as tokens (vocab
+Architecture (runtime/model/include/atoll/transformer.h): bytes as tokens (vocab
 256), learned positions, pre-LayerNorm blocks of causal multi-head attention
 and a tanh-GELU MLP, a final LayerNorm, an output head without bias; GPT-2
 initialization (N(0, 0.02), residual projections scaled by 1/sqrt(2L)).

@@ -44,7 +44,7 @@ def _overrides(d: Mapping, prefix: str = "") -> list:
 
 
 class Topology:
-    """A run's topology: every knob, with atoll's defaults (runtime/include/atoll/topology.h).
+    """A run's topology: every knob, with atoll's defaults (runtime/config/include/atoll/topology.h).
 
     ``Topology()`` is the built-in default job; ``Topology("file.toml")`` reads
     a topology file; ``Topology({"mode": "dp", "outer": {"quorum": 2}})`` sets

@@ -1,10 +1,8 @@
 #include "atoll/external_model.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <limits>
 
-#include "atoll/model_file.h"
 #include "atoll/module_layout.h"
 
 namespace atl {
@@ -38,36 +36,16 @@ class ExternalModel final : public Model {
   std::string description_;
 };
 
-// A missing model file's error says how to write one, and where a relative path is read from.
-Status explained(const Status& missing) {
-  if (missing.code() != Status::Code::kNotFound) return missing;
-  std::error_code ec;
-  const std::string cwd = std::filesystem::current_path(ec).string();
-  return Status::not_found(std::string(missing.message()) +
-                           " (write it with atoll.save_model(module, path) from the module the learners train; a "
-                           "relative model.path is read from the folder the syncer runs in, " + cwd + ")");
-}
-
 }  // namespace
 
-Result<std::unique_ptr<Model>> load_external_model(const std::string& path, const std::vector<std::string>& avg) {
-  auto file = load_model_file(path);
-  if (!file.ok()) return explained(file.status());
-  auto layout = module_layout(file->tensors, avg);
-  if (!layout.ok()) return layout.status().with_context(path);
-  std::string description = "external " + (file->description.empty() ? std::string("model") : file->description) +
-                            " from " + path + " (" + std::to_string(layout->count()) +
-                            " tensors, trained by Python learners)";
-  return std::unique_ptr<Model>(
-      std::make_unique<ExternalModel>(std::move(*layout), std::move(file->values), std::move(description)));
-}
-
-Result<ParamLayout> load_external_layout(const std::string& path, const std::vector<std::string>& avg) {
-  auto shapes = load_model_shapes(path);
-  if (!shapes.ok()) return explained(shapes.status());
-  auto layout = module_layout(*shapes, avg);
-  if (!layout.ok()) return layout.status().with_context(path);
-  return layout;
+Result<std::unique_ptr<Model>> make_external_model(const std::vector<NamedShape>& tensors, std::vector<float> values,
+                                                   const std::vector<std::string>& avg, std::string description) {
+  auto layout = module_layout(tensors, avg);
+  if (!layout.ok()) return layout.status();
+  if (values.size() != layout->size())
+    return Status::invalid_argument("the tensors hold " + std::to_string(layout->size()) + " values, " +
+                                    std::to_string(values.size()) + " were given");
+  return std::unique_ptr<Model>(std::make_unique<ExternalModel>(std::move(*layout), std::move(values), std::move(description)));
 }
 
 }  // namespace atl

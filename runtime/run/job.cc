@@ -2,11 +2,14 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 
 #include "atoll/crc32c.h"
 #include "atoll/external_model.h"
 #include "atoll/mlp.h"
 #include "atoll/mnist.h"
+#include "atoll/model_file.h"
+#include "atoll/module_layout.h"
 #include "atoll/rng.h"
 #include "atoll/text_corpus.h"
 #include "atoll/torchscript_model.h"
@@ -34,6 +37,28 @@ ExampleSet head(ExampleSet set, int limit) {
 // Inputs and classes of a classifier on `t`'s data (MNIST: 28 x 28 pixels, 10 digits).
 int classifier_features(const Topology& t) { return t.data.kind == DataKind::kMnist ? 784 : t.data.features; }
 int classifier_classes(const Topology& t) { return t.data.kind == DataKind::kMnist ? 10 : t.data.classes; }
+
+// A missing model file's error says how to write one, and where a relative path is read from.
+Status explained(const Status& missing) {
+  if (missing.code() != Status::Code::kNotFound) return missing;
+  std::error_code ec;
+  const std::string cwd = std::filesystem::current_path(ec).string();
+  return Status::not_found(std::string(missing.message()) +
+                           " (write it with atoll.save_model(module, path) from the module the learners train; a "
+                           "relative model.path is read from the folder the syncer runs in, " + cwd + ")");
+}
+
+// model.kind = "external": the model file's tensors and values. Errors name the file.
+Result<std::unique_ptr<Model>> load_external_model(const std::string& path, const std::vector<std::string>& avg) {
+  auto file = load_model_file(path);
+  if (!file.ok()) return explained(file.status());
+  const std::string description = "external " + (file->description.empty() ? std::string("model") : file->description) +
+                                  " from " + path + " (" + std::to_string(file->tensors.size()) +
+                                  " tensors, trained by Python learners)";
+  auto model = make_external_model(file->tensors, std::move(file->values), avg, description);
+  if (!model.ok()) return model.status().with_context(path);
+  return model;
+}
 
 }  // namespace
 
@@ -74,8 +99,10 @@ Result<std::unique_ptr<Model>> make_model(const Topology& t) {
 Result<ParamLayout> model_layout(const Topology& t) {
   if (t.model.kind == ModelKind::kExternal) {
     ATOLL_RETURN_IF_ERROR(validate(t));
-    auto layout = load_external_layout(t.model.path, t.model.avg);
-    if (!layout.ok()) return layout.status().with_context("model.path");
+    auto shapes = load_model_shapes(t.model.path);
+    if (!shapes.ok()) return explained(shapes.status()).with_context("model.path");
+    auto layout = module_layout(*shapes, t.model.avg);
+    if (!layout.ok()) return layout.status().with_context(t.model.path).with_context("model.path");
     return layout;
   }
   auto model = make_model(t);

@@ -4,7 +4,7 @@
 // a run whose model atoll does not run itself (model.kind = "external",
 // atoll/external_model.h). `atoll syncer --save-model PATH` writes the global
 // model at the end of a run, which atoll.load_model() puts back into a module.
-// The frame is atoll's (runtime/framed_record.h, magic "ATOLLMOD"); the record
+// The frame is atoll's (runtime/store/framed_record.h, magic "ATOLLMOD"); the record
 // is schema/model_file.capnp. Files are written atomically (atoll/file.h).
 #pragma once
 

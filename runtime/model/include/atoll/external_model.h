@@ -16,13 +16,15 @@
 #include <vector>
 
 #include "atoll/model.h"
+#include "atoll/module_layout.h"
 #include "atoll/status.h"
 
 namespace atl {
 
-// Errors name the file (NotFound, Corruption, InvalidArgument).
-Result<std::unique_ptr<Model>> load_external_model(const std::string& path, const std::vector<std::string>& avg);
-// Its layout alone, without copying or checking the values (a topology's check).
-Result<ParamLayout> load_external_layout(const std::string& path, const std::vector<std::string>& avg);
+// The model whose `tensors` (the module's order, named as named_parameters()
+// names them) start at `values`; model.avg's names take the weighted mean.
+// atoll/job.h makes one from a model file.
+Result<std::unique_ptr<Model>> make_external_model(const std::vector<NamedShape>& tensors, std::vector<float> values,
+                                                   const std::vector<std::string>& avg, std::string description);
 
 }  // namespace atl

@@ -18,28 +18,11 @@
 #include <span>
 #include <vector>
 
+#include "atoll/optimizer_config.h"
 #include "atoll/param_layout.h"
 #include "atoll/status.h"
 
 namespace atl {
-
-struct AdamWConfig {
-  float lr = 1e-3f;          // peak learning rate
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
-  float weight_decay = 0.0f;
-  // Schedule: linear warmup from lr/warmup_steps up to lr over warmup_steps,
-  // then cosine decay to min_lr_ratio*lr at total_steps, constant after.
-  // total_steps = 0 means no decay (constant lr after warmup).
-  int64_t warmup_steps = 0;
-  int64_t total_steps = 0;
-  float min_lr_ratio = 0.1f;
-  bool muon = false;           // the body's matrices take Muon's step (above)
-  float muon_momentum = 0.95f;  // mu
-
-  friend bool operator==(const AdamWConfig&, const AdamWConfig&) = default;
-};
 
 // The learning rate of 0-based step `step`.
 float scheduled_lr(const AdamWConfig& config, int64_t step);

@@ -124,8 +124,8 @@ struct SyncerEffects {
   bool empty() const { return sends.empty() && to_all.empty() && timers.empty() && notes.empty() && events.empty(); }
 };
 
-struct SyncerState;    // what the core and its round protocol share (runtime/syncer_state.h)
-class RoundProtocol;   // decoupled rounds, or dp's synchronous steps (runtime/round_protocol.h)
+struct SyncerState;    // what the core and its round protocol share (runtime/syncer/syncer_state.h)
+class RoundProtocol;   // decoupled rounds, or dp's synchronous steps (runtime/syncer/round_protocol.h)
 
 class SyncerCore {
  public:

@@ -23,15 +23,9 @@
 #include <cstdint>
 #include <span>
 
+#include "atoll/optimizer_config.h"
+
 namespace atl {
-
-struct NesterovConfig {
-  float lr = 0.7f;
-  float momentum = 0.8f;
-  int every = 1;  // N of delayed Nesterov: the velocity moves every N-th step (1: every step)
-
-  friend bool operator==(const NesterovConfig&, const NesterovConfig&) = default;
-};
 
 // REQUIRES: theta, velocity and g have the same size.
 void nesterov_step(const NesterovConfig& config, std::span<float> theta,

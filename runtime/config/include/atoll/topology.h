@@ -14,9 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "atoll/adamw.h"
-#include "atoll/codec.h"
-#include "atoll/nesterov.h"
+#include "atoll/codec_kind.h"
+#include "atoll/optimizer_config.h"
 #include "atoll/status.h"
 
 namespace atl {
