@@ -8,7 +8,11 @@
 namespace atl {
 
 CountingReplica::CountingReplica(uint32_t id, uint64_t incarnation, std::shared_ptr<const Model> model)
-    : id_(id), incarnation_(incarnation), model_(std::move(model)), tracks_(model_->zero_deltas.size()) {}
+    : id_(id),
+      incarnation_(incarnation),
+      model_(std::move(model)),
+      speed_(default_spec(model_->topology, id).speed),
+      tracks_(model_->zero_deltas.size()) {}
 
 Register CountingReplica::make_register(std::string_view, uint32_t) const {
   return Register{id_, incarnation_, model_->fingerprint, "", {}, model_->initial_crc};
@@ -84,7 +88,7 @@ std::vector<Push> CountingReplica::due_pushes() {
   for (uint32_t p = 0; p < tracks_.size(); ++p) {
     const Track& t = tracks_[p];
     if (!t.pushed && steps_ - t.due_from >= steps_until_due(static_cast<int>(p), fragments, model_->topology.outer.stream,
-                                                sync_interval(model_->topology, 0.0, t.version), t.version))
+                                                sync_interval(model_->topology, speed_, t.version), t.version))
       out.push_back(make_push(p, 0));
   }
   return out;

@@ -85,6 +85,7 @@ class CountingReplica final : public LearnerReplica {
   uint32_t id_;
   uint64_t incarnation_;
   std::shared_ptr<const Model> model_;
+  double speed_;  // its topology entry's: with outer.sync_by_speed, it scales H as LearnerCore's does
   std::vector<Track> tracks_;
   bool welcomed_ = false;
   uint64_t steps_ = 0, tokens_ = 0;
