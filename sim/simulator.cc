@@ -201,6 +201,10 @@ class Simulator {
   Result<CellResult> run();
 
  private:
+  // run()'s steps: the length of a measuring batch, one event carried out.
+  double batch_seconds() const;
+  void dispatch(const Event& e);
+
   // The core alone (scavenged 0) draws what the same decoupled cell draws.
   static uint64_t cell_key(const SimulationCell& c) {
     return (static_cast<uint64_t>(c.mode) << 56) ^ (static_cast<uint64_t>(c.learners) << 40) ^
@@ -931,6 +935,96 @@ double Simulator::good_chip_seconds() const {
 
 // ---- the loop
 
+// One event: what it means for the chips, the learners, the links, the syncer or the machines.
+void Simulator::dispatch(const Event& e) {
+  switch (e.kind) {
+    case Event::Kind::kInterrupt:
+      if (e.tag == group(e.who).interrupt_epoch) on_interrupt(e.who);
+      break;
+    case Event::Kind::kSliceBack: on_slice_back(e.who); break;
+    case Event::Kind::kResume:
+      if (e.tag == group(e.who).epoch && group(e.who).phase != ChipGroup::Phase::kTraining) on_resume(e.who);
+      break;
+    case Event::Kind::kStepDone:
+      if (e.tag == group(e.who).epoch && group(e.who).stepping) on_step_done(e.who);
+      break;
+    case Event::Kind::kExchanged:
+      if (e.tag == group(e.who).epoch && group(e.who).phase == ChipGroup::Phase::kTraining &&
+          !group(e.who).stepping)
+        start_step(e.who);
+      break;
+    case Event::Kind::kAtHub: {
+      Mail m = mail_.take(e.tag);
+      const double at = hub_in_[m.shard].arrival(now_, m.bytes);
+      schedule(at, Event::Kind::kToSyncer, e.who, mail_.put(std::move(m)));
+      break;
+    }
+    case Event::Kind::kToSyncer: {
+      const Mail m = mail_.take(e.tag);
+      // What a process sent just before it died is dropped with its
+      // connection (the syncer would see it go down right after).
+      const SimLearner& l = learners_[e.who];
+      if (l.session && m.incarnation == l.incarnation) deliver_to_syncer(e.who, m.shard, *m.message);
+      break;
+    }
+    case Event::Kind::kToLearner: {
+      Mail m = mail_.take(e.tag);
+      SimLearner& l = learners_[e.who];
+      if (!l.session) break;  // its process is gone
+      if (const auto* b = std::get_if<Broadcast>(m.message.get())) on_broadcast_arrived(l, *b);
+      in_session(l, [&](LearnerSession& s, LearnerEffects& fx) { s.on_message(m.shard, m.message, now_, fx); });
+      break;
+    }
+    case Event::Kind::kLearnerTimer: {
+      const LearnerTimerMail t = learner_timers_.take(e.tag);
+      SimLearner& l = learners_[e.who];
+      if (!l.session || t.incarnation != l.incarnation) break;  // of a process that has ended
+      in_session(l, [&](LearnerSession& s, LearnerEffects& fx) { s.on_timer(t.timer.kind, t.timer.tag, now_, fx); });
+      break;
+    }
+    case Event::Kind::kTimer: {
+      const SyncerEffects::Timer t = timers_.take(e.tag);
+      SyncerEffects fx;
+      in_core([&] { cores_[e.who]->on_timer(t, core_time(), fx); }, e.who);
+      carry_out(fx, e.who);
+      break;
+    }
+    case Event::Kind::kDown: {
+      for (uint32_t shard = 0; shard < shards(); ++shard) {
+        SyncerEffects fx;
+        if (cores_[shard]->learners()[e.who].incarnation <= e.tag)  // not a newer incarnation's record
+          in_core([&] { cores_[shard]->on_learner_down(e.who, core_time(), fx); }, shard);
+        carry_out(fx, shard);
+      }
+      break;
+    }
+    case Event::Kind::kMachineUp:
+    case Event::Kind::kNotice:
+    case Event::Kind::kMachineGone:
+    case Event::Kind::kClaim:
+    case Event::Kind::kClaimed:
+      if (e.tag != machines_[e.who].period) break;  // of a period that has ended
+      if (e.kind == Event::Kind::kMachineUp) on_machine_up(e.who);
+      else if (e.kind == Event::Kind::kNotice) on_notice(e.who);
+      else if (e.kind == Event::Kind::kMachineGone) on_machine_gone(e.who);
+      else if (e.kind == Event::Kind::kClaim) on_claim(e.who);
+      else on_claimed(e.who);
+      break;
+  }
+}
+
+// A measuring batch: long enough for about 100 interruptions over the whole
+// cluster, and at least 20 syncs of a learner (scavenging: 2 up and down
+// periods of a machine too); at least kMinBatches + 1 fit in max_hours.
+double Simulator::batch_seconds() const {
+  const double cluster_rate = static_cast<double>(cell_.chips) * interrupt_rate_per_chip_;
+  const double sync_seconds = plan_.training.step_seconds * (cell_.sync_every > 0 ? cell_.sync_every : plan_.training.outer.sync_every);
+  double batch = std::max(100.0 / cluster_rate, decoupled() ? 20.0 * sync_seconds : 0.0);
+  if (scavenging() && cell_.scavenged > 0)
+    batch = std::max(batch, 2.0 * plan_.scavenging->mean_cycle_seconds(cell_.scavenged));
+  return std::min(batch, plan_.max_hours * 3600.0 / double(kMinBatches + 1));
+}
+
 Result<CellResult> Simulator::run() {
   if (cell_.chips <= 0) return Status::invalid_argument("a cell needs chips > 0");
   if (cell_.learners < 1) return Status::invalid_argument("a cell needs at least one learner");
@@ -944,16 +1038,9 @@ Result<CellResult> Simulator::run() {
 
   if (scavenging() && cell_.scavenged > 0) init_machines();
 
-  // Batch means: a batch is long enough for about 100 interruptions over the
-  // whole cluster, and at least 20 syncs of a learner (scavenging: 2 up and
-  // down periods of a machine too).
-  const double cluster_rate = static_cast<double>(cell_.chips) * interrupt_rate_per_chip_;
-  const double sync_seconds = plan_.training.step_seconds * (cell_.sync_every > 0 ? cell_.sync_every : plan_.training.outer.sync_every);
+  // Batch means over batches of batch_seconds(), the first (warm-up) left out.
   const double max_seconds = plan_.max_hours * 3600.0, min_seconds = plan_.min_hours * 3600.0;
-  double batch = std::max(100.0 / cluster_rate, decoupled() ? 20.0 * sync_seconds : 0.0);
-  if (scavenging() && cell_.scavenged > 0)
-    batch = std::max(batch, 2.0 * plan_.scavenging->mean_cycle_seconds(cell_.scavenged));
-  batch = std::min(batch, max_seconds / double(kMinBatches + 1));
+  const double batch = batch_seconds();
   const double allocated_per_second = decoupled() ? double(cell_.learners) : 1.0;
   // Scavenging: allocated learner time is the core's figure (members come and go).
   const auto allocated = [&] { return core().allocated_seconds(core_time()); };
@@ -983,80 +1070,7 @@ Result<CellResult> Simulator::run() {
       queue_.pop();
       now_ = e.t;
       ++events_;
-      switch (e.kind) {
-        case Event::Kind::kInterrupt:
-          if (e.tag == group(e.who).interrupt_epoch) on_interrupt(e.who);
-          break;
-        case Event::Kind::kSliceBack: on_slice_back(e.who); break;
-        case Event::Kind::kResume:
-          if (e.tag == group(e.who).epoch && group(e.who).phase != ChipGroup::Phase::kTraining) on_resume(e.who);
-          break;
-        case Event::Kind::kStepDone:
-          if (e.tag == group(e.who).epoch && group(e.who).stepping) on_step_done(e.who);
-          break;
-        case Event::Kind::kExchanged:
-          if (e.tag == group(e.who).epoch && group(e.who).phase == ChipGroup::Phase::kTraining &&
-              !group(e.who).stepping)
-            start_step(e.who);
-          break;
-        case Event::Kind::kAtHub: {
-          Mail m = mail_.take(e.tag);
-          const double at = hub_in_[m.shard].arrival(now_, m.bytes);
-          schedule(at, Event::Kind::kToSyncer, e.who, mail_.put(std::move(m)));
-          break;
-        }
-        case Event::Kind::kToSyncer: {
-          const Mail m = mail_.take(e.tag);
-          // What a process sent just before it died is dropped with its
-          // connection (the syncer would see it go down right after).
-          const SimLearner& l = learners_[e.who];
-          if (l.session && m.incarnation == l.incarnation) deliver_to_syncer(e.who, m.shard, *m.message);
-          break;
-        }
-        case Event::Kind::kToLearner: {
-          Mail m = mail_.take(e.tag);
-          SimLearner& l = learners_[e.who];
-          if (!l.session) break;  // its process is gone
-          if (const auto* b = std::get_if<Broadcast>(m.message.get())) on_broadcast_arrived(l, *b);
-          in_session(l, [&](LearnerSession& s, LearnerEffects& fx) { s.on_message(m.shard, m.message, now_, fx); });
-          break;
-        }
-        case Event::Kind::kLearnerTimer: {
-          const LearnerTimerMail t = learner_timers_.take(e.tag);
-          SimLearner& l = learners_[e.who];
-          if (!l.session || t.incarnation != l.incarnation) break;  // of a process that has ended
-          in_session(l, [&](LearnerSession& s, LearnerEffects& fx) { s.on_timer(t.timer.kind, t.timer.tag, now_, fx); });
-          break;
-        }
-        case Event::Kind::kTimer: {
-          const SyncerEffects::Timer t = timers_.take(e.tag);
-          SyncerEffects fx;
-          in_core([&] { cores_[e.who]->on_timer(t, core_time(), fx); }, e.who);
-          carry_out(fx, e.who);
-          break;
-        }
-        case Event::Kind::kDown: {
-          for (uint32_t shard = 0; shard < shards(); ++shard) {
-            SyncerEffects fx;
-            if (cores_[shard]->learners()[e.who].incarnation <= e.tag)  // not a newer incarnation's record
-              in_core([&] { cores_[shard]->on_learner_down(e.who, core_time(), fx); }, shard);
-            carry_out(fx, shard);
-          }
-          break;
-        }
-        case Event::Kind::kMachineUp:
-        case Event::Kind::kNotice:
-        case Event::Kind::kMachineGone:
-        case Event::Kind::kClaim:
-        case Event::Kind::kClaimed:
-          if (e.tag != machines_[e.who].period) break;  // of a period that has ended
-          if (e.kind == Event::Kind::kMachineUp) on_machine_up(e.who);
-          else if (e.kind == Event::Kind::kNotice) on_notice(e.who);
-          else if (e.kind == Event::Kind::kMachineGone) on_machine_gone(e.who);
-          else if (e.kind == Event::Kind::kClaim) on_claim(e.who);
-          else on_claimed(e.who);
-          break;
-      }
+      dispatch(e);
     }
     now_ = batch_end;
     if (decoupled()) for (auto& l : learners_) l.chips.advance(now_);
