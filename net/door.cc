@@ -79,6 +79,7 @@ struct Door::Impl {
     bool counted = false;    // in the per-address count of unauthenticated connections
     bool closing = false;
     bool reached = false;    // connecting: the TCP connection was made (a later failure is no network's)
+    bool heard = false;      // a frame header (keepalives included) came in
     uint32_t learner = 0;
     Purpose purpose = Purpose::kJoin;
     uint64_t process = 0;    // the peer's (listening) or ours (connecting)
@@ -213,6 +214,16 @@ struct Door::Impl {
       const std::string what = tls && !c.stream ? "TLS handshake" : "handshake";
       if (++impl.counters.handshake_failed % 100 == 1) log_warn("door: " + what + " with " + c.peer + " failed: " + why);
       finish(c, what + " failed: " + why);
+    }
+
+    // A syncer that requires TLS waits for a TLS hello that a learner without
+    // TLS never sends, while the learner waits for its challenge: silence on
+    // both sides until a deadline, whichever side's comes first.
+    std::string unfinished_why(const Conn& c) const {
+      std::string why = "not done within " + fmt_seconds(impl.opt.handshake_seconds);
+      if (!c.listening && c.stream && !c.heard && !tls)
+        why += ", not a byte from " + c.peer + " before its challenge: does it require TLS (--tls-cert, --tls-key, --tls-ca)?";
+      return why;
     }
 
     void challenge(Conn& c) {
@@ -353,6 +364,7 @@ struct Door::Impl {
 
     kj::Promise<void> header_read(Conn& c) {
       c.last_in = timer.now();
+      c.heard = true;
       const uint32_t length = static_cast<uint32_t>(c.header[0]) | static_cast<uint32_t>(c.header[1]) << 8 |
                               static_cast<uint32_t>(c.header[2]) << 16 | static_cast<uint32_t>(c.header[3]) << 24;
       if (length == 0) return read_frames(c);  // a keepalive
@@ -497,7 +509,7 @@ struct Door::Impl {
             queue(*c, {});
           }
         }
-        for (Conn* c : unfinished) handshake_failed(*c, "not done within " + fmt_seconds(impl.opt.handshake_seconds));
+        for (Conn* c : unfinished) handshake_failed(*c, unfinished_why(*c));
         for (auto& [c, why] : ending) {
           log_warn("door: closed " + c->peer + ": " + why);
           finish(*c, why);

@@ -446,6 +446,27 @@ BOOST_AUTO_TEST_CASE(tls_admits_a_member_and_refuses_strangers_during_the_handsh
   BOOST_TEST(client.wait([&] { return client.opened.count(n) == 1; }));
 }
 
+// A learner without TLS waits for a challenge a TLS syncer never sends (it
+// waits for a TLS hello): whichever deadline comes first, the learner is told
+// the likely cause.
+BOOST_AUTO_TEST_CASE(a_learner_without_tls_is_told_why_whichever_side_gives_up_first) {
+  Pki pki;
+  for (const bool learner_first : {true, false}) {
+    Inbox server, client;
+    DoorOptions syncer = pki.syncer(), plain = options();
+    (learner_first ? syncer : plain).handshake_seconds = 30;
+    (learner_first ? plain : syncer).handshake_seconds = 0.5;
+    auto listener = must(Door::open(syncer, server.events()));
+    const uint16_t port = *listener->listen("127.0.0.1", 0);
+    auto learner = must(Door::open(plain, client.events()));
+    const uint64_t id = learner->connect("127.0.0.1", port, 0, Purpose::kJoin, 1 << 20);
+    BOOST_REQUIRE(client.wait([&] { return client.closed.count(id) == 1; }));
+    BOOST_TEST_MESSAGE("learner first " << learner_first << ": " << client.closed[id]);
+    BOOST_TEST(client.closed[id].find("before its challenge: does it require TLS") != std::string::npos,
+               client.closed[id]);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(tls_is_1_3_only) {
   Pki pki;
   Inbox server;

@@ -193,6 +193,10 @@ class Island:
     def steps(self, rank: int, restart: int = 0) -> list:
         return [l for l in self.lines(rank) if "step" in l and l["restart"] == restart]
 
+    def restart(self) -> int:
+        """Which start of the island torchrun is on (0 the first), as rank 0's last step says."""
+        return max((l["restart"] for l in self.lines(0) if "step" in l), default=0)
+
     def pid(self, rank: int) -> int:
         """The process of `rank` now (torchrun's worker running island_rank.py), as its last step says."""
         return self.lines(rank)[-1]["pid"]
@@ -237,11 +241,15 @@ def run_islands(tmp_path: Path, model_file: Path, mode: str, fault=None):
         merged = lambda: [l["merged"] for l in syncer.status()["per_learner"]]  # noqa: E731
         if fault is not None:
             fault(islands, syncer)
-        restart = 1 if fault is not None else 0
         start = merged()
-        wait_until(lambda: all(len(i.steps(0, restart if i.id == 0 else 0)) > 100 for i in islands) and
+        # On the island's latest start: torchrun may start it more than once when, on cores shared with other
+        # tests, a restarted rank misses its peer's deadline; each start must then be counted (check_run).
+        wait_until(lambda: all(len(i.steps(0, i.restart())) > 100 for i in islands) and
                    all(m > s + 3 for m, s in zip(merged(), start)), 180,
-                   "both islands at 100 steps, merged 4 more times each", lambda: (merged(), start))
+                   "both islands at 100 steps, merged 4 more times each",
+                   lambda: dict(merged=merged(), at_the_fault=start, starts=[i.restart() for i in islands],
+                                steps=[len(i.steps(0, i.restart())) for i in islands],
+                                island_0=islands[0].log.read_text()[-1500:]))
         syncer.proc.send_signal(signal.SIGINT)  # ends the run in order: the islands are told it is over
         for island in islands:
             assert island.wait(120) == 0, f"island {island.id} failed: {island.log.read_text()[-3000:]}"
@@ -262,7 +270,7 @@ def check_run(report: dict, islands: list, replicated_whole: bool) -> None:
     for island, learner in zip(islands, report["per_learner"]):
         assert learner["merged"] > 0, learner
         # The island's tokens are both ranks' (16 + 24 a step): the leader's alone would be 16 a step.
-        ranks = [island.steps(r, learner["restarts"]) for r in range(2)]
+        ranks = [island.steps(r, island.restart()) for r in range(2)]  # its last start
         assert len(ranks[0]) == len(ranks[1]) > 20, [len(r) for r in ranks]
         assert learner["last_incarnation_tokens"] % 40 == 0 and learner["last_incarnation_tokens"] > 16 * len(
             ranks[0]), (learner, len(ranks[0]))
@@ -319,7 +327,7 @@ def fail_a_rank(how: int):
         os.kill(victim, how)
         # The group's timeout, torchrun's 30 s before it SIGKILLs a stopped rank, then two ranks importing torch
         # and meeting again: 46 s alone, and over 100 s on 2 cores shared with other tests' processes.
-        wait_until(lambda: islands[0].steps(0, restart=1), TIMEOUT + 300, "island 0 started again by torchrun",
+        wait_until(lambda: islands[0].restart() >= 1, TIMEOUT + 300, "island 0 started again by torchrun",
                    lambda: islands[0].log.read_text()[-1500:], every=0.2)
         fault.back_after = time.monotonic() - stopped
         fault.island_1_merged = merged()[1] - before
@@ -335,15 +343,21 @@ def test_a_failed_rank_fails_its_island_which_torchrun_restarts_and_atoll_reinte
           f"island 1 merged {fault.island_1_merged} pushes meanwhile; re-integration "
           f"{report['reintegration_seconds']} s")
     assert fault.island_1_merged > 0, "the other island was not merged while island 0 was down"
-    # One restart of learner 0 with its re-integration time; not a departure and a join.
-    assert report["restarts"] == 1 and report["per_learner"][0]["restarts"] == 1, report["per_learner"]
+    # Each start of island 0 after the fault is a restart of learner 0 (with its re-integration time), not a
+    # departure and a join. Torchrun makes one, or more when a restarted rank missed its peer's deadline (a
+    # start that failed before its learner registered is not one).
+    starts = islands[0].restart()
+    if starts > 1:
+        print(f"torchrun started island 0 {starts} times after the fault: {islands[0].log.read_text()[-3000:]}")
+    restarts = report["per_learner"][0]["restarts"]
+    assert report["restarts"] == restarts and 1 <= restarts <= starts, (starts, report["per_learner"])
     assert report["per_learner"][1]["restarts"] == 0
-    assert len(report["reintegration_seconds"]) == 1, report["reintegration_seconds"]
+    assert len(report["reintegration_seconds"]) == restarts, report["reintegration_seconds"]
     check_run(report, islands, True)
     log = syncer.log.read_text()
     assert "departs" not in log and "is released" not in log
     registered = [l for l in log.splitlines() if "learner 0 registered" in l]
-    assert len(registered) == 2 and "with a peer's moments" in registered[1], registered
+    assert len(registered) == restarts + 1 and all("with a peer's moments" in r for r in registered[1:]), registered
 
 
 def test_an_island_registers_once_with_every_shard_of_a_syncer(tmp_path, model_file):
