@@ -35,14 +35,13 @@ LearnerCore::LearnerCore(uint32_t id, uint64_t incarnation, const Topology& topo
       topology_(topology),
       spec_(spec),
       fragments_(std::move(fragments)),
-      tracks_(fragments_.size()),
-      fragment_welcomed_(fragments_.size(), false),
+      ledger_(topology_, speed_label, fragments_.size()),
+      values_(fragments_.size()),
       initial_crc_(initial_crc),
       speed_label_(speed_label),
       batch_label_(batch_label),
       held_(fragments_.size()),
-      held_since_(fragments_.size()),
-      stale_(fragments_.size()) {}
+      held_since_(fragments_.size()) {}
 
 Register LearnerCore::make_register(std::string_view cluster_token, uint32_t shard) const {
   const int shards = topology().syncer.shards;
@@ -52,9 +51,9 @@ Register LearnerCore::make_register(std::string_view cluster_token, uint32_t sha
              initial_crc_};
   r.speed = speed_label_;
   r.batch_size = batch_label_;
-  if (welcomed_)
-    for (uint32_t p = 0; p < tracks_.size(); ++p)
-      if (shard_of(p, shards) == shard) r.bases.push_back({p, tracks_[p].version, encode_payload(Codec::kFp32, 0, tracks_[p].base)});
+  if (welcomed())
+    for (uint32_t p = 0; p < fragments_.size(); ++p)
+      if (shard_of(p, shards) == shard) r.bases.push_back({p, version(p), encode_payload(Codec::kFp32, 0, values_[p].base)});
   return r;
 }
 
@@ -94,7 +93,7 @@ void take_shard_part(const std::vector<Fragment>& fragments, int shards, uint32_
 }  // namespace
 
 Result<Moments> LearnerCore::moments_for(const MomentsPull& pull) const {
-  if (!welcomed_) return Status::unavailable("no optimizer state to give before the first welcome");
+  if (!welcomed()) return Status::unavailable("no optimizer state to give before the first welcome");
   auto state = optimizer_state();
   if (!state.ok()) return state.status();
   const int shards = topology().syncer.shards;
@@ -147,12 +146,12 @@ Status LearnerCore::welcome(const Welcome& w) {
     ATOLL_RETURN_IF_ERROR(decode_payload(fv.values, values[fv.fragment])
                               .with_context("welcome fragment " + std::to_string(fv.fragment)));
   }
-  if (w.moments && !welcomed_ && shards == 1) {
+  if (w.moments && !welcomed() && shards == 1) {
     std::vector<float> m(params_.size()), v(params_.size());
     ATOLL_RETURN_IF_ERROR(decode_payload(w.moments->m, m).with_context("welcome moments"));
     ATOLL_RETURN_IF_ERROR(decode_payload(w.moments->v, v).with_context("welcome moments"));
     ATOLL_RETURN_IF_ERROR(take_optimizer_state(w.moments->step, std::move(m), std::move(v)));
-  } else if (w.moments && !welcomed_) {  // one shard's part: taken once every shard gave its own
+  } else if (w.moments && !welcomed()) {  // one shard's part: taken once every shard gave its own
     const size_t n = shard_part_size(fragments_, shards, shard);
     std::vector<float> m(n), v(n);
     const std::string where = "welcome moments of syncer shard " + std::to_string(shard);
@@ -170,27 +169,22 @@ Status LearnerCore::welcome(const Welcome& w) {
   }
   for (size_t p = 0; p < fragments_.size(); ++p) {
     if (!named[p]) continue;  // another shard's
-    Track& t = tracks_[p];
-    if (fragment_welcomed_[p] && versions[p] <= t.version) {
-      if (versions[p] < t.version) ++regressions_refused_;  // the syncer is behind: keep what we adopted
-      t.pushed = t.unasked = false;  // what we pushed may be lost: push again when due
-      continue;
+    const auto fragment = static_cast<uint32_t>(p);
+    switch (ledger_.welcome(fragment, versions[p])) {
+      case FragmentLedger::Welcomed::kHeld:  // never back: keep what we adopted
+        break;
+      case FragmentLedger::Welcomed::kNewer:  // a resync
+        catch_up(fragment, versions[p], std::move(values[p]), merged_through[p]);
+        break;
+      case FragmentLedger::Welcomed::kFirst:
+        scatter(fragments_[p], values[p], params_);
+        adopted(fragment, 0.0f, values[p]);
+        values_[p] = Values{std::move(values[p]), {}};
+        break;
     }
-    if (fragment_welcomed_[p]) {  // a newer version (a resync)
-      catch_up(static_cast<uint32_t>(p), versions[p], std::move(values[p]), merged_through[p]);
-      continue;
-    }
-    scatter(fragments_[p], values[p], params_);
-    adopted(static_cast<uint32_t>(p), 0.0f, values[p]);
-    t = Track{};
-    t.since = t.due_from = steps_;
-    t.version = versions[p];
-    t.base = std::move(values[p]);
-    fragment_welcomed_[p] = true;
   }
   // Trains once every fragment has a base: every shard has welcomed it.
-  welcomed_ = std::all_of(fragment_welcomed_.begin(), fragment_welcomed_.end(), [](bool b) { return b; });
-  if (welcomed_ && !moment_parts_.from.empty()) {
+  if (welcomed() && !moment_parts_.from.empty()) {
     // Every part, or none: zeros beside a peer's moments at its step would make those parameters' first
     // updates several times too large, which is what handing moments avoids.
     if (std::all_of(moment_parts_.from.begin(), moment_parts_.from.end(), [](bool b) { return b; }))
@@ -204,86 +198,62 @@ Status LearnerCore::welcome(const Welcome& w) {
 }
 
 void LearnerCore::finish_step(const StepResult& r, double step_seconds) {
-  ++steps_;
-  tokens_ += static_cast<uint64_t>(r.tokens);
-  loss_ema_ = ema(loss_ema_, r.loss, steps_, 0.05);
-  step_ema_ = ema(step_ema_, step_seconds, steps_);
+  ledger_.finish_step(r.tokens, step_seconds);
+  loss_ema_ = ema(loss_ema_, r.loss, ledger_.steps(), 0.05);
   last_tokens_ = r.tokens;
   last_seconds_ = step_seconds;
-  for (auto& t : tracks_) {
-    ++t.steps;
-    t.tokens += static_cast<uint64_t>(r.tokens);
-    t.seconds += step_seconds;
-  }
 }
 
 Push LearnerCore::make_push(uint32_t fragment, uint64_t round) {
-  Track& t = tracks_[fragment];
+  const Values& v = values_[fragment];
   const Fragment& f = fragments_[fragment];
   std::vector<float> delta(f.size);
   gather(f, params_, delta);
   const auto& o = topology().outer;
-  if (o.carry_progress && !data_parallel()) {
-    remember_push(t.in_flight, InFlight{steps_, delta, t.steps, t.tokens, t.seconds});
-  }
-  for (size_t i = 0; i < delta.size(); ++i) delta[i] -= t.base[i];
-  if (!t.push_offset.empty())
-    for (size_t i = 0; i < delta.size(); ++i) delta[i] -= t.push_offset[i];
+  const bool remembered = o.carry_progress && !data_parallel();
+  std::vector<float> at_push;  // where its carry starts once merged
+  if (remembered) at_push = delta;
+  for (size_t i = 0; i < delta.size(); ++i) delta[i] -= v.base[i];
+  if (!v.push_offset.empty())
+    for (size_t i = 0; i < delta.size(); ++i) delta[i] -= v.push_offset[i];
   keep_largest(delta, o.push_block, o.push_density);
   Payload payload = encode_payload(o.push_codec, o.push_block, delta);
-  if (o.carry_progress && o.push_error_feedback && !data_parallel() && !t.in_flight.empty()) {
+  if (remembered && o.push_error_feedback) {
     // The syncer adds what decodes: carrying from the base plus that keeps
     // what the push left out in the progress, for the next push.
-    if (decode_payload(payload, delta).ok()) {
-      std::vector<float>& reference = t.in_flight.back().values;
+    if (decode_payload(payload, delta).ok())
       for (size_t i = 0; i < delta.size(); ++i)
-        reference[i] = t.base[i] + (t.push_offset.empty() ? 0.0f : t.push_offset[i]) + delta[i];
-    }
+        at_push[i] = v.base[i] + (v.push_offset.empty() ? 0.0f : v.push_offset[i]) + delta[i];
   }
-  t.pushed = true;
-  t.unasked = round == 0;
-  Push push{id_, incarnation_, fragment, round, t.version, t.steps, t.tokens, t.seconds, std::move(payload)};
-  push.since = t.since;
-  push.through = steps_;
-  return push;
+  return ledger_.push(fragment, round, id_, incarnation_, std::move(payload), std::move(at_push));
 }
 
 Result<Push> LearnerCore::answer(const Pull& pull) {
   if (pull.fragment >= fragments_.size())
     return Status::invalid_argument("pull for fragment " + std::to_string(pull.fragment) + " of " +
                                     std::to_string(fragments_.size()));
-  if (!fragment_welcomed_[pull.fragment])  // no base to push against: meant for an earlier incarnation
+  if (!welcomed(pull.fragment))  // no base to push against: meant for an earlier incarnation
     return Status::unavailable("pull for fragment " + std::to_string(pull.fragment) + " before the first welcome");
   if (!readable(pull.fragment))
     return Status::unavailable("fragment " + std::to_string(pull.fragment) + " was not read at this step boundary");
   return make_push(pull.fragment, pull.round);
 }
 
-bool LearnerCore::push_in_flight(const Pull& pull) const {
-  if (pull.last || pull.fragment >= tracks_.size()) return false;
-  const Track& t = tracks_[pull.fragment];
-  return t.unasked && pull.version == t.version;
-}
+bool LearnerCore::push_in_flight(const Pull& pull) const { return ledger_.push_in_flight(pull); }
 
 std::vector<Push> LearnerCore::due_pushes() {
   std::vector<Push> out;
   if (data_parallel()) {
     // The gradient of the last step, against the version it was computed on.
-    Track& t = tracks_[0];
+    const FragmentLedger::Track& t = ledger_.track(0);
     if (t.pushed || t.steps == 0) return out;
-    t.pushed = true;
+    ledger_.gradient_pushed();
     out.push_back(Push{id_, incarnation_, 0, 0, t.version, 1, static_cast<uint64_t>(last_tokens_), last_seconds_,
                        encode_payload(Codec::kFp32, 0, gradient())});
     return out;
   }
-  for (uint32_t p = 0; p < fragments_.size(); ++p) {
-    const Track& t = tracks_[p];
-    if (!t.pushed && readable(p) &&
-        steps_ - t.due_from >= steps_until_due(static_cast<int>(p), static_cast<int>(fragments_.size()),
-                                   topology().outer.stream, sync_interval(topology(), speed_label_, t.version),
-                                   t.version))
-      out.push_back(make_push(p, 0));
-  }
+  for (uint32_t p = 0; p < fragments_.size(); ++p)
+    if (readable(p) && ledger_.due(p)) out.push_back(make_push(p, 0));
   return out;
 }
 
@@ -291,10 +261,10 @@ Status LearnerCore::apply(const Broadcast& b) {
   if (b.fragment >= fragments_.size())
     return Status::invalid_argument("broadcast for fragment " + std::to_string(b.fragment) + " of " +
                                     std::to_string(fragments_.size()));
-  if (!fragment_welcomed_[b.fragment])
+  if (!welcomed(b.fragment))
     return Status::unavailable("broadcast of fragment " + std::to_string(b.fragment) + " before the first welcome");
-  const Track& t = tracks_[b.fragment];
-  if (b.version <= t.version) return {};  // already have it (or newer)
+  const uint64_t held_version = version(b.fragment);
+  if (b.version <= held_version) return {};  // already have it (or newer)
   if (b.repair) {
     if (b.merged.size() != 1 || b.merged.front() != id_ || b.merged_through.size() != 1)
       return Status::invalid_argument("a repair of fragment " + std::to_string(b.fragment) +
@@ -306,17 +276,17 @@ Status LearnerCore::apply(const Broadcast& b) {
     ++repairs_adopted_;
     return adopt_held(b.fragment);  // those held for versions it passed are dropped
   }
-  if (b.version > t.version + 1 && !data_parallel()) {
+  if (b.version > held_version + 1 && !data_parallel()) {
     // It overtook the next version (a reordered or delayed link): wait for
     // those between, so that each is adopted, and carries progress, in turn.
     auto& held = held_[b.fragment];
-    if (held.empty()) held_since_[b.fragment] = steps_;
+    if (held.empty()) held_since_[b.fragment] = steps();
     held.insert_or_assign(b.version, b);
     ++broadcasts_held_;
     // A reordered link delivers those between within a few messages and well
     // within a sync interval of steps; otherwise they were lost.
-    const auto interval = static_cast<uint64_t>(std::max(1, sync_interval(topology().outer, t.version)));
-    if (held.size() <= kMaxHeldBroadcasts && steps_ - held_since_[b.fragment] < interval) return {};
+    const auto interval = static_cast<uint64_t>(std::max(1, sync_interval(topology().outer, held_version)));
+    if (held.size() <= kMaxHeldBroadcasts && steps() - held_since_[b.fragment] < interval) return {};
     // Too many ahead: those between were lost. The newest values are adopted
     // at once; a difference to a version missed makes the learner resync.
     const Broadcast newest = std::move(held.rbegin()->second);
@@ -328,20 +298,19 @@ Status LearnerCore::apply(const Broadcast& b) {
 }
 
 void LearnerCore::catch_up(uint32_t p, uint64_t version, std::vector<float> global, uint64_t merged_through) {
-  std::optional<uint64_t> merged;
-  if (merged_through > tracks_[p].since) merged = merged_through;  // kUnknownMerged: dropped
-  move_onto(p, version, std::move(global), /*may_carry=*/true, merged, topology().learners.size());
+  move_onto(p, version, std::move(global), /*may_carry=*/true, ledger_.merged_of_whole(p, merged_through),
+            topology().learners.size());
 }
 
 Status LearnerCore::adopt_held(uint32_t fragment) {
   auto& held = held_[fragment];
   while (!held.empty()) {
     auto it = held.begin();
-    if (it->first <= tracks_[fragment].version) {  // passed by a welcome
+    if (it->first <= version(fragment)) {  // passed by a welcome
       held.erase(it);
       continue;
     }
-    if (it->first != tracks_[fragment].version + 1) break;  // still waiting for one between
+    if (it->first != version(fragment) + 1) break;  // still waiting for one between
     const Broadcast next = std::move(it->second);
     held.erase(it);
     ATOLL_RETURN_IF_ERROR(adopt(next));
@@ -350,59 +319,42 @@ Status LearnerCore::adopt_held(uint32_t fragment) {
 }
 
 Status LearnerCore::adopt(const Broadcast& b) {
-  Track& t = tracks_[b.fragment];
   const Fragment& f = fragments_[b.fragment];
+  const uint64_t held_version = version(b.fragment);
   std::vector<float> global(f.size);
   ATOLL_RETURN_IF_ERROR(decode_payload(b.values, global).with_context("broadcast of fragment " +
                                                                       std::to_string(b.fragment)));
   if (b.delta) {
-    if (b.base_version != t.version)
+    if (b.base_version != held_version)
       return Status::unavailable("broadcast of fragment " + std::to_string(b.fragment) + " version " +
                                  std::to_string(b.version) + " is a difference to version " +
                                  std::to_string(b.base_version) + ", and this learner holds version " +
-                                 std::to_string(t.version));
-    for (size_t i = 0; i < global.size(); ++i) global[i] += t.base[i];
+                                 std::to_string(held_version));
+    const std::vector<float>& base = values_[b.fragment].base;
+    for (size_t i = 0; i < global.size(); ++i) global[i] += base[i];
   }
-  // Which of its pushes the new version merged: the one the broadcast names
-  // (an older syncer names none: the last one in flight).
-  std::optional<uint64_t> merged_through;
-  if (const auto named = std::find(b.merged.begin(), b.merged.end(), id_); named != b.merged.end()) {
-    const auto at = static_cast<size_t>(named - b.merged.begin());
-    merged_through = !b.merged_through.empty() ? b.merged_through[at]
-                     : t.in_flight.empty()     ? FragmentValues::kUnknownMerged
-                                               : t.in_flight.back().through;
-  }
-  move_onto(b.fragment, b.version, std::move(global), /*may_carry=*/b.version == t.version + 1, merged_through,
-            b.merged.size());
+  move_onto(b.fragment, b.version, std::move(global), /*may_carry=*/b.version == held_version + 1,
+            ledger_.credited_through(b.fragment, b, id_), b.merged.size());
   return {};
 }
 
 void LearnerCore::move_onto(uint32_t p, uint64_t version, std::vector<float> global, bool may_carry,
                             std::optional<uint64_t> merged_through, size_t merged_learners) {
-  Track& t = tracks_[p];
+  Values& v = values_[p];
   const Fragment& f = fragments_[p];
   std::vector<float> local(f.size);
   gather(f, params_, local);
   const auto& o = topology().outer;
-  Track next;
-  next.due_from = steps_;  // due H steps after this adoption, unless it carries from a merged push
+  const FragmentLedger::Move plan = ledger_.plan_move(p, may_carry, merged_through);
+  const FragmentLedger::InFlight* merged = plan.merged;
+  Values next;
   // The same step as an update, for a replica elsewhere: s * values + b.
   float scale = 0.0f;
   std::vector<float> offset;
-  const InFlight* merged = nullptr;
-  if (merged_through)
-    for (const InFlight& push : t.in_flight)
-      if (push.through == *merged_through) merged = &push;
-  if (merged) credit_lag_ = ema(credit_lag_, static_cast<double>(steps_ - merged->through), ++credits_);
-  // Progress carried longer than a few sync intervals beyond the learner's
-  // merge lag (a learner that is never merged in time) is dropped rather than
-  // pushed at many times a push's weight.
-  const uint64_t carried = t.steps - (merged ? merged->steps : 0);
-  if (!data_parallel() && o.carry_progress && may_carry && carried <= carry_limit(o, t.version, credit_lag_) &&
-      (merged || !merged_through)) {
+  if (plan.carry) {
     // What the new version did not merge: the steps since the merged push, or
     // every step since the base when this learner was not merged.
-    const std::vector<float>& reference = merged ? merged->values : t.base;
+    const std::vector<float>& reference = merged ? merged->values : v.base;
     // Eager: the progress since the merged push at the share the syncer will
     // give it, not whole; its next push still measures it whole.
     const float share = merged && o.eager_updates ? eager_share(o, merged_learners) : 1.0f;
@@ -410,7 +362,7 @@ void LearnerCore::move_onto(uint32_t p, uint64_t version, std::vector<float> glo
       next.push_offset.resize(local.size());
       for (size_t i = 0; i < local.size(); ++i) next.push_offset[i] = (share - 1.0f) * (local[i] - reference[i]);
     } else if (!merged) {
-      next.push_offset = std::move(t.push_offset);  // still measured from where it was
+      next.push_offset = std::move(v.push_offset);  // still measured from where it was
     }
     // A translation, also when eager: a replica elsewhere (a Python loop) that
     // stepped on since `local` was read keeps those steps whole, as its next
@@ -420,20 +372,7 @@ void LearnerCore::move_onto(uint32_t p, uint64_t version, std::vector<float> glo
       offset[i] = global[i] - reference[i] + (share - 1.0f) * (local[i] - reference[i]);
     for (size_t i = 0; i < local.size(); ++i) local[i] += offset[i];
     scale = 1.0f;
-    next.steps = carried;
-    next.tokens = t.tokens - (merged ? merged->tokens : 0);
-    next.seconds = t.seconds - (merged ? merged->seconds : 0.0);
-    if (merged) {
-      // Later pushes hold the merged progress too: the syncer takes none of them.
-      next.since = next.due_from = merged->through;
-    } else {
-      next.since = t.since;
-      next.in_flight = std::move(t.in_flight);
-      for (InFlight& push : next.in_flight)  // not merged: share 1, offset = global - base
-        for (size_t i = 0; i < offset.size(); ++i) push.values[i] += offset[i];
-    }
   } else {
-    next.since = steps_;  // the progress so far is dropped (a credit for a push no longer known, too)
     const float alpha = data_parallel() ? 0.0f : o.blend_alpha;
     if (alpha > 0.0f)
       for (size_t i = 0; i < local.size(); ++i) local[i] = alpha * local[i] + (1.0f - alpha) * global[i];
@@ -444,68 +383,36 @@ void LearnerCore::move_onto(uint32_t p, uint64_t version, std::vector<float> glo
     if (alpha > 0.0f)
       for (float& x : offset) x *= 1.0f - alpha;
   }
+  // Pushes carried unmerged stay in flight: their values move as the replica's did (share 1, offset).
+  for (FragmentLedger::InFlight& push : ledger_.move(p, version, plan))
+    for (size_t i = 0; i < offset.size(); ++i) push.values[i] += offset[i];
   scatter(f, local, params_);
   adopted(p, scale, std::move(offset));
-  next.version = version;
   next.base = std::move(global);
-  t = std::move(next);
+  v = std::move(next);
 }
 
-Progress LearnerCore::progress() const {
-  Progress p{id_, incarnation_, steps_, tokens_, step_ema_, {}, static_cast<float>(loss_ema_)};
-  for (const auto& t : tracks_) p.fragments.push_back({t.version, steps_ - t.due_from});
-  return p;
-}
+Progress LearnerCore::progress() const { return ledger_.progress(id_, incarnation_, static_cast<float>(loss_ema_)); }
 
 LearnerCore::RejectAction LearnerCore::on_reject(const Reject& r, bool registered) {
-  if (r.reason == RejectReason::kBadToken || r.reason == RejectReason::kFingerprintMismatch) return RejectAction::kStop;
-  if (r.fragment < fragments_.size()) {  // about a push: it may go again
-    Track& t = tracks_[r.fragment];
-    t.pushed = t.unasked = false;
-    if (data_parallel()) t.steps = 0;  // the gradient is gone: compute a new one
+  if (r.fragment < fragments_.size() && r.reason != RejectReason::kBadToken &&
+      r.reason != RejectReason::kFingerprintMismatch) {
+    // A replica that went non-finite must start afresh, whatever was refused.
     std::vector<float> mine(fragments_[r.fragment].size);
     gather(fragments_[r.fragment], params_, mine);
-    if (!std::all_of(mine.begin(), mine.end(), [](float v) { return std::isfinite(v); })) return RejectAction::kRestart;
-    if (r.reason == RejectReason::kStale && !data_parallel()) {
-      // Another push from this base would be refused too: the next version
-      // carries the progress. Newer versions are on their way if the fragment
-      // moved on since the last stale refusal, or one is held: a delayed or
-      // reordered link, not a lost broadcast, and registering again would
-      // only bring a welcome that is late as well.
-      t.pushed = true;
-      StaleMark& mark = stale_[r.fragment];
-      if (!held_[r.fragment].empty()) return RejectAction::kGoOn;
-      if (mark.version != t.version) {
-        mark = {t.version, 1};
-        return RejectAction::kGoOn;
-      }
-      if (++mark.refusals < kStaleRefusalsBeforeResync) return RejectAction::kGoOn;
-      mark = {};  // resync: the welcome brings what was missed
-    }
+    if (!std::all_of(mine.begin(), mine.end(), [](float x) { return std::isfinite(x); })) return RejectAction::kRestart;
   }
-  if (r.reason == RejectReason::kStale || (r.reason == RejectReason::kUnknownLearner && registered))
-    return RejectAction::kResync;
-  return RejectAction::kGoOn;
+  return ledger_.on_reject(r, registered, r.fragment < held_.size() && !held_[r.fragment].empty());
 }
 
 std::set<uint32_t> LearnerCore::due_soon() const {
   std::set<uint32_t> out;
-  if (!welcomed_ || data_parallel()) return out;
-  for (uint32_t p = 0; p < fragments_.size(); ++p) {
-    const Track& t = tracks_[p];
-    if (!t.pushed &&
-        steps_ - t.due_from + 1 >= steps_until_due(static_cast<int>(p), static_cast<int>(fragments_.size()),
-                                       topology().outer.stream, sync_interval(topology(), speed_label_, t.version), t.version))
-      out.insert(p);
-  }
+  if (!welcomed() || data_parallel()) return out;
+  for (uint32_t p = 0; p < fragments_.size(); ++p)
+    if (ledger_.due(p, /*ahead=*/1)) out.insert(p);
   return out;
 }
 
-bool LearnerCore::blocked() const {
-  if (!data_parallel() && !topology().outer.barrier) return false;
-  for (const auto& t : tracks_)
-    if (t.pushed) return true;
-  return false;
-}
+bool LearnerCore::blocked() const { return ledger_.blocked(); }
 
 }  // namespace atl

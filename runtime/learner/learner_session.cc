@@ -107,6 +107,7 @@ void LearnerSession::lookup(const std::vector<bool>& reachable, double /*now*/, 
     // Register that does not get through) still ends the run; then register, for its last rounds.
     if (!others_done_reason_.empty() && !shards_[s].done && !leaving_) tell_run_over(s, fx);
     send(fx, replica_->make_register(options_.cluster_token, s), s);
+    replica_->registering(s);
     sent = true;
   }
   if (missing) {

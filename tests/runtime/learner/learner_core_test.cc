@@ -531,9 +531,9 @@ BOOST_AUTO_TEST_CASE(progress_is_not_carried_without_bound) {
   Topology t = small_topology(/*carry=*/true);
   t.outer.sync_every = 1;
   Learner l(t);
-  l.steps(static_cast<int>(LearnerCore::kMaxCarriedIntervals));
+  l.steps(static_cast<int>(FragmentLedger::kMaxCarriedIntervals));
   BOOST_REQUIRE(l.core->apply(absolute(1, shifted(l.theta0, 0.5f), {1})).ok());
-  BOOST_CHECK_EQUAL(l.fragment_steps(), LearnerCore::kMaxCarriedIntervals);  // at the limit: carried
+  BOOST_CHECK_EQUAL(l.fragment_steps(), FragmentLedger::kMaxCarriedIntervals);  // at the limit: carried
   l.steps(1);
   const auto g = shifted(l.theta0, 0.75f);
   BOOST_REQUIRE(l.core->apply(absolute(2, g, {1})).ok());

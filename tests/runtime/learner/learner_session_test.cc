@@ -372,6 +372,51 @@ BOOST_AUTO_TEST_CASE(a_pull_during_a_step_waits_for_the_boundary_and_a_closed_on
 
 // Broadcasts that overtake one another are held and adopted in order:
 // versions never go back, and the learner trains on.
+// After a reconnect the syncer may pull before it welcomes (a welcome waits
+// for a peer's moments): the learner answers the pull over the new link, and
+// the welcome at the version it holds must not make it push that fragment
+// again from the same base (the syncer would refuse the second push).
+BOOST_AUTO_TEST_CASE(a_pull_answered_before_a_same_version_welcome_is_not_pushed_again) {
+  Topology t = world_topology();
+  t.syncer.shards = 1;
+  auto job = Job::load(t, "");
+  BOOST_REQUIRE(job.ok());
+  auto core = ModelReplica::create(0, 1, *job);
+  BOOST_REQUIRE(core.ok());
+  std::shared_ptr<ModelReplica> replica = std::move(*core);
+  LearnerSession session(replica, {}, 0.0);
+  double now = 0.0;
+  uint64_t pushes_of_3 = 0;  // fragment 3 falls due last: after H = 4 steps at version 0
+  const auto count = [&](const LearnerEffects& fx) {
+    for (const auto& send : fx.sends)
+      if (const auto* p = std::get_if<Push>(&send.message); p && p->fragment == 3) ++pushes_of_3;
+  };
+  Welcome welcome{0, 1, t, {}, std::nullopt, {}};
+  for (uint32_t p = 0; p < 4; ++p) welcome.fragments.push_back({p, 0, Payload{}});  // the seed's values
+  LearnerEffects fx;
+  session.lookup({true}, now, fx);
+  session.on_message(0, welcome, now, fx);
+  BOOST_REQUIRE(fx.start_step);
+  const auto step = [&] {
+    LearnerEffects f;
+    now += 1.0;
+    session.on_step_done(replica->step(), now, f, 1.0);
+    count(f);
+    return f.start_step;
+  };
+  BOOST_REQUIRE(step());
+  // The link goes and comes back during step 2: a Register, then the pull and the welcome arrive.
+  LearnerEffects lost;
+  session.on_shard_lost(0, "cut off", now, lost);
+  session.lookup({true}, now, lost);
+  session.on_message(0, Pull{3, 7, false, 0}, now, lost);
+  session.on_message(0, welcome, now, lost);
+  count(lost);
+  for (int s = 0; s < 6; ++s) BOOST_REQUIRE(step());
+  BOOST_TEST(replica->version(3) == 0u);
+  BOOST_TEST(pushes_of_3 == 1u);  // the answer to the pull, not a second push
+}
+
 BOOST_AUTO_TEST_CASE(broadcasts_out_of_order_are_adopted_in_order) {
   World w;
   // Learner 0 gets every odd version of fragment 0 six seconds late: the next one overtakes it.

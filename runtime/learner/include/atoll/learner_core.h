@@ -1,9 +1,10 @@
 // LearnerCore: what every learner replica with parameters keeps, without CAF
 // (docs/design.md section 5): the replica's values and, for every fragment p,
 // base_p, the global copy it last adopted (the anchor of its pushes, and what a
-// restarted syncer recovers from), and its progress since: steps, tokens and
-// step time. It adopts welcomes and broadcasts, answers pulls and finds pushes
-// due. Two kinds derive from it and differ only in where the replica lives:
+// restarted syncer recovers from), beside a FragmentLedger that keeps its
+// counts (version, progress since the base, pushes) and decides by the
+// protocol's rules. It adopts welcomes and broadcasts, answers pulls and finds
+// pushes due. Two kinds derive from it and differ only in where the replica lives:
 //
 //   ModelReplica     atoll's own Model on the Job's data, stepped by step() with
 //                    atoll's AdamW (atoll/model_replica.h)
@@ -27,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "atoll/fragment_ledger.h"
 #include "atoll/fragments.h"
 #include "atoll/learner_replica.h"
 #include "atoll/messages.h"
@@ -37,9 +39,13 @@ namespace atl {
 
 class LearnerCore : public LearnerReplica {
  public:
+  LearnerCore(const LearnerCore&) = delete;  // its ledger reads its topology
+  LearnerCore& operator=(const LearnerCore&) = delete;
+
   uint32_t id() const override { return id_; }
   uint64_t incarnation() const override { return incarnation_; }
   size_t fragment_count() const override { return fragments_.size(); }
+  const FragmentLedger& ledger() const { return ledger_; }
   size_t parameter_count() const override { return params_.size(); }
   const Topology& topology() const { return topology_; }
   const LearnerSpec& spec() const { return spec_; }
@@ -50,6 +56,7 @@ class LearnerCore : public LearnerReplica {
   // To syncer shard `shard` it carries only that shard's bases (fragments
   // p % syncer.shards == shard): with one syncer, every base.
   Register make_register(std::string_view cluster_token, uint32_t shard = 0) const override;
+  void registering(uint32_t shard) override { ledger_.registering(shard); }
 
   // Adopts the global model. The first welcome sets every fragment's values,
   // version and base, and the peer's AdamW moments when there are some. A
@@ -64,10 +71,10 @@ class LearnerCore : public LearnerReplica {
   // only. Unavailable before the first welcome: it has none worth giving;
   // external: unless the optimizer's moments were read at this boundary.
   Result<Moments> moments_for(const MomentsPull& pull) const override;
-  bool welcomed() const override { return welcomed_; }
+  bool welcomed() const override { return ledger_.welcomed(); }
   // This fragment has a base: a syncer (shard) welcomed us with it. Pulls and
   // broadcasts of it are answered and adopted from then on.
-  bool welcomed(uint32_t fragment) const override { return fragment < fragment_welcomed_.size() && fragment_welcomed_[fragment]; }
+  bool welcomed(uint32_t fragment) const override { return fragment < ledger_.size() && ledger_.track(fragment).welcomed; }
 
   // Books a finished step that took `step_seconds` of (emulated) device time.
   void finish_step(const StepResult& result, double step_seconds) override;
@@ -80,7 +87,7 @@ class LearnerCore : public LearnerReplica {
   bool push_in_flight(const Pull& pull) const override;
   bool has_progress(uint32_t fragment) const override { return unmerged_steps(fragment) > 0; }
   // Steps of progress on the fragment not yet merged, carried over versions included.
-  uint64_t unmerged_steps(uint32_t fragment) const { return tracks_[fragment].steps; }
+  uint64_t unmerged_steps(uint32_t fragment) const { return ledger_.track(fragment).steps; }
 
   // Decoupled: fragments that just fell due, pushed unasked once per version
   // (external: those readable now; the others when read at a later boundary).
@@ -92,7 +99,7 @@ class LearnerCore : public LearnerReplica {
   // Fragments that fall due at the next boundary.
   std::set<uint32_t> due_soon() const;
   // The global values of a fragment as adopted (its base).
-  std::span<const float> base(uint32_t fragment) const { return tracks_[fragment].base; }
+  std::span<const float> base(uint32_t fragment) const { return values_[fragment].base; }
 
   // Adopts a new global version of a fragment and resets the fragment's
   // progress: overwrite, blend with alpha, or (carry_progress) keep on top of
@@ -103,7 +110,7 @@ class LearnerCore : public LearnerReplica {
   // kMaxHeldBroadcasts held, or one held for a sync interval of steps, those
   // between were lost: the newest is adopted (values), or (a difference)
   // Unavailable says to resync. Progress carried for more than
-  // kMaxCarriedIntervals sync intervals is dropped (overwrite): a learner
+  // FragmentLedger::kMaxCarriedIntervals sync intervals is dropped (overwrite): a learner
   // that is never merged must not build an unbounded push. Fails on a shape
   // or decode error, changing nothing; with Unavailable before the first
   // welcome (the welcome brings the version) and for a difference to a
@@ -127,12 +134,12 @@ class LearnerCore : public LearnerReplica {
   bool blocked() const override;
 
   // Welcomes that offered an older version than the one held (and were not followed).
-  uint64_t regressions_refused() const override { return regressions_refused_; }
-  uint64_t steps() const override { return steps_; }
-  uint64_t tokens() const { return tokens_; }
+  uint64_t regressions_refused() const override { return ledger_.regressions_refused(); }
+  uint64_t steps() const override { return ledger_.steps(); }
+  uint64_t tokens() const { return ledger_.tokens(); }
   double loss_ema() const { return loss_ema_; }
-  double step_seconds_ema() const { return step_ema_; }
-  uint64_t version(uint32_t fragment) const override { return tracks_[fragment].version; }
+  double step_seconds_ema() const { return ledger_.step_seconds_ema(); }
+  uint64_t version(uint32_t fragment) const override { return ledger_.track(fragment).version; }
   const std::vector<Fragment>& fragments() const { return fragments_; }
   std::span<const float> parameters() const { return params_; }
 
@@ -162,37 +169,14 @@ class LearnerCore : public LearnerReplica {
   std::vector<float> params_;  // the replica's values (a mirror for an ExchangeReplica)
 
  private:
-  // carry_progress: a push not yet known merged, and the fragment's values
-  // and counts when it went (what a broadcast that merged it takes off).
-  struct InFlight {
-    uint64_t through = 0;       // Push::through
-    // Where its carry starts once merged: the values at the push (with
-    // push_error_feedback, the base plus what the push sent); moved along
-    // with the values by every version adopted since.
-    std::vector<float> values;
-    uint64_t steps = 0, tokens = 0;
-    double seconds = 0.0;
-  };
-  struct Track {
-    uint64_t version = 0;
-    std::vector<float> base;
-    // Progress on top of base: the learner's steps (since, now], carried
-    // over versions that did not merge it (carry_progress).
-    uint64_t since = 0;
-    uint64_t steps = 0, tokens = 0;
-    double seconds = 0.0;
-    bool pushed = false;   // pushed unasked (or answered) since adopting `version`
-    bool unasked = false;  // that push went unasked: it answers a pull of `version`
-    // The fragment falls due H steps after this step of the learner's: the
-    // push a version merged (its cadence, as if the push had been adopted at
-    // once), else the adoption. Progress carried over a version that did not
-    // merge it goes with the next regular push, not at once.
-    uint64_t due_from = 0;
+  // Fragment p's values beside its counts in the ledger (its pushes in
+  // flight carry their values there).
+  struct Values {
+    std::vector<float> base;  // the global values of the version held
     // eager_updates: what a push is measured from, less base (empty: zero).
     // An eager adoption keeps a share of the progress on top of base; the
     // next push still sends that progress whole.
     std::vector<float> push_offset;
-    std::deque<InFlight> in_flight;  // oldest first, at most kMaxInFlight
   };
 
   // Adopts `b`, the version after the one held (or, for an absolute one, any newer).
@@ -223,9 +207,8 @@ class LearnerCore : public LearnerReplica {
   Topology topology_;
   LearnerSpec spec_;
   std::vector<Fragment> fragments_;
-  std::vector<Track> tracks_;
-  bool welcomed_ = false;                // every fragment has a base (every syncer shard welcomed it)
-  std::vector<bool> fragment_welcomed_;  // by fragment
+  FragmentLedger ledger_;  // reads topology_
+  std::vector<Values> values_;  // by fragment
   // A syncer in shards: the peer's moments as each shard's welcome brought
   // its part, taken once every shard has welcomed (and only if each gave one).
   struct MomentParts {
@@ -233,11 +216,9 @@ class LearnerCore : public LearnerReplica {
     int64_t step = 0;
     std::vector<float> m, v;
   } moment_parts_;
-  uint64_t regressions_refused_ = 0;
-  uint64_t steps_ = 0, tokens_ = 0;
   int64_t last_tokens_ = 0;
   double last_seconds_ = 0.0;
-  double loss_ema_ = 0.0, step_ema_ = 0.0;
+  double loss_ema_ = 0.0;
   uint32_t initial_crc_;
   double speed_label_;
   uint32_t batch_label_;
@@ -247,18 +228,8 @@ class LearnerCore : public LearnerReplica {
   std::vector<std::map<uint64_t, Broadcast>> held_;
   // By fragment: the step count when the oldest held broadcast arrived.
   std::vector<uint64_t> held_since_;
-  // By fragment: the version held at the last stale refusals, and how many
-  // came while it was held.
-  struct StaleMark {
-    std::optional<uint64_t> version;
-    int refusals = 0;
-  };
-  std::vector<StaleMark> stale_;
   uint64_t broadcasts_held_ = 0;
   uint64_t repairs_adopted_ = 0;
-  // Steps from a push to the broadcast that merged it, moving average, over `credits_` merges.
-  double credit_lag_ = 0.0;
-  uint64_t credits_ = 0;
 };
 
 }  // namespace atl

@@ -7,16 +7,15 @@
 //                    through a ReplicaExchange at the boundaries that loop reaches
 //   CountingReplica  no parameters: versions and progress only, for the
 //                    cluster simulator (atoll/simulation.h)
-// The first two share LearnerCore (atoll/learner_core.h), which keeps the values.
+// The first two share LearnerCore (atoll/learner_core.h), which keeps the
+// values; all three keep their counts, and follow the protocol's rules, in a
+// FragmentLedger (atoll/fragment_ledger.h).
 //
 // Every method runs on the learner's protocol thread, between steps.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -52,34 +51,6 @@ class LearnerReplica {
   //             same base
   enum class RejectAction { kGoOn, kStop, kRestart, kResync };
   static constexpr int kStaleRefusalsBeforeResync = 3;
-  // Progress carried over more sync intervals than this, plus kCarriedLags
-  // times the learner's merge lag (the steps from a push to the broadcast
-  // that merged it, a moving average), is dropped at the next version: a
-  // learner that is never merged must not build an unbounded push.
-  static constexpr uint64_t kMaxCarriedIntervals = 8;
-  static constexpr double kCarriedLags = 4.0;
-  // Pushes of a fragment remembered until a broadcast says which one it
-  // merged; a credit for an older one drops the progress (it cannot be told apart).
-  static constexpr size_t kMaxInFlight = 4;
-
- protected:
-  // The most steps of progress a fragment at `version` may carry onto the next.
-  static uint64_t carry_limit(const OuterSpec& outer, uint64_t version, double credit_lag) {
-    const auto interval = static_cast<uint64_t>(std::max(1, sync_interval(outer, version)));
-    return static_cast<uint64_t>(static_cast<double>(kMaxCarriedIntervals * interval) + kCarriedLags * credit_lag);
-  }
-  // Remembers a push in flight (`through` names it): one per step boundary,
-  // at most kMaxInFlight. The oldest is kept: pushes since the same credit
-  // overlap, so the syncer merges the first of them to arrive (a later one
-  // only if that was lost).
-  template <class InFlight>
-  static void remember_push(std::deque<InFlight>& in_flight, InFlight push) {
-    if (!in_flight.empty() && in_flight.back().through == push.through) in_flight.pop_back();
-    in_flight.push_back(std::move(push));
-    if (in_flight.size() > kMaxInFlight) in_flight.erase(in_flight.begin() + 1);
-  }
-
- public:
 
   virtual ~LearnerReplica() = default;
 
@@ -91,6 +62,8 @@ class LearnerReplica {
 
   // To syncer shard `shard`: its fragments' bases once it has some.
   virtual Register make_register(std::string_view cluster_token, uint32_t shard) const = 0;
+  // That Register goes to shard `shard` now: a push after it reaches the shard after it.
+  virtual void registering(uint32_t shard) = 0;
   // Adopts a shard's welcome (LearnerCore::welcome says how). Fails, changing
   // nothing, on a shape or decode error.
   virtual Status welcome(const Welcome& welcome) = 0;
