@@ -85,8 +85,7 @@ void LearnerSession::tell_run_over(uint32_t shard, LearnerEffects& fx) {
 }
 
 void LearnerSession::end(LearnerEffects& fx, LearnerEffects::End how, std::string reason) {
-  over_ = true;
-  stopping_ = true;
+  phase_ = Phase::kOver;
   fx.end = how;
   fx.end_reason = std::move(reason);
 }
@@ -94,7 +93,7 @@ void LearnerSession::end(LearnerEffects& fx, LearnerEffects::End how, std::strin
 // ---- registering
 
 void LearnerSession::lookup(const std::vector<bool>& reachable, double /*now*/, LearnerEffects& fx) {
-  if (over_) return;
+  if (phase_ == Phase::kOver) return;
   for (size_t s = 0; s < reachable_.size() && s < reachable.size(); ++s) reachable_[s] = reachable[s];
   bool missing = false, sent = false;
   for (uint32_t s = 0; s < shards_.size(); ++s) {
@@ -105,7 +104,7 @@ void LearnerSession::lookup(const std::vector<bool>& reachable, double /*now*/, 
     }
     // The run is over elsewhere: say so first, so that a shard that never welcomes it again (a large
     // Register that does not get through) still ends the run; then register, for its last rounds.
-    if (!others_done_reason_.empty() && !shards_[s].done && !leaving_) tell_run_over(s, fx);
+    if (!others_done_reason_.empty() && !shards_[s].done && phase_ != Phase::kLeaving) tell_run_over(s, fx);
     send(fx, replica_->make_register(options_.cluster_token, s), s);
     replica_->registering(s);
     sent = true;
@@ -132,9 +131,9 @@ void LearnerSession::resync(std::optional<uint32_t> shard, double now, LearnerEf
 }
 
 void LearnerSession::on_shard_lost(uint32_t shard, const std::string& why, double /*now*/, LearnerEffects& fx) {
-  if (over_ || shard >= shards_.size()) return;
+  if (phase_ == Phase::kOver || shard >= shards_.size()) return;
   const std::string name = shards_.size() > 1 ? "syncer shard " + std::to_string(shard) : "the syncer";
-  if (leaving_) {  // nobody to hand the last progress to: go now rather than wait out the drain
+  if (phase_ == Phase::kLeaving) {  // nobody to hand the last progress to: go now rather than wait out the drain
     log(fx, Level::kWarn, "lost " + name + " while leaving; its last progress may not be merged");
     return gone(fx);
   }
@@ -151,8 +150,8 @@ void LearnerSession::on_message(uint32_t shard, Message m, double now, LearnerEf
 }
 
 void LearnerSession::on_message(uint32_t shard, std::shared_ptr<const Message> m, double now, LearnerEffects& fx) {
-  if (over_ || shard >= shards_.size()) return;
-  if (!training_) {
+  if (phase_ == Phase::kOver || shard >= shards_.size()) return;
+  if (!replica_->welcomed()) {
     // Pulls, broadcasts and moment requests meant for an earlier incarnation
     // (delayed, reordered) can arrive before its welcome: nothing to answer
     // with. A shard that welcomed it while another has not yet is answered.
@@ -169,7 +168,7 @@ void LearnerSession::on_message(uint32_t shard, std::shared_ptr<const Message> m
     if (mirror_) handle_external(shard, std::move(m), now, fx);
     else handle(shard, *m, now, fx);
     if (!replica_->welcomed()) return;
-    training_ = true;
+    advance(Phase::kTraining);
     return try_step(now, fx);
   }
   if (mirror_) return handle_external(shard, std::move(m), now, fx);
@@ -183,7 +182,7 @@ void LearnerSession::on_message(uint32_t shard, std::shared_ptr<const Message> m
 }
 
 void LearnerSession::handle(uint32_t shard, const Message& m, double now, LearnerEffects& fx) {
-  if (over_) return;
+  if (phase_ == Phase::kOver) return;
   LearnerReplica& replica = *replica_;
   if (auto* w = std::get_if<Welcome>(&m)) {
     const uint64_t refused_before = replica.regressions_refused();
@@ -201,7 +200,7 @@ void LearnerSession::handle(uint32_t shard, const Message& m, double now, Learne
       if (options_.restarted) fx.reintegrated = now - started_;
     }
     // Leaving: what went before this welcome (a syncer that restarted lost it), or what waited for one.
-    if (leaving_ && !mirror_ && !computing_) send_last_progress(fx);
+    if (phase_ == Phase::kLeaving && !mirror_ && !computing_) send_last_progress(fx);
   } else if (auto* mp = std::get_if<MomentsPull>(&m)) {
     moments_shard_ = shard;
     if (auto moments = replica.moments_for(*mp); moments.ok()) send(fx, std::move(*moments), shard);
@@ -210,7 +209,7 @@ void LearnerSession::handle(uint32_t shard, const Message& m, double now, Learne
       if (auto push = replica.answer(*p); push.ok()) send(fx, std::move(*push));
       else log(fx, Level::kWarn, push.status().to_string());
     }
-    last_pulled_ |= p->last;
+    if (p->last) advance(Phase::kLastRounds);
   } else if (auto* b = std::get_if<Broadcast>(&m)) {
     if (Status s = replica.apply(*b); s.code() == Status::Code::kUnavailable) {
       log(fx, Level::kInfo, s.to_string() + "; resynchronizing");
@@ -220,7 +219,7 @@ void LearnerSession::handle(uint32_t shard, const Message& m, double now, Learne
     } else if (b->fragment < replica.fragment_count()) {
       fx.adopted.push_back(b->fragment);
     }
-  } else if (auto* farewell = std::get_if<Done>(&m); farewell && leaving_) {
+  } else if (auto* farewell = std::get_if<Done>(&m); farewell && phase_ == Phase::kLeaving) {
     shards_[shard].done = true;
     if (std::any_of(shards_.begin(), shards_.end(), [](const Shard& s) { return !s.done; }))
       return;  // other shards still merge its last progress
@@ -229,7 +228,7 @@ void LearnerSession::handle(uint32_t shard, const Message& m, double now, Learne
   } else if (auto* d = std::get_if<Done>(&m)) {
     const bool first = std::none_of(shards_.begin(), shards_.end(), [](const Shard& s) { return s.done; });
     shards_[shard].done = true;
-    stopping_ = true;  // no more steps; the other shards' last pulls are still answered
+    advance(Phase::kStopping);  // no more steps; the other shards' last pulls are still answered
     if (std::any_of(shards_.begin(), shards_.end(), [](const Shard& s) { return !s.done; })) {
       if (first) {
         others_done_reason_ = "syncer shard " + std::to_string(shard) + " ended the run: " + d->reason;
@@ -266,12 +265,12 @@ void LearnerSession::handle(uint32_t shard, const Message& m, double now, Learne
 // ---- steps
 
 void LearnerSession::try_step(double now, LearnerEffects& fx) {
-  if (mirror_ || over_) return;  // an external replica: the user's loop takes the steps
+  if (mirror_ || phase_ == Phase::kOver) return;  // an external replica: the user's loop takes the steps
   if (replica_->welcomed() && replica_->blocked() && !resync_armed_) {
     resync_armed_ = true;  // a broadcast that never comes must not block it forever
     fx.timers.push_back({LearnerTimer::kResync, kResyncAfterSeconds, replica_->steps()});
   }
-  if (stopping_ || last_pulled_ || leaving_ || paused_ || computing_ || delaying_ || !replica_->welcomed() ||
+  if (phase_ >= Phase::kLastRounds || paused_ || computing_ || delaying_ || !replica_->welcomed() ||
       replica_->blocked())
     return;
   if (now < stalled_until_) {  // an injected stall
@@ -287,7 +286,7 @@ void LearnerSession::try_step(double now, LearnerEffects& fx) {
 // What arrived during a step, in arrival order, less the pulls whose round closed meanwhile.
 void LearnerSession::handle_inbox(double now, LearnerEffects& fx) {
   drop_closed_pulls(inbox_, nullptr, &inbox_shards_);
-  while (!inbox_.empty() && !stopping_ && !over_) {
+  while (!inbox_.empty() && phase_ < Phase::kStopping) {
     const std::shared_ptr<const Message> m = std::move(inbox_.front());
     inbox_.pop_front();
     const uint32_t shard = inbox_shards_.front();  // what it answers goes back there
@@ -298,7 +297,7 @@ void LearnerSession::handle_inbox(double now, LearnerEffects& fx) {
 
 void LearnerSession::on_step_done(const LearnerReplica::StepResult& result, double now, LearnerEffects& fx,
                                   std::optional<double> booked_seconds) {
-  if (over_ || !computing_) return;
+  if (phase_ == Phase::kOver || !computing_) return;
   computing_ = false;
   // A learner of speed s takes 1/s times as long per step as a speed-1
   // learner on the same machine: its wall time (queueing for a core
@@ -313,12 +312,12 @@ void LearnerSession::on_step_done(const LearnerReplica::StepResult& result, doub
                                       : 0.0;
   replica_->finish_step(result, booked_seconds ? *booked_seconds : wall + extra + std::exchange(overslept_, 0.0));
   handle_inbox(now, fx);
-  if (over_) return;
-  if (any_reachable() && !stopping_) {
-    if (!last_pulled_ && !leaving_)  // a last pull was answered with all progress
+  if (phase_ == Phase::kOver) return;
+  if (any_reachable() && phase_ < Phase::kStopping) {
+    if (phase_ < Phase::kLastRounds)  // a last pull was answered with all progress
       for (auto& push : replica_->due_pushes()) send(fx, std::move(push));
     send(fx, replica_->progress());
-    if (leaving_ && !leave_sent_) send_last_progress(fx);
+    if (phase_ == Phase::kLeaving && !leave_sent_) send_last_progress(fx);
   }
   if (extra > 1e-6) {
     delaying_ = true;
@@ -330,12 +329,12 @@ void LearnerSession::on_step_done(const LearnerReplica::StepResult& result, doub
 }
 
 void LearnerSession::pause(double now, LearnerEffects& fx) {
-  if (over_) return;
+  if (phase_ == Phase::kOver) return;
   paused_ = true;
   if (!computing_) return;
   computing_ = false;
   handle_inbox(now, fx);
-  if (leaving_ && !leave_sent_ && !over_) send_last_progress(fx);
+  if (phase_ == Phase::kLeaving && !leave_sent_) send_last_progress(fx);
 }
 
 void LearnerSession::resume(double now, LearnerEffects& fx) {
@@ -344,7 +343,7 @@ void LearnerSession::resume(double now, LearnerEffects& fx) {
 }
 
 void LearnerSession::on_step_failed(const std::string& what, LearnerEffects& fx) {
-  if (over_) return;
+  if (phase_ == Phase::kOver) return;
   log(fx, Level::kError, "inner step failed: " + what);
   end(fx, LearnerEffects::End::kFailed, what);
 }
@@ -363,7 +362,7 @@ void LearnerSession::slow(double factor, double seconds, double now) {
 }
 
 void LearnerSession::on_timer(LearnerTimer kind, uint64_t tag, double now, LearnerEffects& fx) {
-  if (over_) return;
+  if (phase_ == Phase::kOver) return;
   switch (kind) {
     case LearnerTimer::kLookup:
       if (!all_welcomed()) lookup(reachable_, now, fx);
@@ -377,7 +376,7 @@ void LearnerSession::on_timer(LearnerTimer kind, uint64_t tag, double now, Learn
       }
       return try_step(now, fx);
     case LearnerTimer::kOtherShardsDone:  // a shard said Done and the others did not in time
-      if (leaving_) return gone(fx);
+      if (phase_ == Phase::kLeaving) return gone(fx);
       return run_over(others_done_reason_, fx);
     case LearnerTimer::kDrain:
       log(fx, Level::kWarn, "the syncer did not confirm its departure in time; leaving anyway (its last "
@@ -399,7 +398,7 @@ void LearnerSession::on_timer(LearnerTimer kind, uint64_t tag, double now, Learn
 // ---- leaving and the end
 
 void LearnerSession::say_leave(LearnerEffects& fx) {
-  send(fx, Leave{replica_->id(), replica_->incarnation(), leave_reason_});
+  send(fx, Leave{replica_->id(), replica_->incarnation(), *leave_reason_});
   leave_sent_ = true;
 }
 
@@ -415,18 +414,18 @@ void LearnerSession::send_last_progress(LearnerEffects& fx) {
 }
 
 void LearnerSession::leave(std::string reason, double drain_seconds, double /*now*/, LearnerEffects& fx) {
-  if (leaving_ || stopping_ || over_) return;
-  leaving_ = true;
+  if (phase_ >= Phase::kLeaving) return;
+  advance(Phase::kLeaving);
   leave_reason_ = std::move(reason);
   if (!replica_->welcomed()) {  // nothing trained: nothing to hand over
-    log(fx, Level::kInfo, "leaves before its welcome (" + leave_reason_ + ")");
+    log(fx, Level::kInfo, "leaves before its welcome (" + *leave_reason_ + ")");
     return gone(fx);
   }
-  log(fx, Level::kInfo, "leaving (" + leave_reason_ + "); its last progress goes to the syncer");
+  log(fx, Level::kInfo, "leaving (" + *leave_reason_ + "); its last progress goes to the syncer");
   fx.timers.push_back({LearnerTimer::kDrain, drain_seconds});
   if (mirror_) {  // the user's loop reads every fragment at its next boundary; then they go
     for (uint32_t p = 0; p < replica_->fragment_count(); ++p) deferred_.push_back(std::make_shared<const Message>(Pull{p, 0, true}));
-    last_pulled_ = true;
+    exchange_->set_stopping();  // its last progress is asked for: the user's loop reads every fragment
     answer_deferred(fx);
     sync_exchange();
     return;
@@ -437,8 +436,8 @@ void LearnerSession::leave(std::string reason, double drain_seconds, double /*no
 // The departure is over (merged, or given up on): a normal stop, so its
 // supervisor does not restart it, and the run goes on without it.
 void LearnerSession::gone(LearnerEffects& fx) {
-  if (exchange_) exchange_->set_over("this learner left the run (" + leave_reason_ + ")", false);
-  end(fx, LearnerEffects::End::kStopped, "it left the run (" + leave_reason_ + ")");
+  if (exchange_) exchange_->set_over("this learner left the run (" + *leave_reason_ + ")", false);
+  end(fx, LearnerEffects::End::kStopped, "it left the run (" + *leave_reason_ + ")");
 }
 
 // Done from every shard (or the wait for the others is over). A replica
@@ -448,7 +447,7 @@ void LearnerSession::run_over(const std::string& reason, LearnerEffects& fx) {
   log(fx, Level::kInfo, "the run is over (" + reason + ")");
   if (exchange_) exchange_->set_over("the run is over (" + reason + ")", false);
   fx.run_over = true;
-  stopping_ = true;
+  advance(Phase::kStopping);
   if (exchange_ && evaluated_ && any_reachable()) {
     awaiting_final_evaluation_ = true;
     exchange_->set_final_evaluation_wanted(true);
@@ -480,7 +479,6 @@ void LearnerSession::sync_exchange() {
     else moments = true;
   }
   exchange_->want(std::move(reads), moments);
-  if (last_pulled_) exchange_->set_stopping();
 }
 
 // Answers what the values read now allow; the rest waits for a later boundary.
@@ -503,7 +501,7 @@ void LearnerSession::answer_deferred(LearnerEffects& fx) {
   }
   deferred_ = std::move(waiting);
   // Leaving, and every last push is out: now it may say so.
-  if (leaving_ && !leave_sent_ && any_reachable() &&
+  if (phase_ == Phase::kLeaving && !leave_sent_ && any_reachable() &&
       std::none_of(deferred_.begin(), deferred_.end(), [](const auto& m) { return std::holds_alternative<Pull>(*m); }))
     say_leave(fx);
 }
@@ -511,7 +509,10 @@ void LearnerSession::answer_deferred(LearnerEffects& fx) {
 void LearnerSession::handle_external(uint32_t shard, std::shared_ptr<const Message> m, double now,
                                      LearnerEffects& fx) {
   if (replica_->welcomed() && (std::holds_alternative<Pull>(*m) || std::holds_alternative<MomentsPull>(*m))) {
-    if (const auto* p = std::get_if<Pull>(m.get()); p && p->last) last_pulled_ = true;
+    if (const auto* p = std::get_if<Pull>(m.get()); p && p->last) {
+      advance(Phase::kLastRounds);
+      exchange_->set_stopping();  // its last progress is asked for: the user's loop reads every fragment
+    }
     if (std::holds_alternative<MomentsPull>(*m)) moments_shard_ = shard;  // answered at a later boundary
     deferred_.push_back(std::move(m));
     answer_deferred(fx);  // a frozen replica answers at once
@@ -520,7 +521,7 @@ void LearnerSession::handle_external(uint32_t shard, std::shared_ptr<const Messa
     drop_closed_pulls(deferred_, m.get());
     const bool welcomed = replica_->welcomed();
     handle(shard, *m, now, fx);
-    if (over_) return;
+    if (phase_ == Phase::kOver) return;
     if (!welcomed && replica_->welcomed()) {
       sync_exchange();  // the global model first: a welcomed learner has one
       exchange_->set_welcomed();
@@ -530,7 +531,7 @@ void LearnerSession::handle_external(uint32_t shard, std::shared_ptr<const Messa
 }
 
 void LearnerSession::on_replica_steps(std::deque<ReplicaStep> steps, double /*now*/, LearnerEffects& fx) {
-  if (!mirror_ || over_) return;
+  if (!mirror_ || phase_ == Phase::kOver) return;
   ExchangeReplica& core = *mirror_;
   for (auto& step : steps) {
     if (awaiting_final_evaluation_) {  // the run is over: only the final model's evaluation counts
@@ -542,7 +543,7 @@ void LearnerSession::on_replica_steps(std::deque<ReplicaStep> steps, double /*no
     }
     // After the freeze only frozen reads count: fragments read again after a
     // late adoption, for the last pulls.
-    if (!core.welcomed() || stopping_ || (frozen_ && !step.frozen)) continue;
+    if (!core.welcomed() || phase_ >= Phase::kStopping || (frozen_ && !step.frozen)) continue;
     if (Status s = core.read(step.fragments, step.values, step.moments); !s.ok()) {
       log(fx, Level::kWarn, "a step's values were not taken: " + s.to_string());
       continue;
@@ -558,7 +559,7 @@ void LearnerSession::on_replica_steps(std::deque<ReplicaStep> steps, double /*no
     }
     answer_deferred(fx);
     if (any_reachable()) {
-      if (!last_pulled_)
+      if (phase_ < Phase::kLastRounds)
         for (auto& push : core.due_pushes()) send(fx, std::move(push));
       if (book) send(fx, core.progress());
       if (step.evaluation) {

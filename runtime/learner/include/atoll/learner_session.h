@@ -36,6 +36,7 @@
 // Not thread-safe: one driver calls it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -160,8 +161,9 @@ class LearnerSession {
   bool welcomed_by(uint32_t shard) const { return shards_[shard].welcomed; }
   bool all_welcomed() const;
   bool computing() const { return computing_; }
-  bool leaving() const { return leaving_; }
-  bool over() const { return over_; }
+  // It began to leave (and may have left).
+  bool leaving() const { return leave_reason_.has_value(); }
+  bool over() const { return phase_ == Phase::kOver; }
   // Drops every pull in `queue` that a later broadcast of its fragment
   // follows (in the queue, or `next`, arriving after it): its round has
   // closed, and an answer would only count as late. Returns how many.
@@ -170,6 +172,17 @@ class LearnerSession {
                                   std::deque<uint32_t>* tags = nullptr);
 
  private:
+  // Where this incarnation is; it only moves forward (advance()), and may skip phases:
+  //   kJoining     registering: it trains nothing until every shard welcomed it
+  //   kTraining    welcomed: steps; pushes when due; broadcasts adopted, pulls answered
+  //   kLastRounds  pulled for the run's last rounds: answers, trains no more
+  //   kLeaving     leave(): no more steps; its last progress goes, then Leave
+  //   kStopping    Done (the run is over for it): no more steps; another shard's last pulls
+  //                are still answered, an external replica's final evaluation awaited
+  //   kOver        ended: LearnerEffects::end said how
+  enum class Phase : uint8_t { kJoining, kTraining, kLastRounds, kLeaving, kStopping, kOver };
+  void advance(Phase to) { phase_ = std::max(phase_, to); }
+
   struct Shard {
     bool welcomed = false;
     bool done = false;
@@ -216,25 +229,21 @@ class LearnerSession {
   // External: pulls and moment requests waiting for a boundary that reads them.
   std::deque<std::shared_ptr<const Message>> deferred_;
   uint32_t moments_shard_ = 0;          // the shard whose MomentsPull is answered next
+  Phase phase_ = Phase::kJoining;
   bool reintegrated_ = false;
-  bool training_ = false;         // welcomed once: from then on, what the syncer sends is handled
   bool resync_armed_ = false;
   struct Repeated {  // warn_repeated()'s, by kind
     double logged_at = -kRepeatLogSeconds;
     uint64_t unlogged = 0;
   };
   std::map<std::string, Repeated> repeated_;
-  bool stopping_ = false;         // the run is over for it: no more steps
-  bool over_ = false;             // ended (LearnerEffects::end said how)
-  bool last_pulled_ = false;      // pulled for the run's last rounds: answers, trains no more
   double stalled_until_ = 0.0, slow_until_ = 0.0;
   double slow_factor_ = 1.0;
   bool evaluated_ = false;        // external: the user's loop sent an evaluation this incarnation
   bool awaiting_final_evaluation_ = false;
   bool frozen_ = false;           // external: its replica changes no more; later steps are not booked
-  bool leaving_ = false;
   bool leave_sent_ = false;
-  std::string leave_reason_;
+  std::optional<std::string> leave_reason_;  // set when it begins to leave
   std::string others_done_reason_;  // a shard said Done ("syncer shard N ended the run: ..."): told to the others
 };
 
