@@ -64,21 +64,22 @@ double uptime_of(const std::vector<RoundEnd>& round_ends, double end, double beg
   return sum / static_cast<double>(by_fragment.size());
 }
 
+// Every count of kSyncerCounts, under its name.
+void write_counts(JsonWriter& j, const SyncerCountValues& counts) {
+  for (size_t i = 0; i < kSyncerCountNumber; ++i) j.field(kSyncerCounts[i].name, counts.values[i]);
+}
+
 void write_shard_json(JsonWriter& j, const ShardReport& s) {
   j.field("shard", s.shard);
   j.field("parameters", s.parameters);
   j.field("fragments", s.fragments);
   j.field("rounds", s.rounds);
-  j.field("merged_pushes", s.merged_pushes);
-  j.field("late", s.late);
-  j.field("stale_refused", s.stale_refused);
+  write_counts(j, s.counts);
   j.field("rejected", s.rejected);
-  j.field("cancelled_rounds", s.cancelled_rounds);
   j.field("round_mean_ms", s.round_mean_ms);
   j.field("cpu_seconds", s.cpu_seconds);
   j.field("versions_min", s.versions_min);
   j.field("versions_max", s.versions_max);
-  j.field("recovered_fragments", s.recovered_fragments);
   j.field("recovering", s.recovering);
 }
 
@@ -149,11 +150,8 @@ std::string Report::to_json() const {
   j.field("round_mean_ms", round_mean_ms);
   j.field("broadcast_adopted_mean_ms", broadcast_adopted_mean_ms);
   j.field("broadcast_adopted_max_ms", broadcast_adopted_max_ms);
-  j.field("late", late);
-  j.field("stale_refused", stale_refused);
-  j.field("repairs", repairs);
+  write_counts(j, counts);
   j.field("rejected", rejected);
-  j.field("cancelled_rounds", cancelled_rounds);
   j.field("restarts", restarts);
   j.field("checkpoints", checkpoints);
   j.field("versions_min", versions_min);
@@ -164,8 +162,6 @@ std::string Report::to_json() const {
   j.open("recovery_seconds", '[');
   for (double x : recovery_seconds) j.item(x);
   j.close(']');
-  j.field("recovered_fragments", recovered_fragments);
-  j.field("moments_handed", moments_handed);
   j.field("regressions_refused", regressions_refused);
   j.field("version_decreases", version_decreases);
   j.open("final_versions", '[');
@@ -267,7 +263,8 @@ std::string Report::to_table() const {
                                                 wall_seconds > 0 ? 100.0 * syncer_cpu_seconds / wall_seconds : 0.0)
                                 : std::string()));
   row("versions", std::to_string(versions_min) + " .. " + std::to_string(versions_max));
-  row("late / stale / rejected", std::to_string(late) + " / " + std::to_string(stale_refused) + " / " + std::to_string(rejected));
+  row("late / stale / rejected",
+      std::to_string(counts["late"]) + " / " + std::to_string(counts["stale_refused"]) + " / " + std::to_string(rejected));
   row("restarts", std::to_string(restarts));
   if (!reintegration_seconds.empty()) {
     double worst = *std::max_element(reintegration_seconds.begin(), reintegration_seconds.end());
@@ -279,7 +276,8 @@ std::string Report::to_table() const {
     row("recovery", std::to_string(recovery_seconds.size()) + printf_string(" times, worst %.3f s", worst) +
                         " (failure to welcome)");
   }
-  if (recovered_fragments) row("recovered fragments", std::to_string(recovered_fragments) + " (from learners' bases)");
+  if (counts["recovered_fragments"])
+    row("recovered fragments", std::to_string(counts["recovered_fragments"]) + " (from learners' bases)");
   for (const auto& g : gave_up) row("gave up on", g);
   if (!sample.empty()) {
     std::string shown;
@@ -291,7 +289,7 @@ std::string Report::to_table() const {
     for (const auto& sh : shards) {
       std::snprintf(buf, sizeof buf, "  %5u  %10llu  %9u  %6llu  %6llu  %8.1f  %5.1f  %llu .. %llu%s\n", sh.shard,
                     static_cast<unsigned long long>(sh.parameters), sh.fragments,
-                    static_cast<unsigned long long>(sh.rounds), static_cast<unsigned long long>(sh.merged_pushes),
+                    static_cast<unsigned long long>(sh.rounds), static_cast<unsigned long long>(sh.counts["merged_pushes"]),
                     sh.round_mean_ms, sh.cpu_seconds, static_cast<unsigned long long>(sh.versions_min),
                     static_cast<unsigned long long>(sh.versions_max), sh.recovering ? "  (recovering)" : "");
       o << buf;

@@ -125,7 +125,7 @@ const std::vector<Spec>& specs() {
       {"atoll_shard_rounds_total", "Rounds the shard merged", "shard", true,
        [](auto& v) { return per_shard(v, [](const ShardReport& s) { return s.rounds; }); }},
       {"atoll_shard_merged_pushes_total", "Pushes the shard merged", "shard", true,
-       [](auto& v) { return per_shard(v, [](const ShardReport& s) { return s.merged_pushes; }); }},
+       [](auto& v) { return per_shard(v, [](const ShardReport& s) { return s.counts["merged_pushes"]; }); }},
       {"atoll_shard_cpu_seconds_total", "CPU seconds of the shard's thread (its current incarnation)", "shard", true,
        [](auto& v) { return per_shard(v, [](const ShardReport& s) { return s.cpu_seconds; }); }},
       {"atoll_shard_version_min", "The oldest global version among the shard's fragments", "shard", false,

@@ -191,13 +191,8 @@ SyncerStats merge_shard_stats(const std::vector<const SyncerStats*>& shards) {
   for (const SyncerStats* shard : shards) {
     const SyncerStats& t = *shard;
     o.rounds += t.rounds;
-    o.merged_pushes += t.merged_pushes;
-    o.late += t.late;
-    o.stale_refused += t.stale_refused;
-    o.repairs += t.repairs;
+    for (const SyncerCount& c : kSyncerCounts) o.*c.field += t.*c.field;
     o.rejected += t.rejected;
-    o.cancelled_rounds += t.cancelled_rounds;
-    o.discarded_rounds += t.discarded_rounds;
     o.quorum_sum += t.quorum_sum;
     o.grace_wait_sum += t.grace_wait_sum;
     o.round_seconds_sum += t.round_seconds_sum;
@@ -213,8 +208,6 @@ SyncerStats merge_shard_stats(const std::vector<const SyncerStats*>& shards) {
     // A learner's recovery ends when the last shard welcomed it back.
     for (size_t i = 0; i < t.recovery_seconds.size() && i < o.recovery_seconds.size(); ++i)
       o.recovery_seconds[i] = std::max(o.recovery_seconds[i], t.recovery_seconds[i]);
-    o.recovered_fragments += t.recovered_fragments;
-    o.moments_handed += t.moments_handed;
     if (shard != &first) o.evaluations.insert(o.evaluations.end(), t.evaluations.begin(), t.evaluations.end());
   }
   std::sort(o.round_ends.begin(), o.round_ends.end());

@@ -82,7 +82,7 @@ BOOST_AUTO_TEST_CASE(two_shards_in_one_process_make_one_run_with_one_report_one_
   BOOST_CHECK_EQUAL(report->rounds, report->shards[0].rounds + report->shards[1].rounds);
   for (const auto& s : report->shards) {
     BOOST_CHECK_EQUAL(s.shard, &s - report->shards.data());
-    BOOST_CHECK_GT(s.merged_pushes, 0u);
+    BOOST_CHECK_GT(s.counts["merged_pushes"], 0u);
     BOOST_CHECK_GE(s.versions_min, 1u);
   }
   BOOST_REQUIRE_EQUAL(report->final_versions.size(), 4u);

@@ -138,9 +138,11 @@ BOOST_AUTO_TEST_CASE(a_syncer_in_shards_shows_each_shard_beside_the_runs_figures
   prometheus::Registry registry;
   RunMetrics metrics(registry);
   RunView v = sample_view();
-  v.shards = {ShardReport{.shard = 0, .parameters = 600, .fragments = 1, .rounds = 7, .merged_pushes = 14},
-              ShardReport{.shard = 1, .parameters = 580, .fragments = 1, .rounds = 6, .merged_pushes = 12,
-                          .versions_min = 6, .recovering = true}};
+  v.shards = {ShardReport{.shard = 0, .parameters = 600, .fragments = 1, .rounds = 7},
+              ShardReport{.shard = 1, .parameters = 580, .fragments = 1, .rounds = 6, .versions_min = 6,
+                          .recovering = true}};
+  v.shards[0].counts["merged_pushes"] = 14;
+  v.shards[1].counts["merged_pushes"] = 12;
   metrics.update(v);
   const std::string text = "\n" + prometheus_text(registry);
   BOOST_CHECK(has_line(text, "atoll_rounds_total 13"));  // the run's: every shard's

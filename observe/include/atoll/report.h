@@ -36,12 +36,12 @@ struct ShardReport {
   uint32_t shard = 0;
   uint64_t parameters = 0;          // of the model, in the fragments it owns (shard_of())
   uint32_t fragments = 0;
-  uint64_t rounds = 0, merged_pushes = 0;
-  uint64_t late = 0, stale_refused = 0, rejected = 0, cancelled_rounds = 0;
+  uint64_t rounds = 0;
+  SyncerCountValues counts;         // kSyncerCounts, its own
+  uint64_t rejected = 0;
   double round_mean_ms = 0.0;       // from a round's pulls to its broadcast
   double cpu_seconds = 0.0;         // its actor's thread CPU (its last incarnation)
   uint64_t versions_min = 0, versions_max = 0;  // over its fragments
-  uint64_t recovered_fragments = 0;
   bool recovering = false;          // restarted and still catching up, as last seen
 };
 
@@ -98,15 +98,13 @@ struct Report {
   double round_mean_ms = 0.0;                 // decoupled: from a round's pulls to its broadcast
   double broadcast_adopted_mean_ms = 0.0;     // from a broadcast until every learner reported it adopted
   double broadcast_adopted_max_ms = 0.0;
-  uint64_t late = 0, stale_refused = 0, rejected = 0, cancelled_rounds = 0;
-  uint64_t repairs = 0;                       // versions sent again whole to learners that lost one
+  SyncerCountValues counts;                   // the syncer's (kSyncerCounts), summed over shards
+  uint64_t rejected = 0;                      // by the syncer and at its door
   uint64_t restarts = 0;
   uint64_t checkpoints = 0;
   uint64_t versions_min = 0, versions_max = 0;
   std::vector<double> reintegration_seconds;  // a restarted learner: from its start to its welcome
   std::vector<double> recovery_seconds;       // from a learner's failure (as seen) to its next welcome
-  uint64_t recovered_fragments = 0;           // taken by a restarted syncer from learners' bases
-  uint64_t moments_handed = 0;                // restarted learners that got a peer's AdamW moments
   uint64_t regressions_refused = 0;           // welcomes older than what a learner held (reordered; ignored)
   uint64_t version_decreases = 0;             // drops of a fragment's global version below the one published
                                               // before (event::VersionDecreased; must be 0)

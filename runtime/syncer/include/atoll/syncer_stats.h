@@ -4,9 +4,11 @@
 // verdict, which need these and not the SyncerCore (atoll/syncer_core.h) that keeps them.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "atoll/admission.h"
@@ -127,6 +129,46 @@ struct SyncerStats {
   double round_seconds_mean() const { return rounds ? round_seconds_sum / double(rounds) : 0.0; }
   double adopted_seconds_mean() const {
     return adopted_broadcasts ? adopted_seconds_sum / double(adopted_broadcasts) : 0.0;
+  }
+};
+
+// The syncer's plain counts, each declared once: its name (its key in the
+// run report's JSON, for the run and for each shard), the field, and what it
+// counts. A syncer in shards counts per shard; the run's count is the sum
+// (merge_shard_stats). A new count is a field above, a line here, and the
+// code that counts it: the merge and the report's writers read this list.
+struct SyncerCount {
+  const char* name;
+  uint64_t SyncerStats::*field;
+  const char* meaning;
+};
+inline constexpr SyncerCount kSyncerCounts[] = {
+    {"merged_pushes", &SyncerStats::merged_pushes, "pushes merged"},
+    {"late", &SyncerStats::late, "answers that arrived after their round closed"},
+    {"stale_refused", &SyncerStats::stale_refused, "pushes refused as stale"},
+    {"repairs", &SyncerStats::repairs, "versions sent again, whole, to a learner that stayed behind"},
+    {"cancelled_rounds", &SyncerStats::cancelled_rounds, "rounds closed without a merge"},
+    {"discarded_rounds", &SyncerStats::discarded_rounds, "merges whose result was not finite, rolled back"},
+    {"recovered_fragments", &SyncerStats::recovered_fragments, "fragments a restarted syncer took from a learner's base"},
+    {"moments_handed", &SyncerStats::moments_handed, "restarted learners welcomed with a peer's AdamW moments"},
+};
+inline constexpr size_t kSyncerCountNumber = sizeof kSyncerCounts / sizeof kSyncerCounts[0];
+
+// A copy of the counts alone, in kSyncerCounts' order.
+struct SyncerCountValues {
+  std::array<uint64_t, kSyncerCountNumber> values{};
+  static SyncerCountValues of(const SyncerStats& stats) {
+    SyncerCountValues v;
+    for (size_t i = 0; i < kSyncerCountNumber; ++i) v.values[i] = stats.*kSyncerCounts[i].field;
+    return v;
+  }
+  // By name. REQUIRES: a name in kSyncerCounts (else std::out_of_range).
+  uint64_t operator[](std::string_view name) const { return values.at(index(name)); }
+  uint64_t& operator[](std::string_view name) { return values.at(index(name)); }
+  static size_t index(std::string_view name) {
+    size_t i = 0;
+    while (i < kSyncerCountNumber && name != kSyncerCounts[i].name) ++i;
+    return i;
   }
 };
 
