@@ -37,7 +37,7 @@ struct ShardReport {
   uint64_t parameters = 0;          // of the model, in the fragments it owns (shard_of())
   uint32_t fragments = 0;
   uint64_t rounds = 0;
-  SyncerCountValues counts;         // kSyncerCounts, its own
+  SyncerCountValues counts{};       // kSyncerCounts, its own
   uint64_t rejected = 0;
   double round_mean_ms = 0.0;       // from a round's pulls to its broadcast
   double cpu_seconds = 0.0;         // its actor's thread CPU (its last incarnation)
@@ -98,7 +98,7 @@ struct Report {
   double round_mean_ms = 0.0;                 // decoupled: from a round's pulls to its broadcast
   double broadcast_adopted_mean_ms = 0.0;     // from a broadcast until every learner reported it adopted
   double broadcast_adopted_max_ms = 0.0;
-  SyncerCountValues counts;                   // the syncer's (kSyncerCounts), summed over shards
+  SyncerCountValues counts{};                 // the syncer's (kSyncerCounts), summed over shards
   uint64_t rejected = 0;                      // by the syncer and at its door
   uint64_t restarts = 0;
   uint64_t checkpoints = 0;
