@@ -64,7 +64,6 @@ double uptime_of(const std::vector<RoundEnd>& round_ends, double end, double beg
   return sum / static_cast<double>(by_fragment.size());
 }
 
-// Every count of kSyncerCounts, under its name.
 void write_counts(JsonWriter& j, const SyncerCountValues& counts) {
   for (size_t i = 0; i < kSyncerCountNumber; ++i) j.field(kSyncerCounts[i].name, counts.values[i]);
 }

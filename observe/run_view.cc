@@ -283,9 +283,9 @@ std::string view_json(const RunView& v, size_t max_points) {
   j.field("joins", v.joins);
   j.field("departures", v.departures);
   j.field("rounds", v.stats.rounds);
-  j.field("merged", v.stats.merged_pushes);
-  j.field("late", v.stats.late);
+  j.field("merged", v.stats.merged_pushes);  // the page's short names; every count under its own below
   j.field("stale", v.stats.stale_refused);
+  write_counts(j, SyncerCountValues::of(v.stats));
   j.field("refused", v.stats.rejected + v.gateway_refusals);
   j.field("quorum_mean", v.stats.quorum_mean());
   j.field("bytes_up", v.bytes_up);

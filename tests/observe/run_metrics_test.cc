@@ -154,6 +154,8 @@ BOOST_AUTO_TEST_CASE(a_syncer_in_shards_shows_each_shard_beside_the_runs_figures
   BOOST_CHECK(has_line(text, "atoll_shard_recovering{shard=\"1\"} 1"));
   const std::string json = view_json(v);
   BOOST_CHECK(json.find("\"shards\":[{\"shard\":0,\"parameters\":600") != std::string::npos);
+  // Every count of the syncer's, under its name, in the view as in the report.
+  for (const SyncerCount& c : kSyncerCounts) BOOST_CHECK(json.find("\"" + std::string(c.name) + "\":") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(counters_never_go_down_and_gauges_follow) {
