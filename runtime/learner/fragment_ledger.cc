@@ -5,12 +5,6 @@
 #include "atoll/fragments.h"
 
 namespace atl {
-namespace {
-
-// Exponential moving average that starts at its first sample (the n-th).
-double ema(double avg, double x, uint64_t n) { return n <= 1 ? x : avg + 0.2 * (x - avg); }
-
-}  // namespace
 
 FragmentLedger::FragmentLedger(const Topology& topology, double speed, size_t fragments)
     : topology_(&topology), speed_(speed), tracks_(fragments) {}
@@ -18,7 +12,7 @@ FragmentLedger::FragmentLedger(const Topology& topology, double speed, size_t fr
 void FragmentLedger::finish_step(int64_t tokens, double step_seconds) {
   ++steps_;
   tokens_ += static_cast<uint64_t>(tokens);
-  step_ema_ = ema(step_ema_, step_seconds, steps_);
+  step_ema_ = moving_average(step_ema_, step_seconds, steps_);
   for (Track& t : tracks_) {
     ++t.steps;
     t.tokens += static_cast<uint64_t>(tokens);
@@ -104,7 +98,7 @@ FragmentLedger::Move FragmentLedger::plan_move(uint32_t p, bool may_carry,
   if (merged_through)
     for (const InFlight& f : t.in_flight)
       if (f.through == *merged_through) plan.merged = &f;
-  const double lag = plan.merged ? ema(credit_lag_, static_cast<double>(steps_ - plan.merged->through), credits_ + 1)
+  const double lag = plan.merged ? moving_average(credit_lag_, static_cast<double>(steps_ - plan.merged->through), credits_ + 1)
                                  : credit_lag_;
   // Progress carried longer than a few sync intervals beyond the learner's
   // merge lag (a learner never merged in time) is dropped rather than pushed
@@ -124,7 +118,7 @@ std::deque<FragmentLedger::InFlight>& FragmentLedger::move(uint32_t p, uint64_t 
   next.welcomed = true;
   next.since = next.due_from = steps_;  // the progress is dropped, unless carried below
   const InFlight* merged = plan.merged;
-  if (merged) credit_lag_ = ema(credit_lag_, static_cast<double>(steps_ - merged->through), ++credits_);
+  if (merged) credit_lag_ = moving_average(credit_lag_, static_cast<double>(steps_ - merged->through), ++credits_);
   if (plan.carry) {
     next.steps = t.steps - (merged ? merged->steps : 0);
     next.tokens = t.tokens - (merged ? merged->tokens : 0);

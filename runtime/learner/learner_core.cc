@@ -12,9 +12,6 @@
 namespace atl {
 namespace {
 
-// Exponential moving average that starts at its first sample.
-double ema(double avg, double x, uint64_t n, double alpha = 0.2) { return n <= 1 ? x : avg + alpha * (x - avg); }
-
 // Eager updates: the weight a Nesterov step of the syncer gives one of
 // `merged_learners` equal pushes right away, lr x (1 + momentum) / n; at most 1,
 // what carrying the progress whole gives it. An estimate: the syncer weighs
@@ -199,7 +196,7 @@ Status LearnerCore::welcome(const Welcome& w) {
 
 void LearnerCore::finish_step(const StepResult& r, double step_seconds) {
   ledger_.finish_step(r.tokens, step_seconds);
-  loss_ema_ = ema(loss_ema_, r.loss, ledger_.steps(), 0.05);
+  loss_ema_ = moving_average(loss_ema_, r.loss, ledger_.steps(), 0.05);
   last_tokens_ = r.tokens;
   last_seconds_ = step_seconds;
 }

@@ -57,7 +57,6 @@ class CountingReplica final : public LearnerReplica {
   uint64_t steps() const override { return ledger_.steps(); }
   uint64_t version(uint32_t fragment) const override { return ledger_.track(fragment).version; }
   uint64_t regressions_refused() const override { return ledger_.regressions_refused(); }
-  const FragmentLedger& ledger() const { return ledger_; }
 
  private:
   Push make_push(uint32_t fragment, uint64_t round) {

@@ -24,6 +24,11 @@
 
 namespace atl {
 
+// An exponential moving average that starts at its first sample (the n-th, n >= 1).
+inline double moving_average(double average, double x, uint64_t n, double alpha = 0.2) {
+  return n <= 1 ? x : average + alpha * (x - average);
+}
+
 class FragmentLedger {
  public:
   // Progress carried over more sync intervals than this, plus kCarriedLags

@@ -44,7 +44,6 @@ class LearnerCore : public LearnerReplica {
   uint32_t id() const override { return id_; }
   uint64_t incarnation() const override { return incarnation_; }
   size_t fragment_count() const override { return fragments_.size(); }
-  const FragmentLedger& ledger() const { return ledger_; }
   size_t parameter_count() const override { return params_.size(); }
   const Topology& topology() const { return topology_; }
   const LearnerSpec& spec() const { return spec_; }
@@ -61,7 +60,8 @@ class LearnerCore : public LearnerReplica {
   // version and base, and the peer's AdamW moments when there are some. A
   // later one (after the syncer restarted, or a resync) adopts only fragments
   // at a newer version, keeps the progress of those at the same version (and
-  // lets them be pushed again), and never goes back to an older version.
+  // lets one pushed before the last Register be pushed again: that push may
+  // have been lost with the old link), and never goes back to an older version.
   // Fails, changing nothing, on a shape or decode error.
   Status welcome(const Welcome& welcome) override;
 

@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -152,7 +153,7 @@ inline constexpr SyncerCount kSyncerCounts[] = {
     {"recovered_fragments", &SyncerStats::recovered_fragments, "fragments a restarted syncer took from a learner's base"},
     {"moments_handed", &SyncerStats::moments_handed, "restarted learners welcomed with a peer's AdamW moments"},
 };
-inline constexpr size_t kSyncerCountNumber = sizeof kSyncerCounts / sizeof kSyncerCounts[0];
+inline constexpr size_t kSyncerCountNumber = std::size(kSyncerCounts);
 
 // A copy of the counts alone, in kSyncerCounts' order.
 struct SyncerCountValues {
