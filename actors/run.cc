@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <numbers>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -942,18 +941,9 @@ void Run::Impl::evaluate(Report& r, const Result<std::unique_ptr<Model>>& model)
     const auto& at = taken.front()[k];
     r.curve.push_back({at.seconds, at.tokens, e.loss(), text ? e.bits_per_byte() : 0.0, e.accuracy()});
   }
-  const EvalSums e = evaluate_global(topology, *job, theta);
-  r.eval.loss = e.loss();
-  r.eval.final = true;
-  r.eval.accuracy = e.accuracy();
-  r.eval.count = e.count;
-  r.eval.batches = e.batches;
-  r.eval.loss_stderr = e.loss_stderr();
-  if (text) {
-    r.eval.bits_per_byte = e.bits_per_byte();
-    r.eval.bits_per_byte_stderr = e.loss_stderr() / std::numbers::ln2;
-    for (const auto& b : job->eval_batches()) r.eval.windows += b.rows;
-  }
+  int64_t windows = 0;
+  for (const auto& b : job->eval_batches()) windows += b.rows;
+  r.set_final_eval(evaluate_global(topology, *job, theta), text, windows);
   if (options.curve_points > 1) r.curve.push_back({r.wall_seconds, r.tokens, r.eval.loss, r.eval.bits_per_byte, r.eval.accuracy});
   watch.set_eval(r.eval.loss, text ? r.eval.bits_per_byte : nan);
   if (model.ok()) r.sample = sample_text(**model, theta, options.evaluation, topology.seed);

@@ -50,6 +50,9 @@ struct SyncerActorState {
   bool finished = false;  // Done sent: the model is final
   bool sealed = false;    // and the final evaluations are in (or their time is up): the run's records are final
   double cpu_seconds = 0.0;  // thread CPU spent handling messages and timers
+  // It replaced a syncer of this process and goes on with its figures; one
+  // in a new process goes on with its checkpoint's.
+  bool continued = false;
 };
 
 // Adds the thread CPU time of a scope to `total`: what the syncer costs,
@@ -78,7 +81,7 @@ int64_t unix_ms() {
 void send_packet(SyncerActor* self, uint32_t learner, const caf::actor& to, const Packet& p) {
   if (!to) return;
   auto& st = self->state;
-  st.args.records->counters.bytes_down += p.bytes.size();
+  st.core->count_bytes(0, p.bytes.size());
   if (!st.args.faults || !st.args.faults->active()) {
     self->send(to, p);
     return;
@@ -149,6 +152,15 @@ void publish(SyncerActor* self) {
   st.args.records->publish(std::move(sample), st.args.shard);
 }
 
+// A checkpoint of this syncer now, with its figures of the run.
+Packet checkpoint_packet(SyncerActor* self) {
+  auto& st = self->state;
+  const int64_t now_ms = unix_ms();
+  CheckpointView view = st.core->checkpoint(now_ms);
+  view.figures = encode_figures(st.core->figures(self->clock().now(), now_ms, st.cpu_seconds));
+  return Packet{encode_checkpoint(view)};
+}
+
 void maybe_checkpoint(SyncerActor* self) {
   auto& st = self->state;
   const auto& c = st.args.topology.checkpoint;
@@ -161,7 +173,7 @@ void maybe_checkpoint(SyncerActor* self) {
   if (!by_rounds && !by_time) return;
   caf::actor cp = st.args.directory->get(Directory::checkpointer_name(st.args.shard));
   if (!cp) return;
-  self->send(cp, save_atom_v, Packet{encode_checkpoint(st.core->checkpoint(unix_ms()))});
+  self->send(cp, save_atom_v, checkpoint_packet(self));
   st.rounds_at_checkpoint = rounds;
   st.checkpoint_at = now;
   SyncerEffects fx;  // moments for the next one
@@ -246,7 +258,7 @@ Sender sender_of(SyncerActor* self, const caf::actor& sender, std::optional<uint
 void on_packet(SyncerActor* self, Packet& p, std::optional<uint64_t> remote) {
   auto& st = self->state;
   CpuMeter meter(st.cpu_seconds);
-  st.args.records->counters.bytes_up += p.bytes.size();
+  st.core->count_bytes(p.bytes.size(), 0);
   const auto now = self->clock().now();
   auto sender = caf::actor_cast<caf::actor>(self->current_sender());
   const auto known = st.ids.find(sender.address());
@@ -376,7 +388,7 @@ caf::behavior running(SyncerActor* self) {
         if (!st.args.use_checkpointer || st.args.topology.checkpoint.dir.empty()) return Packet{};
         st.rounds_at_checkpoint = st.core->stats().rounds;
         st.checkpoint_at = self->clock().now();
-        return Packet{encode_checkpoint(st.core->checkpoint(unix_ms()))};
+        return checkpoint_packet(self);
       },
       [self](snapshot_atom) -> FinalModel {
         publish(self);
@@ -402,6 +414,7 @@ caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
   state.learners.resize(learner_slots(state.args.topology));
   if (const auto previous = state.args.records->shard(state.args.shard)) {
     state.core->continue_from(previous->stats, previous->learners);
+    state.continued = true;
     log_info(tag(self) + "continuing the statistics of the syncer before it (" + std::to_string(previous->stats.rounds) +
              " rounds)");
   }
@@ -432,10 +445,22 @@ caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
             if (file.bytes.empty()) return;
             auto saved = decode_checkpoint(file.bytes);
             Status s = saved.ok() ? self->state.core->restore(*saved, self->clock().now()) : saved.status();
-            if (s.ok())
-              log_info(tag(self) + "restored checkpoint of round " + std::to_string(saved->rounds));
-            else
+            if (!s.ok()) {
               log_warn(tag(self) + "checkpoint not restored: " + s.to_string());
+              return;
+            }
+            log_info(tag(self) + "restored checkpoint of round " + std::to_string(saved->rounds));
+            if (self->state.continued || saved->figures.empty()) return;
+            // A new process: the run's figures go on from the checkpoint's.
+            if (auto figures = decode_figures(saved->figures); !figures.ok()) {
+              log_warn(tag(self) + "the checkpoint's figures of the run are not read (counting from zero): " +
+                       figures.status().to_string());
+            } else {
+              log_info(tag(self) + "continuing the run's figures from its checkpoint (" +
+                       std::to_string(figures->stats.rounds) + " rounds, " + std::to_string(figures->tokens) +
+                       " tokens, " + std::to_string(static_cast<int>(figures->seconds)) + " s since the run started)");
+              self->state.core->continue_from(std::move(*figures), self->clock().now(), unix_ms());
+            }
           },
           [self](caf::error& e) {
             self->state.args.records->readiness.set_syncer_serving(true);

@@ -5,16 +5,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <numbers>
 
 #include "atoll/assembled_model.h"
+#include "atoll/assembled_report.h"
 #include "atoll/checkpoint.h"
 #include "atoll/evaluation.h"
 #include "atoll/job.h"
-#include "atoll/json_writer.h"
 #include "atoll/log.h"
 #include "atoll/model_file.h"
 #include "atoll/run.h"
+#include "atoll/run_view.h"
 #include "atoll/topology_file.h"
 #include "command.h"
 #include "output_file.h"
@@ -47,6 +47,50 @@ Result<CheckpointState> latest_checkpoint(const Topology& t, const std::string& 
   return std::move(**latest);
 }
 
+// The run's figures from its shards' checkpoints (atoll/assembled_report.h).
+// Checkpoints written before syncers recorded figures give a report of the
+// model alone: each shard's rounds and versions.
+Result<Report> run_report(const Topology& t, const std::vector<CheckpointState>& by_shard,
+                          const std::vector<Fragment>& plan) {
+  std::vector<ShardFigures> shards;
+  bool every = true;
+  for (uint32_t s = 0; s < by_shard.size(); ++s) {
+    ShardFigures sf;
+    sf.shard = s;
+    sf.versions.assign(plan.size(), 0);
+    for (const auto& f : by_shard[s].fragments) {
+      sf.versions[f.fragment] = f.version;
+      sf.parameters += f.values.size();
+      ++sf.fragments;
+    }
+    if (by_shard[s].figures.empty()) {
+      every = false;
+      sf.figures.stats.rounds = by_shard[s].rounds;
+    } else {
+      auto figures = decode_figures(by_shard[s].figures);
+      if (!figures.ok()) return figures.status().with_context("shard " + std::to_string(s) + "'s checkpoint");
+      sf.figures = std::move(*figures);
+    }
+    shards.push_back(std::move(sf));
+  }
+  if (every) return assembled_report(t, shards);
+  log_warn("a shard's checkpoint holds no figures of the run (written by an older atoll): the report holds the "
+           "model's figures and each shard's rounds and versions only");
+  Report r;
+  r.mode = mode_name(t.mode);
+  for (const auto& s : shards) {
+    r.rounds += s.figures.stats.rounds;
+    SyncerSample sample;
+    sample.shard = s.shard;
+    sample.parameters = s.parameters;
+    sample.fragments = s.fragments;
+    sample.stats = s.figures.stats;
+    sample.versions = s.versions;
+    r.shards.push_back(shard_report(sample, static_cast<int>(shards.size())));
+  }
+  return r;
+}
+
 int assemble_command(const AssembleArgs& a) {
   auto t = load_topology(a.file, a.sets);
   if (!t.ok()) return fail(t.status());
@@ -69,59 +113,26 @@ int assemble_command(const AssembleArgs& a) {
   if (!job.ok()) return fail(job.status().with_context("data"));
   auto sums = evaluate_held_out(*t, **job, assembled->theta);
   if (!sums.ok()) return fail(sums.status().with_context("held-out evaluation"));
-  const bool text = t->data.kind == DataKind::kText;
+
+  auto report = run_report(*t, by_shard, *plan);
+  if (!report.ok()) return fail(report.status());
+  Report& r = *report;
+  r.model = (*model)->describe();
+  r.data = (*job)->description();
+  r.final_versions = assembled->versions;
+  int64_t windows = 0;
+  for (const auto& b : (*job)->eval_batches()) windows += b.rows;
+  r.set_final_eval(*sums, t->data.kind == DataKind::kText, windows);
   EvaluationOptions eo;
   eo.sample_prompt = a.sample_prompt;
-  const std::string sample = sample_text(**model, assembled->theta, eo, t->seed);
+  r.sample = sample_text(**model, assembled->theta, eo, t->seed);
 
-  const std::string what = (*model)->describe();
-  std::printf("assembled %s from %zu checkpoint%s of run %s\n", what.c_str(), by_shard.size(),
-              by_shard.size() == 1 ? "" : "s", a.run_name.c_str());
-  for (size_t s = 0; s < by_shard.size(); ++s) {
-    std::string versions;
-    for (const auto& f : by_shard[s].fragments) versions += (versions.empty() ? "" : " ") + std::to_string(f.version);
-    std::printf("  shard %zu: %zu fragments at versions [%s], %llu rounds\n", s, by_shard[s].fragments.size(),
-                versions.c_str(), static_cast<unsigned long long>(by_shard[s].rounds));
-  }
-  std::printf("  held-out loss %.4f", sums->loss());
-  if (text) std::printf(", bits per byte %.4f", sums->bits_per_byte());
-  else std::printf(", accuracy %.4f", sums->accuracy());
-  std::printf(" (%lld examples)\n", static_cast<long long>(sums->count));
-  if (!sample.empty()) std::printf("  sample: \"%s\"\n", sample.c_str());
-
-  JsonWriter j;
-  j.open(nullptr, '{');
-  j.field("run_name", a.run_name);
-  j.field("model", what);
-  j.field("data", (*job)->description());
-  j.open("shards", '[');
-  for (size_t s = 0; s < by_shard.size(); ++s) {
-    j.open(nullptr, '{');
-    j.field("shard", static_cast<uint64_t>(s));
-    j.field("rounds", by_shard[s].rounds);
-    j.field("fragments", static_cast<uint64_t>(by_shard[s].fragments.size()));
-    j.field("checkpoint_unix_ms", by_shard[s].created_unix_ms);
-    j.close('}');
-  }
-  j.close(']');
-  j.open("final_versions", '[');
-  for (uint64_t v : assembled->versions) j.item(v);
-  j.close(']');
-  j.open("eval", '{');
-  j.field("loss", sums->loss());
-  j.field("loss_stderr", sums->loss_stderr());
-  j.field("accuracy", sums->accuracy());
-  j.field("bits_per_byte", text ? sums->bits_per_byte() : 0.0);
-  j.field("bits_per_byte_stderr", text ? sums->loss_stderr() / std::numbers::ln2 : 0.0);
-  j.field("count", sums->count);
-  j.field("batches", sums->batches);
-  j.field("final", true);
-  j.close('}');
-  j.field("sample", sample);
-  j.close('}');
-  if (!a.report.empty() && !write_output(a.report, j.text() + "\n", "report")) return kExitFailed;
+  std::printf("assembled %s from the final checkpoints of run %s's %zu syncer shard%s\n", r.model.c_str(),
+              a.run_name.c_str(), by_shard.size(), by_shard.size() == 1 ? "" : "s");
+  std::printf("%s", r.to_table().c_str());
+  if (!a.report.empty() && !write_output(a.report, r.to_json(), "report")) return kExitFailed;
   if (!a.save_model.empty()) {
-    ModelFile file{shapes_of(layout), assembled->theta, what + " assembled from run " + a.run_name};
+    ModelFile file{shapes_of(layout), assembled->theta, r.model + " assembled from run " + a.run_name};
     if (Status s = save_model_file(a.save_model, file); !s.ok()) return fail(s);
     std::printf("the final model is saved in %s\n", a.save_model.c_str());
   }

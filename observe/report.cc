@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <numbers>
 #include <sstream>
 
 #include "atoll/printf_string.h"
@@ -97,6 +98,19 @@ void write_learner_json(JsonWriter& j, const LearnerReport& l) {
   j.field("member", l.record.member);
   j.field("departures", l.record.departures);
   j.field("member_seconds", l.record.member_seconds);
+}
+
+void Report::set_final_eval(const EvalSums& sums, bool text, int64_t windows) {
+  eval.by.clear();
+  eval.final = true;
+  eval.loss = sums.loss();
+  eval.accuracy = sums.accuracy();
+  eval.count = sums.count;
+  eval.batches = sums.batches;
+  eval.loss_stderr = sums.loss_stderr();
+  eval.bits_per_byte = text ? sums.bits_per_byte() : 0.0;
+  eval.bits_per_byte_stderr = text ? sums.loss_stderr() / std::numbers::ln2 : 0.0;
+  eval.windows = text ? windows : 0;
 }
 
 std::string Report::to_json() const {

@@ -200,6 +200,8 @@ SyncerStats merge_shard_stats(const std::vector<const SyncerStats*>& shards) {
     o.adopted_seconds_sum += t.adopted_seconds_sum;
     o.adopted_seconds_max = std::max(o.adopted_seconds_max, t.adopted_seconds_max);
     o.good_seconds += t.good_seconds;  // each shard counts its fragments' share of a step
+    o.bytes_received += t.bytes_received;
+    o.bytes_sent += t.bytes_sent;
     o.round_ends.insert(o.round_ends.end(), t.round_ends.begin(), t.round_ends.end());
     if (t.first_welcome >= 0 && (o.first_welcome < 0 || t.first_welcome < o.first_welcome))
       o.first_welcome = t.first_welcome;

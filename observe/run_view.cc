@@ -109,8 +109,8 @@ RunView fold_view(const Topology& topology, const SyncerSample& syncer, const Ru
   v.sealed = sealed;
   v.tokens = syncer.tokens;
   v.versions = syncer.versions;
-  v.bytes_up = counters.bytes_up.load();
-  v.bytes_down = counters.bytes_down.load();
+  v.bytes_up = syncer.stats.bytes_received;
+  v.bytes_down = syncer.stats.bytes_sent;
   v.gateway_refusals = counters.gateway_refusals.load();
   v.checkpoints = counters.checkpoints.load();
   v.regressions_refused = counters.regressions_refused.load();

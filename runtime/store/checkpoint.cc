@@ -32,14 +32,16 @@ constexpr const char* kSuffix = ".atoll";
 }  // namespace
 
 CheckpointView view_of(const CheckpointState& state) {
-  CheckpointView v{state.fingerprint, state.plan_fingerprint, state.created_unix_ms, state.rounds, {}, state.learners, {}};
+  CheckpointView v{state.fingerprint, state.plan_fingerprint, state.created_unix_ms, state.rounds, {}, state.learners, {},
+                   state.figures};
   for (const auto& f : state.fragments) v.fragments.push_back({f.fragment, f.version, f.values, f.momentum});
   if (const auto& o = state.optimizer) v.optimizer = CheckpointView::OptimizerRecord{o->step, o->m, o->v};
   return v;
 }
 
 CheckpointState copy_of(const CheckpointView& view) {
-  CheckpointState s{view.fingerprint, view.plan_fingerprint, view.created_unix_ms, view.rounds, {}, view.learners, {}};
+  CheckpointState s{view.fingerprint, view.plan_fingerprint, view.created_unix_ms, view.rounds, {}, view.learners, {},
+                    view.figures};
   for (const auto& f : view.fragments)
     s.fragments.push_back({f.fragment, f.version, {f.values.begin(), f.values.end()}, {f.momentum.begin(), f.momentum.end()}});
   if (const auto& o = view.optimizer)
@@ -57,6 +59,7 @@ std::vector<uint8_t> encode_checkpoint(const CheckpointView& view) {
   for (const auto& f : view.fragments) words += data_words(f.values) + data_words(f.momentum);
   if (const auto& o = view.optimizer)
     words += words_of.operator()<schema::OptimizerRecord>(1) + data_words(o->m) + data_words(o->v);
+  words += (view.figures.size() + sizeof(capnp::word) - 1) / sizeof(capnp::word);
 
   return frame_record_in_place(kMagic, kCheckpointFormatVersion, words, [&](capnp::MessageBuilder& builder) {
     auto root = builder.initRoot<schema::Checkpoint>();
@@ -91,6 +94,7 @@ std::vector<uint8_t> encode_checkpoint(const CheckpointView& view) {
       r.setM(float_bytes(o->m));
       r.setV(float_bytes(o->v));
     }
+    if (!view.figures.empty()) root.setFigures(kj::arrayPtr(view.figures.data(), view.figures.size()));
   });
 }
 
@@ -146,6 +150,10 @@ Result<CheckpointState> decode_checkpoint(std::span<const uint8_t> bytes) {
       if (!std::all_of(r.m.begin(), r.m.end(), finite) || !std::all_of(r.v.begin(), r.v.end(), finite))
         return Status::corruption("optimizer state is not finite");
       s.optimizer = std::move(r);
+    }
+    if (root.hasFigures()) {
+      const auto f = root.getFigures();
+      s.figures.assign(f.begin(), f.end());
     }
     return s;
   } catch (const kj::Exception& e) {

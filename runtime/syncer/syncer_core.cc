@@ -186,6 +186,10 @@ size_t SyncerCore::owned_parameters() const {
 }
 bool SyncerCore::owns(uint32_t fragment) const { return fragment < s_->fragments.size() && s_->owns(fragment); }
 const SyncerStats& SyncerCore::stats() const { return s_->stats; }
+void SyncerCore::count_bytes(uint64_t received, uint64_t sent) {
+  s_->stats.bytes_received += received;
+  s_->stats.bytes_sent += sent;
+}
 const std::vector<LearnerRecord>& SyncerCore::learners() const { return s_->learners; }
 double SyncerCore::elapsed(SteadyTime now) const { return s_->elapsed(now); }
 bool SyncerCore::flushing() const { return rounds_->flushing(); }
@@ -263,6 +267,31 @@ Status SyncerCore::restore(const CheckpointState& state, std::optional<SteadyTim
   }
   s_->stats.rounds = std::max(s_->stats.rounds, state.rounds);
   return {};
+}
+
+void SyncerCore::continue_from(SyncerFigures figures, SteadyTime now, int64_t unix_ms) {
+  // The run's clock goes on: its start is the one the figures count from.
+  s_->start = now - std::chrono::duration_cast<SteadyTime::duration>(
+                        std::chrono::duration<double>(1e-3 * double(unix_ms - figures.started_unix_ms)));
+  // What restore() decided for open slots stands: the figures hold none.
+  for (size_t m = 0; m < figures.learners.size() && m < s_->learners.size(); ++m) {
+    figures.learners[m].reserved_for = s_->learners[m].reserved_for;
+    figures.learners[m].reserved_until = s_->learners[m].reserved_until;
+  }
+  figures.stats.final_seconds = -1.0;  // final again when this process's last rounds close
+  continue_from(figures.stats, figures.learners);
+}
+
+SyncerFigures SyncerCore::figures(SteadyTime now, int64_t unix_ms, double cpu_seconds) const {
+  SyncerFigures f;
+  f.seconds = s_->elapsed(now);
+  f.started_unix_ms = unix_ms - static_cast<int64_t>(std::llround(1e3 * f.seconds));
+  f.tokens = total_tokens();
+  f.allocated_seconds = allocated_seconds(now);
+  f.cpu_seconds = cpu_seconds;
+  f.stats = s_->stats;
+  f.learners = s_->learners;
+  return f;
 }
 
 void SyncerCore::continue_from(const SyncerStats& stats, const std::vector<LearnerRecord>& learners) {

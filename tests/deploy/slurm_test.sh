@@ -178,8 +178,13 @@ import json, math, sys
 model, shards = json.load(open(sys.argv[1])), [json.load(open(p)) for p in sys.argv[2:]]
 owner = [shards[p % len(shards)]["final_versions"][p] for p in range(len(model["final_versions"]))]
 ok = model["final_versions"] == owner and math.isfinite(model["eval"]["loss"]) and len(model["shards"]) == 2
+# The run's figures too, from both shards' (the restarted one's going on from its checkpoint's).
+ok = ok and model["rounds"] == sum(s["rounds"] for s in shards) and 0 < model["goodput"] <= 1
+ok = ok and model["merged_pushes"] == sum(s["merged_pushes"] for s in shards)
+ok = ok and all(l["merged"] > 0 for l in model["per_learner"]) and len(model["per_learner"]) == 3
 print(f"assembled model: versions {model['final_versions']} (the shards ended at {owner}), held-out loss "
-      f"{model['eval']['loss']:.4f}, accuracy {model['eval']['accuracy']:.4f}")
+      f"{model['eval']['loss']:.4f}, accuracy {model['eval']['accuracy']:.4f}; {model['rounds']} rounds, goodput "
+      f"{model['goodput']:.3f}, merges per learner {[l['merged'] for l in model['per_learner']]}")
 sys.exit(0 if ok else 1)
 PY
 slurm_stop "$work/slurm" || die "a daemon survived slurm_stop"

@@ -8,7 +8,9 @@
 # ends the run at shard 0 alone: the learners pass its Done on to shard 1,
 # which ends the run too, and the learners exit 0 once both said Done. No
 # version any learner adopted is lost: each fragment's owner ends at least
-# at the newest version any learner adopted.
+# at the newest version any learner adopted. `atoll assemble` then makes one
+# report of the run: the model's held-out figure, and both shards' figures
+# (the restarted shard's going on from its checkpoint's).
 # Usage: shard_kill_test.sh ATOLL SCRATCH
 source "$(dirname "$0")/lib.sh" "$1" "$2"
 
@@ -82,4 +84,28 @@ read -ra assembled <<<"$(json_array "$work/model.json" final_versions)"
 loss=$(json_number "$work/model.json" loss)
 awk -v l="$loss" 'BEGIN { exit !(l > 0 && l < 100) }' || die "the assembled model's held-out loss is '$loss'"
 [ -s "$work/final.atoll-model" ] || die "no model file saved"
-echo "shard_kill_test: ok (fragment 0 at ${owner_final[0]}, fragment 1 at ${owner_final[1]}; no adopted version lost; assembled model's held-out loss $loss)"
+# One report of the run, from both shards' final figures: the restarted shard went on from its checkpoint's,
+# so its count holds its first process's rounds, and the run's merges are both shards' (as one process
+# holding both would count them).
+grep -q "continuing the run's figures from its checkpoint ([1-9]" "$work/s1b.log" ||
+  die "the restarted shard 1 did not go on from its checkpoint's figures"
+python3 - "$work/model.json" "$work/s0.json" "$work/s1.json" <<'PY' || die "the run's report does not add up (above)"
+import json, sys
+run, s0, s1 = (json.load(open(p)) for p in sys.argv[1:])
+problems = []
+if [s["shard"] for s in run["shards"]] != [0, 1]: problems.append(f"shards {run['shards']}")
+for key in ("rounds", "merged_pushes"):
+    if run[key] != s0[key] + s1[key]: problems.append(f"{key}: {run[key]}, the shards {s0[key]} + {s1[key]}")
+if run["tokens"] != max(s0["tokens"], s1["tokens"]): problems.append(f"tokens {run['tokens']}")
+if not 0 < run["goodput"] <= 1: problems.append(f"goodput {run['goodput']}")
+if not run["eval"]["final"]: problems.append("the held-out figure is not of the final model")
+for l in run["per_learner"]:
+    merged = [next(x["merged"] for x in s["per_learner"] if x["id"] == l["id"]) for s in (s0, s1)]
+    if l["merged"] != sum(merged) or min(merged) <= 0:
+        problems.append(f"learner {l['id']}: {l['merged']} merged, the shards {merged}")
+for p in problems: print("run report:", p)
+print(f"run report: {run['rounds']} rounds ({s0['rounds']} + {s1['rounds']}), {run['tokens']} tokens, goodput "
+      f"{run['goodput']:.3f}, merges per learner {[l['merged'] for l in run['per_learner']]}")
+sys.exit(1 if problems else 0)
+PY
+echo "shard_kill_test: ok (fragment 0 at ${owner_final[0]}, fragment 1 at ${owner_final[1]}; no adopted version lost; one report with the model's held-out loss $loss)"

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "atoll/model.h"
 #include "atoll/run_series.h"
 #include "atoll/syncer_stats.h"
 
@@ -124,6 +125,10 @@ struct Report {
   // The run over time (not in to_json(): run_plots writes them beside it).
   std::vector<SeriesPoint> series;
   std::vector<EventLine> events;               // the newest lines of the event tape
+
+  // The held-out figures of the final model, from atoll's own evaluation of
+  // it (`windows`: language models, the held-out windows evaluated).
+  void set_final_eval(const EvalSums& sums, bool text, int64_t windows);
 
   std::string to_json() const;
   std::string to_table() const;

@@ -1,7 +1,7 @@
 // RunRecords: what the actors of one process record about a run, typed.
 //
 // Six parts, each with one job and its own synchronization:
-//   counters  monotone atomics for high-frequency facts (bytes, checkpoints);
+//   counters  monotone atomics for facts counted outside the syncer (checkpoints, the door's refusals);
 //   log       the append-only event log (atoll/run_event.h), also written as
 //             the JSON-lines event tape when given a path;
 //   syncer    the syncer's latest sample: one writer (the syncer actor, or
@@ -34,8 +34,6 @@
 namespace atl {
 
 struct RunCounters {
-  std::atomic<uint64_t> bytes_up{0};    // learner -> syncer, counted where the syncer receives
-  std::atomic<uint64_t> bytes_down{0};  // syncer -> learners, counted where the syncer sends
   std::atomic<uint64_t> checkpoints{0}; // written
   // Refused at a syncer process's door (a bad token, an unknown id, an
   // oversized packet) before reaching the syncer, which counts the rest.

@@ -427,6 +427,50 @@ BOOST_AUTO_TEST_CASE(a_learners_own_labels_replace_the_topologys_for_the_report)
   BOOST_CHECK_EQUAL(c.core->learners()[0].speed, 0.0);  // not registered: the topology's
 }
 
+// A syncer restarted in a new process has no predecessor in memory: it goes
+// on with the figures its checkpoint carries, and counts its seconds from the
+// run's start, not its own.
+BOOST_AUTO_TEST_CASE(a_syncer_restarted_in_a_new_process_goes_on_with_its_checkpoints_figures) {
+  Topology t = testing::tiny_mlp_topology();
+  t.outer.quorum = 1;
+  Core c(t);
+  c.must_join(0);
+  c.must_join(1);
+  const uint64_t round = sent_to<Pull>(c.progress(0, 4, 0.4), 0)->round;
+  c.push(0, round, 4, 0.1f, 0.5);
+  c.push(1, round, 2, 0.4f, 0.6);
+  BOOST_REQUIRE_EQUAL(c.core->stats().merged_pushes, 2u);
+  c.core->count_bytes(1000, 300);
+  const int64_t wall_ms = 1'800'000'000'000;  // the wall clock at 0.9 s of the run
+  CheckpointView view = c.core->checkpoint(wall_ms);
+  view.figures = encode_figures(c.core->figures(at(0.9), wall_ms, 0.25));
+  auto saved = decode_checkpoint(encode_checkpoint(view));  // through the file format
+  BOOST_REQUIRE_MESSAGE(saved.ok(), saved.status().to_string());
+
+  // 30 s later, in another process (its own clock starts at 500 s).
+  auto next = SyncerCore::create(c.topology, at(500.0));
+  BOOST_REQUIRE(next.ok());
+  SyncerCore& core = **next;
+  BOOST_REQUIRE(core.restore(*saved, at(500.0)).ok());
+  auto figures = decode_figures(saved->figures);
+  BOOST_REQUIRE_MESSAGE(figures.ok(), figures.status().to_string());
+  BOOST_CHECK_EQUAL(figures->started_unix_ms, wall_ms - 900);
+  core.continue_from(*figures, at(500.0), wall_ms + 30'000);
+  BOOST_CHECK_CLOSE(core.elapsed(at(500.0)), 30.9, 1e-6);  // seconds since the run started
+  BOOST_CHECK_EQUAL(core.stats().rounds, 1u);
+  BOOST_CHECK_EQUAL(core.stats().merged_pushes, 2u);
+  BOOST_CHECK_EQUAL(core.stats().bytes_received, 1000u);
+  BOOST_CHECK_EQUAL(core.stats().bytes_sent, 300u);
+  BOOST_CHECK_EQUAL(core.stats().round_ends.size(), 1u);
+  BOOST_CHECK_CLOSE(core.stats().good_seconds, c.core->stats().good_seconds, 1e-9);
+  BOOST_CHECK_EQUAL(core.learners()[0].merged, 1u);
+  BOOST_CHECK_EQUAL(core.learners()[1].merged, 1u);
+  BOOST_CHECK_EQUAL(core.total_tokens(), c.core->total_tokens());
+  BOOST_CHECK_CLOSE(core.allocated_seconds(at(500.0)), 2 * 30.9, 1e-6);  // both members all along
+  // Its own figures keep the run's start.
+  BOOST_CHECK_EQUAL(core.figures(at(501.0), wall_ms + 31'000, 0.0).started_unix_ms, wall_ms - 900);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 }  // namespace atl

@@ -60,6 +60,9 @@ struct CheckpointState {
   std::vector<FragmentRecord> fragments;
   std::vector<LearnerRecord> learners;
   std::optional<OptimizerRecord> optimizer;
+  // The syncer's figures of the run so far, encoded (atoll/syncer_figures.h):
+  // the store keeps them, the syncer reads them. Empty: none recorded.
+  std::vector<uint8_t> figures;
 
   friend bool operator==(const CheckpointState&, const CheckpointState&) = default;
 };
@@ -86,6 +89,7 @@ struct CheckpointView {
   std::vector<FragmentRecord> fragments;
   std::vector<CheckpointState::LearnerRecord> learners;  // small: held
   std::optional<OptimizerRecord> optimizer;
+  std::vector<uint8_t> figures;  // small: held
 };
 
 // The view of a held state, and a state holding a copy of what a view shows.

@@ -82,6 +82,7 @@
 #include "atoll/messages.h"
 #include "atoll/model.h"
 #include "atoll/run_event.h"
+#include "atoll/syncer_figures.h"
 #include "atoll/syncer_stats.h"
 #include "atoll/topology.h"
 
@@ -141,6 +142,13 @@ class SyncerCore {
   // restarts): counters, round history, learners' past tokens. Connections
   // are not inherited: learners register again.
   void continue_from(const SyncerStats& stats, const std::vector<LearnerRecord>& learners);
+  // The same for a syncer restarted in a new process, from the figures of
+  // the checkpoint it restored (call after restore()): its clock counts from
+  // the run's start too. `unix_ms`: the wall clock at `now`.
+  void continue_from(SyncerFigures figures, SteadyTime now, int64_t unix_ms);
+  // What it has counted so far, for a checkpoint (`cpu_seconds`: its thread's,
+  // which the transport measures).
+  SyncerFigures figures(SteadyTime now, int64_t unix_ms, double cpu_seconds) const;
 
   // A restarted syncer accepts learners' base copies newer than its own
   // versions for this long after it starts (docs/design.md section 6); afterwards a
@@ -249,6 +257,8 @@ class SyncerCore {
   size_t owned_parameters() const;  // in the fragments it owns (all of them: the model's)
   uint64_t version(uint32_t fragment) const;
   const SyncerStats& stats() const;
+  // The transport's count of message bytes, into stats(): from and to learners.
+  void count_bytes(uint64_t received, uint64_t sent);
   // True while a syncer that replaced another waits for the learners that
   // were connected to register again (bounded by kRecoverySeconds): until
   // then its versions may still be behind what they adopted.

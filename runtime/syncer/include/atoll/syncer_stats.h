@@ -116,6 +116,9 @@ struct SyncerStats {
   uint64_t adopted_broadcasts = 0;
   double adopted_seconds_sum = 0.0, adopted_seconds_max = 0.0;
   double good_seconds = 0.0;       // learner step time whose progress was merged
+  // Message bytes, as the transport counted them (SyncerCore::count_bytes):
+  // from learners, and to learners.
+  uint64_t bytes_received = 0, bytes_sent = 0;
   std::vector<RoundEnd> round_ends;  // one per round, in the order they closed
   double first_welcome = -1.0;     // seconds since the core started: training began (-1: not yet)
   double final_seconds = -1.0;     // when the model became final, its last rounds closed (-1: not yet)
