@@ -1,6 +1,8 @@
 // `atoll assemble`: the final model of a run whose syncer shards ran in
 // processes of their own, put together from each shard's final checkpoint
-// (atoll/assembled_model.h), evaluated on the held-out data, and saved.
+// (atoll/assembled_model.h), evaluated on the held-out data, and saved; with
+// the run's report folded from the figures those checkpoints carry
+// (atoll/assembled_report.h).
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -144,7 +146,7 @@ int assemble_command(const AssembleArgs& a) {
 void add_assemble_command(CLI::App& app, int& status) {
   auto a = std::make_shared<AssembleArgs>();
   auto* cmd = app.add_subcommand(
-      "assemble", "Put a run's final model together from its syncer shards' checkpoints, evaluate and save it");
+      "assemble", "Put a run's final model together from its syncer shards' checkpoints, evaluate and save it, and report the run");
   cmd->add_option("file", a->file, "The run's topology file (TOML); none: the built-in default");
   add_set_option(cmd, a->sets);
   cmd->add_option("--run-name", a->run_name, "The run's name: its checkpoints are in <checkpoint.dir>/<run-name>")
@@ -160,8 +162,11 @@ void add_assemble_command(CLI::App& app, int& status) {
       "has ended, this reads the newest good checkpoint of each (<checkpoint.dir>/<run-name>/shard-i;\n"
       "without shards, the run's folder), checks that they belong to this topology's model and\n"
       "fragment plan and together hold every fragment once, puts the model together, evaluates it\n"
-      "on the held-out data (held-out loss, and bits per byte or accuracy) and writes the report\n"
-      "and, with --save-model, the model file. The shards' folders must be readable here (a shared\n"
+      "on the held-out data (held-out loss, and bits per byte or accuracy) and writes the run's report\n"
+      "and, with --save-model, the model file. The report is the one a process holding every shard\n"
+      "would write: the model's figures, and the training figures (tokens, goodput, rounds, bytes,\n"
+      "merges per learner and per shard) from those each checkpoint carries (a shard restarted in a\n"
+      "new process goes on from its checkpoint's). The shards' folders must be readable here (a shared\n"
       "file system, or copied together); a folder a running syncer holds is refused (its lock).\n"
       "Example:\n"
       "  atoll assemble topology.toml --set checkpoint.dir=/shared/checkpoints --run-name exp1 \\\n"
