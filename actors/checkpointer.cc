@@ -25,6 +25,11 @@ caf::behavior checkpointer(caf::event_based_actor* self, std::shared_ptr<Checkpo
         ++records->counters.checkpoints;
         log_info(name + ": wrote " + *written);
       },
+      [store, name](point_atom, uint32_t point, Packet& file) {  // a point of the curve (a shard held apart)
+        auto written = store->write_point(point, file.bytes);
+        if (!written.ok()) log_error(name + ": point " + std::to_string(point) + " of the curve: " + written.status().to_string());
+        else log_info(name + ": wrote " + *written);
+      },
       [store, name](load_atom, uint64_t fingerprint) -> Packet {
         auto latest = store->load_latest(fingerprint, [&name](const std::string& w) { log_warn(name + ": " + w); });
         if (!latest.ok()) {

@@ -226,7 +226,28 @@ void end_run(SyncerActor* self, const std::string& why) {
   carry_out(self, fx);
 }
 
-// Keeps the curve's snapshots (RunOptions::curve_points) and ends the run at its token budget.
+// A shard held apart from the others (atoll syncer --shard i/S): its process
+// never holds the whole model.
+bool held_apart(const SyncerArgs& args) { return args.shards_here < static_cast<size_t>(args.topology.syncer.shards); }
+
+// The model at the curve's next planned point (RunOptions::curve_points). A
+// shard held apart writes its part beside its checkpoints instead, durable
+// across its restarts, for `atoll assemble` to evaluate.
+void take_point(SyncerActor* self, uint64_t tokens, double elapsed) {
+  auto& st = self->state;
+  auto& snapshots = st.args.records->snapshots;
+  if (!held_apart(st.args)) {
+    snapshots.add({elapsed, tokens, st.core->parameters()}, st.args.shard);
+    return;
+  }
+  const auto point = static_cast<uint32_t>(snapshots.count(st.args.shard));
+  snapshots.add({elapsed, tokens, {}}, st.args.shard);
+  caf::actor cp = st.args.use_checkpointer ? st.args.directory->get(Directory::checkpointer_name(st.args.shard))
+                                           : caf::actor{};
+  if (cp && !st.args.topology.checkpoint.dir.empty()) self->send(cp, point_atom_v, point, checkpoint_packet(self));
+}
+
+// Keeps the curve's points (RunOptions::curve_points) and ends the run at its token budget.
 // The budget is judged by one count: a shard held apart from shard 0 (atoll
 // syncer --shard i/S) leaves it to shard 0, whose end its learners pass on
 // (a restarted shard's own count lags, and would miss the end).
@@ -235,11 +256,9 @@ void check_budget(SyncerActor* self) {
   auto& snapshots = st.args.records->snapshots;
   const uint64_t tokens = st.core->total_tokens();
   const double elapsed = st.core->elapsed(self->clock().now());
-  if (!st.core->flushing() && snapshots.due(tokens, elapsed, st.args.shard))
-    snapshots.add({elapsed, tokens, st.core->parameters()}, st.args.shard);
+  if (!st.core->flushing() && snapshots.due(tokens, elapsed, st.args.shard)) take_point(self, tokens, elapsed);
   const uint64_t budget = st.args.topology.tokens;
-  const bool judges =
-      st.args.shard == 0 || st.args.shards_here == static_cast<size_t>(st.args.topology.syncer.shards);
+  const bool judges = st.args.shard == 0 || !held_apart(st.args);
   if (st.finished || !judges || budget == 0 || tokens < budget) return;
   end_run(self, "token budget of " + std::to_string(budget) + " reached");
 }
@@ -460,6 +479,12 @@ caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
                        std::to_string(figures->stats.rounds) + " rounds, " + std::to_string(figures->tokens) +
                        " tokens, " + std::to_string(static_cast<int>(figures->seconds)) + " s since the run started)");
               self->state.core->continue_from(std::move(*figures), self->clock().now(), unix_ms());
+              // Its predecessor wrote the curve's points up to here.
+              auto& st = self->state;
+              auto& snapshots = st.args.records->snapshots;
+              const auto now = self->clock().now();
+              while (held_apart(st.args) && snapshots.due(st.core->total_tokens(), st.core->elapsed(now), st.args.shard))
+                snapshots.add({st.core->elapsed(now), st.core->total_tokens(), {}}, st.args.shard);
             }
           },
           [self](caf::error& e) {

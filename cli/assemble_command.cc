@@ -30,32 +30,37 @@ struct AssembleArgs {
   std::string sample_prompt = EvaluationOptions{}.sample_prompt;
 };
 
-// Shard i's newest good checkpoint (files skipped are logged with why).
-Result<CheckpointState> latest_checkpoint(const Topology& t, const std::string& run_name, uint32_t shard,
-                                          uint64_t fingerprint) {
+// Shard i's checkpoint folder, opened (and locked: no syncer writes it now).
+Result<std::unique_ptr<CheckpointStore>> open_shard_folder(const Topology& t, const std::string& run_name,
+                                                           uint32_t shard) {
   const std::string folder = checkpoint_folder(t, run_name, shard);
   if (!std::filesystem::is_directory(folder))  // opening a store would make it
     return Status::not_found("no checkpoint folder " + folder + " (is checkpoint.dir the run's, and --run-name?)");
   if (t.syncer.shards == 1 && std::filesystem::is_directory(folder + "/shard-0"))
     return Status::invalid_argument(folder + " holds the folders of a syncer in shards (shard-0, ...): give the "
                                     "run's shard count, --set syncer.shards=S");
-  auto store = CheckpointStore::open(folder, t.checkpoint.keep);  // locked: no syncer writes it now
+  auto store = CheckpointStore::open(folder, t.checkpoint.keep);
   if (!store.ok()) return store.status().with_context("shard " + std::to_string(shard));
-  auto latest = (*store)->load_latest(fingerprint, [](const std::string& why) { log_warn(why); });
+  return std::move(*store);
+}
+
+// The newest good checkpoint in a shard's folder (files skipped are logged with why).
+Result<CheckpointState> latest_checkpoint(const CheckpointStore& store, uint64_t fingerprint) {
+  auto latest = store.load_latest(fingerprint, [](const std::string& why) { log_warn(why); });
   if (!latest.ok()) return latest.status();
   if (!*latest)
-    return Status::not_found("no checkpoint of this model in " + folder +
+    return Status::not_found("no checkpoint of this model in " + store.dir() +
                              " (did the syncer run with this topology, and end?)");
   return std::move(**latest);
 }
 
-// The run's figures from its shards' checkpoints (atoll/assembled_report.h).
-// Checkpoints written before syncers recorded figures give a report of the
-// model alone: each shard's rounds and versions.
-Result<Report> run_report(const Topology& t, const std::vector<CheckpointState>& by_shard,
-                          const std::vector<Fragment>& plan) {
+// Each shard's part of the run as its checkpoint holds it: its versions and
+// size, and the figures it counted (none from a checkpoint written before
+// syncers recorded them: `figured` is then false).
+Result<std::vector<ShardFigures>> shard_figures(const std::vector<CheckpointState>& by_shard,
+                                                const std::vector<Fragment>& plan, bool& figured) {
   std::vector<ShardFigures> shards;
-  bool every = true;
+  figured = true;
   for (uint32_t s = 0; s < by_shard.size(); ++s) {
     ShardFigures sf;
     sf.shard = s;
@@ -65,9 +70,9 @@ Result<Report> run_report(const Topology& t, const std::vector<CheckpointState>&
       sf.parameters += f.values.size();
       ++sf.fragments;
     }
+    sf.figures.stats.rounds = by_shard[s].rounds;
     if (by_shard[s].figures.empty()) {
-      every = false;
-      sf.figures.stats.rounds = by_shard[s].rounds;
+      figured = false;
     } else {
       auto figures = decode_figures(by_shard[s].figures);
       if (!figures.ok()) return figures.status().with_context("shard " + std::to_string(s) + "'s checkpoint");
@@ -75,7 +80,12 @@ Result<Report> run_report(const Topology& t, const std::vector<CheckpointState>&
     }
     shards.push_back(std::move(sf));
   }
-  if (every) return assembled_report(t, shards);
+  return shards;
+}
+
+// A report of the model alone, with each shard's rounds and versions: what
+// checkpoints without figures allow.
+Report model_only_report(const Topology& t, const std::vector<ShardFigures>& shards) {
   log_warn("a shard's checkpoint holds no figures of the run (written by an older atoll): the report holds the "
            "model's figures and each shard's rounds and versions only");
   Report r;
@@ -93,6 +103,53 @@ Result<Report> run_report(const Topology& t, const std::vector<CheckpointState>&
   return r;
 }
 
+struct Evaluated {
+  EvalSums sums;
+  int64_t windows = 0;  // language models: held-out windows
+};
+
+Result<Evaluated> evaluate_model(const Topology& t, const Job& job, const std::vector<float>& theta) {
+  auto sums = evaluate_held_out(t, job, theta);
+  if (!sums.ok()) return sums.status().with_context("held-out evaluation");
+  Evaluated e{*sums, 0};
+  for (const auto& b : job.eval_batches()) e.windows += b.rows;
+  return e;
+}
+
+// The run's curve: point k is the model put together from every shard's
+// k-th point (written beside its checkpoints with `atoll syncer --curve`),
+// while every shard has one, on the run's clock.
+Result<std::vector<Report::CurvePoint>> curve_of(const Topology& t, const std::vector<const CheckpointStore*>& stores,
+                                                 const std::vector<ShardFigures>& shards, const ParamLayout& layout,
+                                                 const std::vector<Fragment>& plan, const Job& job) {
+  std::vector<Report::CurvePoint> curve;
+  const bool text = t.data.kind == DataKind::kText;
+  for (uint32_t k = 0;; ++k) {
+    std::vector<CheckpointState> parts;
+    for (const CheckpointStore* store : stores) {
+      auto point = store->load_point(k, layout.fingerprint());
+      if (!point.ok()) return point.status();
+      if (!*point) return curve;
+      parts.push_back(std::move(**point));
+    }
+    auto model = assemble_from_checkpoints(parts, layout.fingerprint(), plan, layout.size());
+    if (!model.ok()) return model.status().with_context("point " + std::to_string(k) + " of the curve");
+    Report::CurvePoint c;
+    for (const auto& part : parts) {
+      auto figures = decode_figures(part.figures);
+      if (!figures.ok()) return figures.status().with_context("point " + std::to_string(k) + " of the curve");
+      c.seconds = std::max(c.seconds, run_seconds(*figures, shards));
+      c.tokens = std::max(c.tokens, figures->tokens);
+    }
+    auto e = evaluate_model(t, job, model->theta);
+    if (!e.ok()) return e.status();
+    c.loss = e->sums.loss();
+    c.bits_per_byte = text ? e->sums.bits_per_byte() : 0.0;
+    c.accuracy = e->sums.accuracy();
+    curve.push_back(c);
+  }
+}
+
 int assemble_command(const AssembleArgs& a) {
   auto t = load_topology(a.file, a.sets);
   if (!t.ok()) return fail(t.status());
@@ -103,28 +160,40 @@ int assemble_command(const AssembleArgs& a) {
   const ParamLayout& layout = (*model)->layout();
   auto plan = plan_fragments(layout, *t);
   if (!plan.ok()) return fail(plan.status());
+  std::vector<std::unique_ptr<CheckpointStore>> stores;
   std::vector<CheckpointState> by_shard;
   for (uint32_t s = 0; s < static_cast<uint32_t>(t->syncer.shards); ++s) {
-    auto c = latest_checkpoint(*t, a.run_name, s, layout.fingerprint());
+    auto store = open_shard_folder(*t, a.run_name, s);
+    if (!store.ok()) return fail(store.status());
+    auto c = latest_checkpoint(**store, layout.fingerprint());
     if (!c.ok()) return fail(c.status());
+    stores.push_back(std::move(*store));
     by_shard.push_back(std::move(*c));
   }
   auto assembled = assemble_from_checkpoints(by_shard, layout.fingerprint(), *plan, layout.size());
   if (!assembled.ok()) return fail(assembled.status());
   auto job = Job::load(*t, a.data.empty() ? default_data_root() : a.data);
   if (!job.ok()) return fail(job.status().with_context("data"));
-  auto sums = evaluate_held_out(*t, **job, assembled->theta);
-  if (!sums.ok()) return fail(sums.status().with_context("held-out evaluation"));
+  auto evaluated = evaluate_model(*t, **job, assembled->theta);
+  if (!evaluated.ok()) return fail(evaluated.status());
 
-  auto report = run_report(*t, by_shard, *plan);
-  if (!report.ok()) return fail(report.status());
-  Report& r = *report;
+  bool figured = false;
+  auto shards = shard_figures(by_shard, *plan, figured);
+  if (!shards.ok()) return fail(shards.status());
+  Report r = figured ? assembled_report(*t, *shards) : model_only_report(*t, *shards);
   r.model = (*model)->describe();
   r.data = (*job)->description();
   r.final_versions = assembled->versions;
-  int64_t windows = 0;
-  for (const auto& b : (*job)->eval_batches()) windows += b.rows;
-  r.set_final_eval(*sums, t->data.kind == DataKind::kText, windows);
+  const bool text = t->data.kind == DataKind::kText;
+  r.set_final_eval(evaluated->sums, text, evaluated->windows);
+  if (figured) {
+    std::vector<const CheckpointStore*> folders;
+    for (const auto& s : stores) folders.push_back(s.get());
+    auto curve = curve_of(*t, folders, *shards, layout, *plan, **job);
+    if (!curve.ok()) return fail(curve.status());
+    r.curve = std::move(*curve);
+    if (!r.curve.empty()) r.curve.push_back({r.wall_seconds, r.tokens, r.eval.loss, r.eval.bits_per_byte, r.eval.accuracy});
+  }
   EvaluationOptions eo;
   eo.sample_prompt = a.sample_prompt;
   r.sample = sample_text(**model, assembled->theta, eo, t->seed);
@@ -132,6 +201,11 @@ int assemble_command(const AssembleArgs& a) {
   std::printf("assembled %s from the final checkpoints of run %s's %zu syncer shard%s\n", r.model.c_str(),
               a.run_name.c_str(), by_shard.size(), by_shard.size() == 1 ? "" : "s");
   std::printf("%s", r.to_table().c_str());
+  if (!r.curve.empty()) {
+    std::printf("  curve (seconds, tokens, held-out loss):");
+    for (const auto& c : r.curve) std::printf(" (%.1f, %llu, %.4f)", c.seconds, static_cast<unsigned long long>(c.tokens), c.loss);
+    std::printf("\n");
+  }
   if (!a.report.empty() && !write_output(a.report, r.to_json(), "report")) return kExitFailed;
   if (!a.save_model.empty()) {
     ModelFile file{shapes_of(layout), assembled->theta, r.model + " assembled from run " + a.run_name};
@@ -166,7 +240,9 @@ void add_assemble_command(CLI::App& app, int& status) {
       "and, with --save-model, the model file. The report is the one a process holding every shard\n"
       "would write: the model's figures, and the training figures (tokens, goodput, rounds, bytes,\n"
       "merges per learner and per shard) from those each checkpoint carries (a shard restarted in a\n"
-      "new process goes on from its checkpoint's). The shards' folders must be readable here (a shared\n"
+      "new process goes on from its checkpoint's). Shards run with --curve N wrote the model's points\n"
+      "beside their checkpoints: each point every shard has is put together and evaluated, for the\n"
+      "report's curve of quality against time and tokens. The shards' folders must be readable here (a shared\n"
       "file system, or copied together); a folder a running syncer holds is refused (its lock).\n"
       "Example:\n"
       "  atoll assemble topology.toml --set checkpoint.dir=/shared/checkpoints --run-name exp1 \\\n"

@@ -79,4 +79,13 @@ void add_sample_prompt_option(CLI::App* command, std::string& prompt) {
       ->capture_default_str();
 }
 
+void add_curve_option(CLI::App* command, int& points) {
+  command
+      ->add_option("--curve", points,
+                   "Evaluate the global model at this many points of the run (equal steps of the token budget, "
+                   "else of the time limit; the last is the end): the report's curve of quality against time and "
+                   "tokens")
+      ->check(CLI::Range(0, 100));
+}
+
 }  // namespace atl::cli

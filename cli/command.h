@@ -83,5 +83,7 @@ void add_seconds_option(CLI::App* command, double& seconds);
 // --sample-prompt TEXT: what a language model's sample in the report
 // continues (EvaluationOptions::sample_prompt, atoll/evaluation.h).
 void add_sample_prompt_option(CLI::App* command, std::string& prompt);
+// --curve N: the global model evaluated at N points of each run, for the report's curve.
+void add_curve_option(CLI::App* command, int& points);
 
 }  // namespace atl::cli

@@ -154,6 +154,7 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::start(const LocalClusterOpti
   if (o.seconds > 0) syncer.insert(syncer.end(), {"--seconds", std::to_string(o.seconds)});
   if (!o.data.empty()) syncer.insert(syncer.end(), {"--data", o.data});
   if (o.sample_prompt) syncer.insert(syncer.end(), {"--sample-prompt", *o.sample_prompt});
+  if (o.curve > 0) syncer.insert(syncer.end(), {"--curve", std::to_string(o.curve)});
   if (o.quiet) syncer.push_back("--quiet");
   if (o.verbose) syncer.push_back("-v");
   if (!o.metrics.empty()) {

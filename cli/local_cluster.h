@@ -45,6 +45,7 @@ struct LocalClusterOptions {
   std::string tls_dir;
   std::string link;                  // --link on every process (an emulated wide-area link)
   std::optional<std::string> sample_prompt;  // --sample-prompt for the syncer (unset: its default)
+  int curve = 0;                              // --curve for the syncer (0: none)
   // The syncer serves its status page and metrics here (--metrics); they
   // want the cluster token, which then goes to `token_file` (mode 600),
   // /metrics not with `metrics_public` (--metrics-public).

@@ -22,7 +22,7 @@ struct RunArgs {
   std::string file, report = output("report.json"), data, faults, tape = output("tape.jsonl");
   std::vector<std::string> sets;
   double seconds = 0;
-  int threads = 0;
+  int threads = 0, curve = 0;
   bool quiet = false, verbose = false, processes = false;
   std::string tls_dir, link;
   std::string sample_prompt = EvaluationOptions{}.sample_prompt;
@@ -41,6 +41,7 @@ int run_with_plan(const Topology& topology, const RunArgs& a) {
   options.run.data_root = a.data;
   options.run.compute_threads = a.threads;
   options.run.evaluation.sample_prompt = a.sample_prompt;
+  options.run.curve_points = a.curve;
   options.tape_dir = std::filesystem::path(a.tape).parent_path().string();
   if (options.tape_dir.empty()) options.tape_dir = ".";
   SignalStop signals;
@@ -87,6 +88,7 @@ int run_processes(const Topology& topology, const RunArgs& a) {
   o.tls_dir = a.tls_dir;
   o.link = a.link;
   if (a.sample_prompt != EvaluationOptions{}.sample_prompt) o.sample_prompt = a.sample_prompt;
+  o.curve = a.curve;
   o.metrics = a.metrics.listen;
   o.metrics_public = a.metrics.public_metrics;
   o.token_file = output("cluster-token");
@@ -128,6 +130,7 @@ int run_command(const RunArgs& a) {
   options.seconds = a.seconds;
   options.compute_threads = a.threads;
   options.evaluation.sample_prompt = a.sample_prompt;
+  options.curve_points = a.curve;
   return drive(*topology, options, a.report, a.quiet, a.metrics);
 }
 
@@ -144,6 +147,7 @@ void add_run_command(CLI::App& app, int& status) {
   add_data_option(run, a->data);
   add_threads_option(run, a->threads);
   add_sample_prompt_option(run, a->sample_prompt);
+  add_curve_option(run, a->curve);
   add_quiet_flag(run, a->quiet);
   add_verbose_flag(run, &a->verbose);
   run->add_option("--faults", a->faults, "Inject the faults of this plan (TOML; see examples/chaos/) and check its invariants");

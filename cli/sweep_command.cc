@@ -83,9 +83,7 @@ void add_sweep_command(CLI::App& app, int& status) {
       ->check(CLI::Range(1, 1000));
   sweep->add_option("--out", a->out, "Folder for every run's record (TOML) and report (JSON), and sweep.json")
       ->capture_default_str();
-  sweep->add_option("--curve", a->curve,
-                    "Evaluate the global model at this many points of each run (quality against time and tokens)")
-      ->check(CLI::Range(0, 100));
+  add_curve_option(sweep, a->curve);
   add_data_option(sweep, a->data);
   add_threads_option(sweep, a->threads);
   add_verbose_flag(sweep);

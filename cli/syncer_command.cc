@@ -36,6 +36,7 @@ struct SyncerArgs {
   std::string on_signal = "end", after_run = "exit";
   std::string sample_prompt = EvaluationOptions{}.sample_prompt;
   double seconds = 0;
+  int curve = 0;
   bool quiet = false;
   ClusterFlags cluster;
   MetricsFlags metrics;
@@ -152,6 +153,10 @@ int syncer_command(const SyncerArgs& a) {
     return fail(Status::invalid_argument(
         "--seconds with --shard " + a.shard + ": the run's end is shard 0's (it judges the token budget and the "
         "time; the learners pass its end on to the other shards): give --seconds to shard 0's process"));
+  if (!a.shard.empty() && a.curve > 0 && topology->checkpoint.dir.empty())
+    return fail(Status::invalid_argument(
+        "--curve with --shard " + a.shard + " needs checkpoint.dir: a shard's process never holds the whole model, so "
+        "each point is written beside its checkpoints, where `atoll assemble` evaluates it"));
   const bool whole = a.shard.empty() && topology->syncer.shards > 1;  // every shard, in this process
   RunOptions options;
   options.data_root = a.data;
@@ -159,6 +164,7 @@ int syncer_command(const SyncerArgs& a) {
   options.run_name = a.run_name;
   options.save_model = a.save_model;
   options.evaluation.sample_prompt = a.sample_prompt;
+  options.curve_points = a.curve;
   options.cluster.listen = a.listen;
   if (!a.shard.empty()) options.cluster.shard = shard;
   if (Status s = apply_cluster_flags(a.cluster, options.cluster); !s.ok()) return fail(s);
@@ -268,6 +274,7 @@ void add_syncer_command(CLI::App& app, int& status) {
   add_report_option(syncer, a->report);
   add_seconds_option(syncer, a->seconds);
   add_sample_prompt_option(syncer, a->sample_prompt);
+  add_curve_option(syncer, a->curve);
   add_data_option(syncer, a->data);
   add_quiet_flag(syncer, a->quiet);
   add_verbose_flag(syncer);
@@ -283,7 +290,9 @@ void add_syncer_command(CLI::App& app, int& status) {
       "A syncer in S shards (syncer.shards = S): each shard merges, checkpoints and broadcasts its share of\n"
       "the fragments; learners join all of them (--join HOST:PORT0,HOST:PORT1) and push each fragment to its\n"
       "owner. Held in one process (no --shard), the shards listen on PORT, PORT+1, ... and the run has one\n"
-      "report, held-out evaluation and --save-model; in S processes (--shard i/S) each writes its own report.\n"
+      "report, held-out evaluation and --save-model; in S processes (--shard i/S) each writes its own report,\n"
+      "and once all have ended `atoll assemble` makes the run's one report and model from their final\n"
+      "checkpoints (with --curve, from the points each writes beside them too).\n"
       "The run ends once, at every shard: shard 0 judges the token budget and --seconds, and the learners\n"
       "pass its end (or any shard's, stopped by a signal) on to the others, also to a shard restarted late.\n"
       "A shard that dies pauses only its fragments; restarted with the same --run-name, it restores.\n"

@@ -20,12 +20,21 @@ void shift_times(SyncerFigures& f, double seconds) {
   for (LearnerRecord& l : f.learners) l.member_since += seconds;
 }
 
+int64_t run_start_unix_ms(const std::vector<ShardFigures>& shards) {
+  int64_t earliest = shards.empty() ? 0 : shards.front().figures.started_unix_ms;
+  for (const ShardFigures& s : shards) earliest = std::min(earliest, s.figures.started_unix_ms);
+  return earliest;
+}
+
 }  // namespace
+
+double run_seconds(const SyncerFigures& f, const std::vector<ShardFigures>& shards) {
+  return f.seconds + 1e-3 * double(f.started_unix_ms - run_start_unix_ms(shards));
+}
 
 Report assembled_report(const Topology& topology, const std::vector<ShardFigures>& shards) {
   if (shards.empty()) return {};
-  int64_t earliest = shards.front().figures.started_unix_ms;
-  for (const ShardFigures& s : shards) earliest = std::min(earliest, s.figures.started_unix_ms);
+  const int64_t earliest = run_start_unix_ms(shards);
   std::vector<std::shared_ptr<const SyncerSample>> samples;
   double wall = 0.0;
   for (const ShardFigures& s : shards) {

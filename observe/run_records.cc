@@ -175,6 +175,11 @@ void ModelSnapshots::add(Snapshot s, uint32_t shard) {
   taken_[shard].push_back(std::move(s));
 }
 
+size_t ModelSnapshots::count(uint32_t shard) const {
+  std::lock_guard lock(mu_);
+  return shard < taken_.size() ? taken_[shard].size() : 0;
+}
+
 std::vector<ModelSnapshots::Snapshot> ModelSnapshots::taken(uint32_t shard) const {
   std::lock_guard lock(mu_);
   return shard < taken_.size() ? taken_[shard] : std::vector<Snapshot>{};

@@ -252,6 +252,27 @@ Result<std::string> CheckpointStore::write_encoded(std::span<const uint8_t> file
   return path;
 }
 
+Result<std::string> CheckpointStore::write_point(uint32_t point, std::span<const uint8_t> file) {
+  if (auto check = decode_checkpoint(file); !check.ok()) return check.status().with_context("not written");
+  const std::string path = dir_ + "/point-" + std::to_string(point) + kSuffix;
+  ATOLL_RETURN_IF_ERROR(write_file_atomic(path, file));
+  return path;
+}
+
+Result<std::optional<CheckpointState>> CheckpointStore::load_point(uint32_t point, uint64_t fingerprint) const {
+  const std::string path = dir_ + "/point-" + std::to_string(point) + kSuffix;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::optional<CheckpointState>{};
+  auto bytes = read_file(path);
+  if (!bytes.ok()) return bytes.status();
+  auto state = decode_checkpoint(*bytes);
+  if (!state.ok()) return state.status().with_context(path);
+  if (state->fingerprint != fingerprint)
+    return Status::invalid_argument(path + ": written for another model (fingerprint " +
+                                    std::to_string(state->fingerprint) + ", this model " + std::to_string(fingerprint) + ")");
+  return std::optional<CheckpointState>(std::move(*state));
+}
+
 Result<std::optional<CheckpointState>> CheckpointStore::load_latest(
     uint64_t fingerprint, const std::function<void(const std::string&)>& warn) const {
   std::vector<std::string> strays;

@@ -83,6 +83,7 @@ COMMON_FLAGS = {
     "--threads": ("run", "learner", "chaos", "sweep"),
     "--seconds": ("run", "syncer"),
     "--sample-prompt": ("run", "syncer", "assemble"),
+    "--curve": ("run", "syncer", "sweep"),
     "--set": ("run", "syncer", "sweep", "validate", "topology", "bandwidth", "assemble"),
     "--token-file": ("syncer", "learner"),
     "--timeout": ("syncer", "learner"),

@@ -60,9 +60,11 @@ CAF_BEGIN_TYPE_ID_BLOCK(atoll, caf::first_custom_type_id)
   // periodic housekeeping (metrics, checkpoints)
   CAF_ADD_ATOM(atoll, atl, tick_atom, "tick")
   // syncer -> checkpointer: (save, Packet file) ; (load, fingerprint) -> Packet file or empty;
+  // (point, k, Packet file): point k of the curve, of a shard held apart from the others;
   // Run::checkpoint_now -> syncer: (save) -> Packet, a checkpoint of now (empty: checkpoints are off)
   CAF_ADD_ATOM(atoll, atl, save_atom, "save")
   CAF_ADD_ATOM(atoll, atl, load_atom, "load")
+  CAF_ADD_ATOM(atoll, atl, point_atom, "point")
   // -> syncer: (snapshot) -> FinalModel, the global model as it holds it
   CAF_ADD_ATOM(atoll, atl, snapshot_atom, "snapshot")
   // supervisor -> itself: (restart, child)

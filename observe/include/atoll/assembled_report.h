@@ -32,4 +32,9 @@ struct ShardFigures {
 // `shards`: one per syncer shard of `topology`, in shard order.
 Report assembled_report(const Topology& topology, const std::vector<ShardFigures>& shards);
 
+// When figures `f` of one of `shards` were taken, on the run's clock (the
+// earliest start of `shards`): for figures taken during the run, such as a
+// curve's points.
+double run_seconds(const SyncerFigures& f, const std::vector<ShardFigures>& shards);
+
 }  // namespace atl

@@ -149,6 +149,7 @@ class ModelSnapshots {
   // Shard `shard` passed its next planned point.
   bool due(uint64_t tokens, double seconds, uint32_t shard = 0) const;
   void add(Snapshot s, uint32_t shard = 0);
+  size_t count(uint32_t shard = 0) const;  // taken so far: the next point's index
   std::vector<Snapshot> taken(uint32_t shard = 0) const;
 
  private:

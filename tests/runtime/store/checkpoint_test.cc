@@ -30,6 +30,7 @@ CheckpointState state_of(uint64_t rounds) {
   s.optimizer = CheckpointState::OptimizerRecord{static_cast<int64_t>(rounds) * 10, testing::random_vector(133, rounds + 3),
                                                  testing::random_vector(133, rounds + 4)};
   for (float& v : s.optimizer->v) v = v * v;
+  s.figures = {1, 2, 3, static_cast<uint8_t>(rounds), 5, 6, 7, 8, 9};  // the syncer's; the store keeps them as they are
   return s;
 }
 
@@ -213,6 +214,37 @@ BOOST_AUTO_TEST_CASE(a_stray_name_beyond_64_bits_is_skipped_with_a_warning) {
   const auto written = store->write(state_of(2));  // and writing goes on after it
   BOOST_REQUIRE(written.ok());
   BOOST_CHECK_EQUAL(*written, store->path_of(2));
+}
+
+BOOST_AUTO_TEST_CASE(points_of_a_curve_are_kept_beside_the_checkpoints_and_never_pruned) {
+  testing::TempDir dir;
+  auto store = open_store(dir.path(), 2);
+  BOOST_REQUIRE(store->write_point(0, encode_checkpoint(state_of(10))).ok());
+  const auto written = store->write_point(1, encode_checkpoint(state_of(20)));
+  BOOST_REQUIRE(written.ok());
+  BOOST_CHECK_EQUAL(*written, dir.path() + "/point-1.atoll");
+  for (uint64_t r = 1; r <= 4; ++r) BOOST_REQUIRE(store->write(state_of(r)).ok());  // pruning checkpoints
+  std::optional<CheckpointState> latest;
+  BOOST_CHECK(load_warnings(*store, latest).empty());  // points are not checkpoints, nor strays
+  BOOST_REQUIRE(latest);
+  BOOST_CHECK_EQUAL(latest->rounds, 4u);
+  auto first = store->load_point(0, 0xfeedULL);
+  BOOST_REQUIRE(first.ok() && *first);
+  BOOST_CHECK(**first == state_of(10));
+  auto none = store->load_point(2, 0xfeedULL);
+  BOOST_REQUIRE(none.ok());
+  BOOST_CHECK(!*none);
+  // Another model's, or a damaged one: an error naming the file, not a point skipped.
+  auto other = store->load_point(1, 0xbeefULL);
+  BOOST_REQUIRE(!other.ok());
+  BOOST_CHECK(other.status().to_string().find("point-1.atoll") != std::string::npos);
+  auto bytes = encode_checkpoint(state_of(20));
+  bytes[bytes.size() / 2] ^= 0xff;
+  overwrite(dir.path() + "/point-1.atoll", bytes);
+  auto damaged = store->load_point(1, 0xfeedULL);
+  BOOST_REQUIRE(!damaged.ok());
+  BOOST_CHECK_MESSAGE(damaged.status().to_string().find("point-1.atoll") != std::string::npos, damaged.status().to_string());
+  BOOST_CHECK(!store->write_point(2, std::span(bytes)).ok());  // bytes that would not load are never written
 }
 
 BOOST_AUTO_TEST_CASE(a_folder_that_cannot_be_read_is_an_error_not_a_fresh_start) {

@@ -133,6 +133,16 @@ class CheckpointStore {
   Result<std::optional<CheckpointState>> load_latest(uint64_t fingerprint,
                                                      const std::function<void(const std::string&)>& warn) const;
 
+  // The model at planned point `point` of the run (a curve of quality), for
+  // a syncer shard whose process never holds the whole model: `atoll
+  // assemble` evaluates them. In the checkpoint format, written as
+  // checkpoints are (point-<point>.atoll, replacing an older one of that
+  // point), never pruned.
+  Result<std::string> write_point(uint32_t point, std::span<const uint8_t> file);
+  // Point `point` if its file is there (none if not); a file that does not
+  // verify or belongs to another model is an error that names it.
+  Result<std::optional<CheckpointState>> load_point(uint32_t point, uint64_t fingerprint) const;
+
   // Sequence numbers present, oldest first; names that are not ours are skipped.
   Result<std::vector<uint64_t>> sequences() const;
   std::string path_of(uint64_t sequence) const;
