@@ -5,6 +5,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <cctype>
 #include <cmath>
 #include <functional>
 #include <mutex>
@@ -18,8 +19,8 @@ namespace {
 using Values = std::vector<std::pair<std::string, double>>;
 
 struct Spec {
-  const char* name;
-  const char* help;
+  std::string name;
+  std::string help;
   const char* label;  // nullptr: none
   bool counter;
   std::function<Values(const RunView&)> values;
@@ -41,8 +42,25 @@ Values per_shard(const RunView& v, F get) {
   return out;
 }
 
+// `written`, and the syncer's plain counts (kSyncerCounts), each for the run
+// as atoll_<name>_total and for each shard as atoll_shard_<name>_total: a
+// count declared there is exported with no line here.
+std::vector<Spec> with_counts(std::vector<Spec> written) {
+  std::vector<Spec> out = std::move(written);
+  for (size_t i = 0; i < kSyncerCountNumber; ++i) {
+    const SyncerCount& c = kSyncerCounts[i];
+    std::string help = c.meaning;
+    help[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(help[0])));
+    out.push_back({std::string("atoll_") + c.name + "_total", help, nullptr, true,
+                   [field = c.field](const RunView& v) { return one(double(v.stats.*field)); }});
+    out.push_back({std::string("atoll_shard_") + c.name + "_total", help + ", by the shard", "shard", true,
+                   [i](const RunView& v) { return per_shard(v, [i](const ShardReport& s) { return s.counts.values[i]; }); }});
+  }
+  return out;
+}
+
 const std::vector<Spec>& specs() {
-  static const std::vector<Spec> all = {
+  static const std::vector<Spec> all = with_counts({
       // The run as a whole.
       {"atoll_run_seconds", "Seconds since the run started", nullptr, false, [](auto& v) { return one(v.seconds); }},
       {"atoll_run_finished", "1 once the token budget, the time limit or a stop ended the run", nullptr, false,
@@ -83,8 +101,6 @@ const std::vector<Spec>& specs() {
                        // Every Reject, the stale ones included, and refusals at a syncer process's door.
                        {"refused", double(v.stats.rejected + v.gateway_refusals)}};
        }},
-      {"atoll_cancelled_rounds_total", "Rounds closed without a merge (no quorum in time)", nullptr, true,
-       [](auto& v) { return one(double(v.stats.cancelled_rounds)); }},
       {"atoll_quorum_size_mean", "Pushes merged per round, mean over the run", nullptr, false,
        [](auto& v) { return one(v.stats.quorum_mean()); }},
       {"atoll_grace_wait_seconds_total", "Seconds rounds waited from quorum to close, summed", nullptr, true,
@@ -124,8 +140,6 @@ const std::vector<Spec>& specs() {
        [](auto& v) { return per_shard(v, [](const ShardReport& s) { return s.parameters; }); }},
       {"atoll_shard_rounds_total", "Rounds the shard merged", "shard", true,
        [](auto& v) { return per_shard(v, [](const ShardReport& s) { return s.rounds; }); }},
-      {"atoll_shard_merged_pushes_total", "Pushes the shard merged", "shard", true,
-       [](auto& v) { return per_shard(v, [](const ShardReport& s) { return s.counts["merged_pushes"]; }); }},
       {"atoll_shard_cpu_seconds_total", "CPU seconds of the shard's thread (its current incarnation)", "shard", true,
        [](auto& v) { return per_shard(v, [](const ShardReport& s) { return s.cpu_seconds; }); }},
       {"atoll_shard_version_min", "The oldest global version among the shard's fragments", "shard", false,
@@ -157,9 +171,11 @@ const std::vector<Spec>& specs() {
              out.emplace_back(std::to_string(l.id), l.last_reintegration_seconds);
          return out;
        }},
-  };
+  });
   return all;
 }
+
+
 
 }  // namespace
 

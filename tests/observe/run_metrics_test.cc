@@ -158,6 +158,31 @@ BOOST_AUTO_TEST_CASE(a_syncer_in_shards_shows_each_shard_beside_the_runs_figures
   for (const SyncerCount& c : kSyncerCounts) BOOST_CHECK(json.find("\"" + std::string(c.name) + "\":") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(every_syncer_count_is_a_counter_of_the_run_and_of_each_shard) {
+  prometheus::Registry registry;
+  RunMetrics metrics(registry);
+  RunView v = sample_view();
+  v.shards = {ShardReport{.shard = 0}, ShardReport{.shard = 1}};
+  uint64_t n = 1;
+  for (const SyncerCount& c : kSyncerCounts) {
+    v.stats.*c.field = 100 * n;
+    v.shards[0].counts[c.name] = 10 * n;
+    v.shards[1].counts[c.name] = 10 * n + 1;
+    ++n;
+  }
+  metrics.update(v);
+  const std::string text = "\n" + prometheus_text(registry);
+  n = 1;
+  for (const SyncerCount& c : kSyncerCounts) {
+    const std::string name = c.name;
+    BOOST_CHECK_MESSAGE(has_line(text, "# TYPE atoll_" + name + "_total counter"), name);
+    BOOST_CHECK_MESSAGE(has_line(text, "atoll_" + name + "_total " + std::to_string(100 * n)), name);
+    BOOST_CHECK_MESSAGE(has_line(text, "atoll_shard_" + name + "_total{shard=\"1\"} " + std::to_string(10 * n + 1)), name);
+    BOOST_CHECK_MESSAGE(text.find(c.meaning + 1) != std::string::npos, name);  // its meaning is the help
+    ++n;
+  }
+}
+
 BOOST_AUTO_TEST_CASE(counters_never_go_down_and_gauges_follow) {
   prometheus::Registry registry;
   RunMetrics metrics(registry);
