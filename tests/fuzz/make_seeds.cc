@@ -10,6 +10,7 @@
 
 #include "atoll/checkpoint.h"
 #include "atoll/messages.h"
+#include "atoll/syncer_figures.h"
 
 namespace {
 
@@ -68,6 +69,17 @@ int main(int argc, char** argv) {
   s.rounds = 12;
   s.fragments = {{0, 4, values, values}, {1, 3, {1.0f, 2.0f}, {0.0f, 0.0f}}};
   s.learners = {{0, 1, 0, 0, 12, 768}, {1, 3, 40, 2560, 7, 448}};
+  SyncerFigures figures;
+  figures.started_unix_ms = 1700000000000;
+  figures.seconds = 9.5;
+  figures.tokens = 3776;
+  figures.stats.rounds = 12;
+  figures.stats.merged_pushes = 20;
+  figures.stats.round_ends = {{1.0, 0}, {1.5, 1}};
+  figures.stats.evaluations.push_back({5.0, 1000, 0, 2, 4, 1.5, 0.0, 0.5, 64, false});
+  figures.learners.resize(2);
+  figures.learners[1].merged = 9;
+  s.figures = encode_figures(figures);
   put(dir / "checkpoint" / "two-fragments", encode_checkpoint(s));
   std::printf("seeds written to %s: %zu messages, %d payloads, 1 checkpoint\n", dir.c_str(), messages.size(), n);
   return 0;
