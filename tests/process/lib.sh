@@ -57,11 +57,12 @@ start_syncer() {
   port=$(cat "$work/port")
 }
 
-# start_learner NAME ID [ARGS...]
+# start_learner NAME ID [ARGS...]: joins $join, or the last syncer started (127.0.0.1:$port).
 start_learner() {
   local name=$1 id=$2
   shift 2
-  "$atoll" learner --join "127.0.0.1:$port" --id "$id" -v --threads 1 "${learner_net[@]}" "$@" >"$work/$name.log" 2>&1 &
+  "$atoll" learner --join "${join:-127.0.0.1:$port}" --id "$id" -v --threads 1 "${learner_net[@]}" "$@" \
+    >"$work/$name.log" 2>&1 &
   pids+=($!)
   eval "${name}_pid=$!"
 }

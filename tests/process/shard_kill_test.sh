@@ -21,12 +21,8 @@ start_syncer s0 "$work/topo.toml" --listen 127.0.0.1:0 --shard 0/2 --run-name t 
 port0=$port
 start_syncer s1 "$work/topo.toml" --listen 127.0.0.1:0 --shard 1/2 --run-name t --report "$work/first.json"
 port1=$port
-for id in 0 1; do
-  "$atoll" learner --join "127.0.0.1:$port0,127.0.0.1:$port1" --id "$id" -v --threads 1 "${learner_net[@]}" \
-    --report "$work/l$id.json" >"$work/l$id.log" 2>&1 &
-  pids+=($!)
-  eval "l${id}_pid=$!"
-done
+join="127.0.0.1:$port0,127.0.0.1:$port1"  # every shard
+for id in 0 1; do start_learner "l$id" "$id" --report "$work/l$id.json"; done
 wait_for s0 "learner 1 registered" 60
 wait_for s1 "learner 1 registered" 60
 wait_for s1 "checkpointer shard 1: wrote" 60  # a checkpoint of shard 1 to restore

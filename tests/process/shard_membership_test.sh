@@ -23,10 +23,8 @@ start_syncer s0 "$work/topo.toml" --listen 127.0.0.1:0 --shard 0/2 --report "$wo
 port0=$port
 start_syncer s1 "$work/topo.toml" --listen 127.0.0.1:0 --shard 1/2 --report "$work/s1.json" --metrics "127.0.0.1:$metrics1"
 port1=$port
-join="127.0.0.1:$port0,127.0.0.1:$port1"
-"$atoll" learner --join "$join" --id 0 -v --threads 1 "${learner_net[@]}" >"$work/l0.log" 2>&1 &
-pids+=($!)
-l0_pid=$!
+join="127.0.0.1:$port0,127.0.0.1:$port1"  # every shard
+start_learner l0 0
 wait_for s0 "learner 0 registered" 60
 wait_for s1 "learner 0 registered" 60
 
