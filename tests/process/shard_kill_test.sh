@@ -85,6 +85,9 @@ awk -v l="$loss" 'BEGIN { exit !(l > 0 && l < 100) }' || die "the assembled mode
 # holding both would count them).
 grep -q "continuing the run's figures from its checkpoint ([1-9]" "$work/s1b.log" ||
   die "the restarted shard 1 did not go on from its checkpoint's figures"
+restored=$(grep -o "restored checkpoint of round [0-9]*" "$work/s1b.log" | grep -o "[0-9]*$")
+(($(json_number "$work/s1.json" rounds) > restored)) ||
+  die "the restarted shard 1 counts $(json_number "$work/s1.json" rounds) rounds, not more than the $restored it restored"
 python3 - "$work/model.json" "$work/s0.json" "$work/s1.json" <<'PY' || die "the run's report does not add up (above)"
 import json, sys
 run, s0, s1 = (json.load(open(p)) for p in sys.argv[1:])
