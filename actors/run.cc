@@ -838,8 +838,10 @@ Result<Report> Run::Impl::learner_side_report(double wall) {
 }
 
 Result<Report> Run::Impl::syncer_side_report(double wall) {
-  // The run's last view (shut_down() took it): the report's figures come from it.
-  Report r = report_from_view(watch.view(), wall);
+  // The run's last view (shut_down() took it): the report's figures come from it. A syncer
+  // that went on with a checkpoint's figures counts from the run's first start, not this process's.
+  const RunView view = watch.view();
+  Report r = report_from_view(view, std::max(wall, view.seconds));
   report_hardware(r);
   r.data = job->description();
   auto model = make_model(topology);

@@ -142,6 +142,7 @@ void publish(SyncerActor* self) {
       ++sample.fragments;
     }
   sample.seconds = core.elapsed(now);
+  sample.start = core.run_start();
   sample.cpu_seconds = st.cpu_seconds;
   sample.recovering = core.recovering(now);
   sample.tokens = core.total_tokens();
@@ -245,6 +246,7 @@ void take_point(SyncerActor* self, uint64_t tokens, double elapsed) {
   caf::actor cp = st.args.use_checkpointer ? st.args.directory->get(Directory::checkpointer_name(st.args.shard))
                                            : caf::actor{};
   if (cp && !st.args.topology.checkpoint.dir.empty()) self->send(cp, point_atom_v, point, checkpoint_packet(self));
+  else log_warn(tag(self) + "point " + std::to_string(point) + " of the curve is not written: no checkpointer");
 }
 
 // Keeps the curve's points (RunOptions::curve_points) and ends the run at its token budget.
@@ -432,7 +434,8 @@ caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
   if (!state.args.cluster_token.empty()) state.core->require_token(state.args.cluster_token);
   state.learners.resize(learner_slots(state.args.topology));
   if (const auto previous = state.args.records->shard(state.args.shard)) {
-    state.core->continue_from(previous->stats, previous->learners);
+    state.core->continue_from(previous->stats, previous->learners,
+                              previous->start == SteadyTime{} ? std::nullopt : std::optional(previous->start));
     state.continued = true;
     log_info(tag(self) + "continuing the statistics of the syncer before it (" + std::to_string(previous->stats.rounds) +
              " rounds)");
@@ -478,13 +481,14 @@ caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
               log_info(tag(self) + "continuing the run's figures from its checkpoint (" +
                        std::to_string(figures->stats.rounds) + " rounds, " + std::to_string(figures->tokens) +
                        " tokens, " + std::to_string(static_cast<int>(figures->seconds)) + " s since the run started)");
-              self->state.core->continue_from(std::move(*figures), self->clock().now(), unix_ms());
-              // Its predecessor wrote the curve's points up to here.
+              // The curve's points the checkpoint's count had passed were written
+              // before it (the checkpointer takes them in order); later ones are
+              // taken again when this process passes them.
               auto& st = self->state;
               auto& snapshots = st.args.records->snapshots;
-              const auto now = self->clock().now();
-              while (held_apart(st.args) && snapshots.due(st.core->total_tokens(), st.core->elapsed(now), st.args.shard))
-                snapshots.add({st.core->elapsed(now), st.core->total_tokens(), {}}, st.args.shard);
+              while (held_apart(st.args) && snapshots.due(figures->tokens, figures->seconds, st.args.shard))
+                snapshots.add({figures->seconds, figures->tokens, {}}, st.args.shard);
+              st.core->continue_from(std::move(*figures), self->clock().now(), unix_ms());
             }
           },
           [self](caf::error& e) {

@@ -55,9 +55,9 @@ Result<CheckpointState> latest_checkpoint(const CheckpointStore& store, uint64_t
 }
 
 // Each shard's part of the run as its checkpoint holds it: its versions and
-// size, and the figures it counted (none from a checkpoint written before
-// syncers recorded them: `figured` is then false).
-Result<std::vector<ShardFigures>> shard_figures(const std::vector<CheckpointState>& by_shard,
+// size, and the figures it counted (`figured` false when one has none, from
+// before syncers recorded them, or none that read).
+std::vector<ShardFigures> shard_figures(const std::vector<CheckpointState>& by_shard,
                                                 const std::vector<Fragment>& plan, bool& figured) {
   std::vector<ShardFigures> shards;
   figured = true;
@@ -73,9 +73,10 @@ Result<std::vector<ShardFigures>> shard_figures(const std::vector<CheckpointStat
     sf.figures.stats.rounds = by_shard[s].rounds;
     if (by_shard[s].figures.empty()) {
       figured = false;
+    } else if (auto figures = decode_figures(by_shard[s].figures); !figures.ok()) {
+      log_warn("shard " + std::to_string(s) + "'s checkpoint: " + figures.status().to_string());
+      figured = false;
     } else {
-      auto figures = decode_figures(by_shard[s].figures);
-      if (!figures.ok()) return figures.status().with_context("shard " + std::to_string(s) + "'s checkpoint");
       sf.figures = std::move(*figures);
     }
     shards.push_back(std::move(sf));
@@ -86,8 +87,8 @@ Result<std::vector<ShardFigures>> shard_figures(const std::vector<CheckpointStat
 // A report of the model alone, with each shard's rounds and versions: what
 // checkpoints without figures allow.
 Report model_only_report(const Topology& t, const std::vector<ShardFigures>& shards) {
-  log_warn("a shard's checkpoint holds no figures of the run (written by an older atoll): the report holds the "
-           "model's figures and each shard's rounds and versions only");
+  log_warn("a shard's checkpoint holds no figures of the run that read (written by an older atoll?): the report "
+           "holds the model's figures and each shard's rounds and versions only");
   Report r;
   r.mode = mode_name(t.mode);
   for (const auto& s : shards) {
@@ -118,7 +119,7 @@ Result<Evaluated> evaluate_model(const Topology& t, const Job& job, const std::v
 
 // The run's curve: point k is the model put together from every shard's
 // k-th point (written beside its checkpoints with `atoll syncer --curve`),
-// while every shard has one, on the run's clock.
+// on the run's clock; a point some shard lacks is left out, with a warning.
 Result<std::vector<Report::CurvePoint>> curve_of(const Topology& t, const std::vector<const CheckpointStore*>& stores,
                                                  const std::vector<ShardFigures>& shards, const ParamLayout& layout,
                                                  const std::vector<Fragment>& plan, const Job& job) {
@@ -129,8 +130,13 @@ Result<std::vector<Report::CurvePoint>> curve_of(const Topology& t, const std::v
     for (const CheckpointStore* store : stores) {
       auto point = store->load_point(k, layout.fingerprint());
       if (!point.ok()) return point.status();
-      if (!*point) return curve;
-      parts.push_back(std::move(**point));
+      if (*point) parts.push_back(std::move(**point));
+    }
+    if (parts.empty()) return curve;
+    if (parts.size() < stores.size()) {
+      log_warn("point " + std::to_string(k) + " of the curve is left out: " + std::to_string(parts.size()) + " of " +
+               std::to_string(stores.size()) + " shards wrote it");
+      continue;
     }
     auto model = assemble_from_checkpoints(parts, layout.fingerprint(), plan, layout.size());
     if (!model.ok()) return model.status().with_context("point " + std::to_string(k) + " of the curve");
@@ -178,9 +184,8 @@ int assemble_command(const AssembleArgs& a) {
   if (!evaluated.ok()) return fail(evaluated.status());
 
   bool figured = false;
-  auto shards = shard_figures(by_shard, *plan, figured);
-  if (!shards.ok()) return fail(shards.status());
-  Report r = figured ? assembled_report(*t, *shards) : model_only_report(*t, *shards);
+  const std::vector<ShardFigures> shards = shard_figures(by_shard, *plan, figured);
+  Report r = figured ? assembled_report(*t, shards) : model_only_report(*t, shards);
   r.model = (*model)->describe();
   r.data = (*job)->description();
   r.final_versions = assembled->versions;
@@ -189,9 +194,9 @@ int assemble_command(const AssembleArgs& a) {
   if (figured) {
     std::vector<const CheckpointStore*> folders;
     for (const auto& s : stores) folders.push_back(s.get());
-    auto curve = curve_of(*t, folders, *shards, layout, *plan, **job);
-    if (!curve.ok()) return fail(curve.status());
-    r.curve = std::move(*curve);
+    auto curve = curve_of(*t, folders, shards, layout, *plan, **job);
+    if (curve.ok()) r.curve = std::move(*curve);
+    else log_warn("no curve: " + curve.status().to_string());
     if (!r.curve.empty()) r.curve.push_back({r.wall_seconds, r.tokens, r.eval.loss, r.eval.bits_per_byte, r.eval.accuracy});
   }
   EvaluationOptions eo;

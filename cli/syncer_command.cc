@@ -157,6 +157,10 @@ int syncer_command(const SyncerArgs& a) {
     return fail(Status::invalid_argument(
         "--curve with --shard " + a.shard + " needs checkpoint.dir: a shard's process never holds the whole model, so "
         "each point is written beside its checkpoints, where `atoll assemble` evaluates it"));
+  if (!a.shard.empty() && a.curve > 0 && topology->tokens == 0 && topology->seconds <= 0)
+    return fail(Status::invalid_argument(
+        "--curve with --shard " + a.shard + " needs the topology's token budget or seconds: every shard plans the "
+        "curve's points over them (--seconds is shard 0's alone)"));
   const bool whole = a.shard.empty() && topology->syncer.shards > 1;  // every shard, in this process
   RunOptions options;
   options.data_root = a.data;

@@ -175,8 +175,6 @@ const std::vector<Spec>& specs() {
   return all;
 }
 
-
-
 }  // namespace
 
 struct RunMetrics::Families {

@@ -192,6 +192,7 @@ void SyncerCore::count_bytes(uint64_t received, uint64_t sent) {
 }
 const std::vector<LearnerRecord>& SyncerCore::learners() const { return s_->learners; }
 double SyncerCore::elapsed(SteadyTime now) const { return s_->elapsed(now); }
+SteadyTime SyncerCore::run_start() const { return s_->start; }
 bool SyncerCore::flushing() const { return rounds_->flushing(); }
 bool SyncerCore::flushed() const { return rounds_->flushed(); }
 
@@ -271,14 +272,17 @@ Status SyncerCore::restore(const CheckpointState& state, std::optional<SteadyTim
 
 void SyncerCore::continue_from(SyncerFigures figures, SteadyTime now, int64_t unix_ms) {
   // The run's clock goes on: its start is the one the figures count from.
-  s_->start = now - std::chrono::duration_cast<SteadyTime::duration>(
-                        std::chrono::duration<double>(1e-3 * double(unix_ms - figures.started_unix_ms)));
+  // A wall clock behind the writer's (another host) must not run the
+  // shard's time backwards: at least the figures' seconds have passed.
+  const double since = std::max(figures.seconds, 1e-3 * double(unix_ms - figures.started_unix_ms));
+  s_->start = now - std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(since));
   // What restore() decided for open slots stands: the figures hold none.
   for (size_t m = 0; m < figures.learners.size() && m < s_->learners.size(); ++m) {
     figures.learners[m].reserved_for = s_->learners[m].reserved_for;
     figures.learners[m].reserved_until = s_->learners[m].reserved_until;
   }
-  figures.stats.final_seconds = -1.0;  // final again when this process's last rounds close
+  // Restarted to train on: final again when this process's last rounds close.
+  figures.stats.final_seconds = -1.0;
   continue_from(figures.stats, figures.learners);
 }
 
@@ -294,7 +298,9 @@ SyncerFigures SyncerCore::figures(SteadyTime now, int64_t unix_ms, double cpu_se
   return f;
 }
 
-void SyncerCore::continue_from(const SyncerStats& stats, const std::vector<LearnerRecord>& learners) {
+void SyncerCore::continue_from(const SyncerStats& stats, const std::vector<LearnerRecord>& learners,
+                               std::optional<SteadyTime> start) {
+  if (start) s_->start = *start;
   const uint64_t rounds = s_->stats.rounds;  // from a checkpoint, if one was restored
   s_->stats = stats;
   s_->stats.rounds = std::max(s_->stats.rounds, rounds);

@@ -4,12 +4,50 @@
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
 #include "atoll/checkpoint.capnp.h"
 
 namespace atl {
+namespace {
+
+// Figures a syncer can have written: times and sums finite and not negative,
+// a start within wall-clock reach (so that differences of starts cannot
+// overflow). Names the first that is not.
+Status check(const SyncerFigures& f) {
+  constexpr int64_t kLatestStartMs = int64_t{10'000'000'000'000};  // the year 2286
+  if (f.started_unix_ms < 0 || f.started_unix_ms > kLatestStartMs)
+    return Status::corruption("the syncer's figures say the run started at " + std::to_string(f.started_unix_ms) +
+                              " ms since 1970");
+  const SyncerStats& s = f.stats;
+  const std::pair<const char*, double> amounts[] = {
+      {"seconds", f.seconds},
+      {"allocated seconds", f.allocated_seconds},
+      {"CPU seconds", f.cpu_seconds},
+      {"quorum sum", s.quorum_sum},
+      {"grace wait sum", s.grace_wait_sum},
+      {"round seconds sum", s.round_seconds_sum},
+      {"adopted seconds sum", s.adopted_seconds_sum},
+      {"adopted seconds max", s.adopted_seconds_max},
+      {"good seconds", s.good_seconds},
+  };
+  for (const auto& [name, x] : amounts)
+    if (!std::isfinite(x) || x < 0)
+      return Status::corruption("the syncer's figures hold " + std::string(name) + " " + std::to_string(x));
+  for (double x : {s.first_welcome, s.final_seconds})  // -1: not yet
+    if (!std::isfinite(x) || (x < 0 && x != -1.0))
+      return Status::corruption("the syncer's figures hold a time of " + std::to_string(x) + " s");
+  for (const RoundEnd& e : s.round_ends)
+    if (!std::isfinite(e.seconds)) return Status::corruption("the syncer's figures hold a round end that is not finite");
+  for (const LearnerRecord& l : f.learners)
+    if (!std::isfinite(l.member_since) || !std::isfinite(l.member_seconds) || l.member_seconds < 0)
+      return Status::corruption("the syncer's figures hold a learner's membership time that is not finite");
+  return {};
+}
+
+}  // namespace
 
 std::vector<uint8_t> encode_figures(const SyncerFigures& f) {
   capnp::MallocMessageBuilder builder;
@@ -148,6 +186,7 @@ Result<SyncerFigures> decode_figures(std::span<const uint8_t> bytes) {
       l.departures = x.getDepartures();
       f.learners.push_back(std::move(l));
     }
+    ATOLL_RETURN_IF_ERROR(check(f));
     return f;
   } catch (const kj::Exception& e) {
     return Status::corruption(std::string("the syncer's figures do not decode: ") + e.getDescription().cStr());

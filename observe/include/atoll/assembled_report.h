@@ -8,8 +8,10 @@
 //
 // Each shard counts seconds from the run's start as it saw it; the figures
 // are put on one clock, the earliest start's (wall clocks, to the ms).
-// Supervisor events of the processes (restarts, re-integration times) are
-// not in the figures: the report's counts of them are 0.
+// Not in the figures, so 0 here: the processes' supervisor events
+// (restarts, re-integration times), checkpoints written and refusals at the
+// doors, each counted by its process. The syncer's CPU is each shard's last
+// process's.
 #pragma once
 
 #include <cstdint>

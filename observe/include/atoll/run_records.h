@@ -97,7 +97,8 @@ struct SyncerSample {
   uint32_t shard = 0;        // of syncer.shards: whose sample
   uint64_t parameters = 0;   // of the model, in the fragments this syncer (shard) owns
   uint32_t fragments = 0;    // it owns
-  double seconds = 0.0;      // since the syncer started (the run's start for a restarted one)
+  double seconds = 0.0;      // since the run started (SyncerCore::elapsed)
+  SteadyTime start{};        // the run's start on this process's clock (SyncerCore::run_start)
   double cpu_seconds = 0.0;  // its thread CPU on messages and timers (this incarnation)
   bool recovering = false;   // a restarted syncer still catching up: versions may lag
   uint64_t tokens = 0;       // trained by every learner, all incarnations

@@ -469,6 +469,18 @@ BOOST_AUTO_TEST_CASE(a_syncer_restarted_in_a_new_process_goes_on_with_its_checkp
   BOOST_CHECK_CLOSE(core.allocated_seconds(at(500.0)), 2 * 30.9, 1e-6);  // both members all along
   // Its own figures keep the run's start.
   BOOST_CHECK_EQUAL(core.figures(at(501.0), wall_ms + 31'000, 0.0).started_unix_ms, wall_ms - 900);
+  // Replaced in that process (its process started at 500 s), its successor keeps the run's clock.
+  auto successor = SyncerCore::create(c.topology, at(510.0), at(500.0));
+  BOOST_REQUIRE(successor.ok());
+  (*successor)->continue_from(core.stats(), core.learners(), core.run_start());
+  BOOST_CHECK_CLOSE((*successor)->elapsed(at(510.0)), 40.9, 1e-6);
+
+  // A wall clock behind the writer's (another host) does not run the run's time backwards.
+  auto behind = SyncerCore::create(c.topology, at(700.0));
+  BOOST_REQUIRE(behind.ok());
+  BOOST_REQUIRE((*behind)->restore(*saved, at(700.0)).ok());
+  (*behind)->continue_from(*figures, at(700.0), wall_ms - 60'000);
+  BOOST_CHECK_GE((*behind)->elapsed(at(700.0)), 0.9);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -2,6 +2,8 @@
 // and read back whole; what does not decode is named.
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
+
 #include "atoll/syncer_figures.h"
 
 namespace atl {
@@ -113,6 +115,26 @@ BOOST_AUTO_TEST_CASE(figures_that_do_not_decode_are_named) {
   auto cut = decode_figures(std::span(bytes).first(bytes.size() / 2 / 8 * 8));
   BOOST_REQUIRE(!cut.ok());
   BOOST_CHECK_MESSAGE(cut.status().to_string().find("figures") != std::string::npos, cut.status().to_string());
+}
+
+BOOST_AUTO_TEST_CASE(figures_no_syncer_writes_are_refused_by_name) {
+  SyncerFigures f = some_figures();
+  f.stats.good_seconds = std::nan("");
+  auto nan = decode_figures(encode_figures(f));
+  BOOST_REQUIRE(!nan.ok());
+  BOOST_CHECK_MESSAGE(nan.status().to_string().find("good seconds") != std::string::npos, nan.status().to_string());
+  f = some_figures();
+  f.started_unix_ms = -5;
+  auto early = decode_figures(encode_figures(f));
+  BOOST_REQUIRE(!early.ok());
+  BOOST_CHECK_MESSAGE(early.status().to_string().find("started at -5") != std::string::npos, early.status().to_string());
+  f = some_figures();
+  f.seconds = -1.0;
+  BOOST_CHECK(!decode_figures(encode_figures(f)).ok());
+  f = some_figures();
+  f.stats.first_welcome = -1.0;  // not yet: fine
+  f.stats.final_seconds = -1.0;
+  BOOST_CHECK(decode_figures(encode_figures(f)).ok());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

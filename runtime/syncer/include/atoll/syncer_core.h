@@ -139,12 +139,16 @@ class SyncerCore {
   ~SyncerCore();
 
   // Continues the statistics of the syncer this one replaces (in-process
-  // restarts): counters, round history, learners' past tokens. Connections
-  // are not inherited: learners register again.
-  void continue_from(const SyncerStats& stats, const std::vector<LearnerRecord>& learners);
+  // restarts): counters, round history, learners' past tokens, and its clock
+  // (`start`: its run_start(), which a predecessor that continued one of
+  // another process moved back). Connections are not inherited: learners
+  // register again.
+  void continue_from(const SyncerStats& stats, const std::vector<LearnerRecord>& learners,
+                     std::optional<SteadyTime> start = std::nullopt);
   // The same for a syncer restarted in a new process, from the figures of
-  // the checkpoint it restored (call after restore()): its clock counts from
-  // the run's start too. `unix_ms`: the wall clock at `now`.
+  // the checkpoint it restored: its clock counts from the run's start too.
+  // Call after restore(), whose decisions (rounds, open slots held for their
+  // members) it keeps. `unix_ms`: the wall clock at `now`.
   void continue_from(SyncerFigures figures, SteadyTime now, int64_t unix_ms);
   // What it has counted so far, for a checkpoint (`cpu_seconds`: its thread's,
   // which the transport measures).
@@ -270,6 +274,7 @@ class SyncerCore {
   std::vector<float> parameters() const;
   // Seconds since the run started.
   double elapsed(SteadyTime now) const;
+  SteadyTime run_start() const;  // what elapsed() counts from
 
  private:
   explicit SyncerCore(std::unique_ptr<SyncerState> state);

@@ -37,7 +37,9 @@ struct SyncerFigures {
 };
 
 std::vector<uint8_t> encode_figures(const SyncerFigures& figures);
-// Names what does not decode (Corruption); a count of an unknown name is skipped.
+// Names what does not decode, or a value no syncer writes (a time or sum
+// not finite or negative, a start beyond wall-clock reach): Corruption. A
+// count of an unknown name is skipped.
 Result<SyncerFigures> decode_figures(std::span<const uint8_t> bytes);
 
 }  // namespace atl
