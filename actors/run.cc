@@ -941,12 +941,10 @@ void Run::Impl::evaluate(Report& r, const Result<std::unique_ptr<Model>>& model)
     for (auto& t : taken) parts.push_back(std::move(t[k].theta));
     const EvalSums e = evaluate_global(topology, *job, assemble_model(plan.fragment_plan, plan.syncer_shards, parts));
     const auto& at = taken.front()[k];
-    r.curve.push_back({at.seconds, at.tokens, e.loss(), text ? e.bits_per_byte() : 0.0, e.accuracy()});
+    r.curve.push_back(Report::CurvePoint::of(at.seconds, at.tokens, e, text));
   }
-  int64_t windows = 0;
-  for (const auto& b : job->eval_batches()) windows += b.rows;
-  r.set_final_eval(evaluate_global(topology, *job, theta), text, windows);
-  if (options.curve_points > 1) r.curve.push_back({r.wall_seconds, r.tokens, r.eval.loss, r.eval.bits_per_byte, r.eval.accuracy});
+  r.set_final_eval(evaluate_global(topology, *job, theta), *job);
+  if (options.curve_points > 1) r.end_curve();
   watch.set_eval(r.eval.loss, text ? r.eval.bits_per_byte : nan);
   if (model.ok()) r.sample = sample_text(**model, theta, options.evaluation, topology.seed);
 }

@@ -421,6 +421,28 @@ caf::behavior running(SyncerActor* self) {
   };
 }
 
+// A syncer in a new process goes on with the run's figures its restored
+// checkpoint carries (SyncerCore::continue_from).
+void go_on_with(SyncerActor* self, std::span<const uint8_t> encoded) {
+  auto figures = decode_figures(encoded);
+  if (!figures.ok()) {
+    log_warn(tag(self) + "the checkpoint's figures of the run are not read (counting from zero): " +
+             figures.status().to_string());
+    return;
+  }
+  log_info(tag(self) + "continuing the run's figures from its checkpoint (" + std::to_string(figures->stats.rounds) +
+           " rounds, " + std::to_string(figures->tokens) + " tokens, " +
+           std::to_string(static_cast<int>(figures->seconds)) + " s since the run started)");
+  // The curve's points the checkpoint's count had passed were written before
+  // it (the checkpointer takes them in order); later ones are taken again
+  // when this process passes them.
+  auto& st = self->state;
+  auto& snapshots = st.args.records->snapshots;
+  while (held_apart(st.args) && snapshots.due(figures->tokens, figures->seconds, st.args.shard))
+    snapshots.add({figures->seconds, figures->tokens, {}}, st.args.shard);
+  st.core->continue_from(std::move(*figures), self->clock().now(), unix_ms());
+}
+
 caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
   auto& state = self->state;
   state.args = std::move(args);
@@ -472,24 +494,7 @@ caf::behavior syncer(SyncerActor* self, SyncerArgs args) {
               return;
             }
             log_info(tag(self) + "restored checkpoint of round " + std::to_string(saved->rounds));
-            if (self->state.continued || saved->figures.empty()) return;
-            // A new process: the run's figures go on from the checkpoint's.
-            if (auto figures = decode_figures(saved->figures); !figures.ok()) {
-              log_warn(tag(self) + "the checkpoint's figures of the run are not read (counting from zero): " +
-                       figures.status().to_string());
-            } else {
-              log_info(tag(self) + "continuing the run's figures from its checkpoint (" +
-                       std::to_string(figures->stats.rounds) + " rounds, " + std::to_string(figures->tokens) +
-                       " tokens, " + std::to_string(static_cast<int>(figures->seconds)) + " s since the run started)");
-              // The curve's points the checkpoint's count had passed were written
-              // before it (the checkpointer takes them in order); later ones are
-              // taken again when this process passes them.
-              auto& st = self->state;
-              auto& snapshots = st.args.records->snapshots;
-              while (held_apart(st.args) && snapshots.due(figures->tokens, figures->seconds, st.args.shard))
-                snapshots.add({figures->seconds, figures->tokens, {}}, st.args.shard);
-              st.core->continue_from(std::move(*figures), self->clock().now(), unix_ms());
-            }
+            if (!self->state.continued && !saved->figures.empty()) go_on_with(self, saved->figures);
           },
           [self](caf::error& e) {
             self->state.args.records->readiness.set_syncer_serving(true);

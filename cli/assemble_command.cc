@@ -57,8 +57,8 @@ Result<CheckpointState> latest_checkpoint(const CheckpointStore& store, uint64_t
 // Each shard's part of the run as its checkpoint holds it: its versions and
 // size, and the figures it counted (`figured` false when one has none, from
 // before syncers recorded them, or none that read).
-std::vector<ShardFigures> shard_figures(const std::vector<CheckpointState>& by_shard,
-                                                const std::vector<Fragment>& plan, bool& figured) {
+std::vector<ShardFigures> shard_figures(const std::vector<CheckpointState>& by_shard, const std::vector<Fragment>& plan,
+                                        bool& figured) {
   std::vector<ShardFigures> shards;
   figured = true;
   for (uint32_t s = 0; s < by_shard.size(); ++s) {
@@ -104,19 +104,6 @@ Report model_only_report(const Topology& t, const std::vector<ShardFigures>& sha
   return r;
 }
 
-struct Evaluated {
-  EvalSums sums;
-  int64_t windows = 0;  // language models: held-out windows
-};
-
-Result<Evaluated> evaluate_model(const Topology& t, const Job& job, const std::vector<float>& theta) {
-  auto sums = evaluate_held_out(t, job, theta);
-  if (!sums.ok()) return sums.status().with_context("held-out evaluation");
-  Evaluated e{*sums, 0};
-  for (const auto& b : job.eval_batches()) e.windows += b.rows;
-  return e;
-}
-
 // The run's curve: point k is the model put together from every shard's
 // k-th point (written beside its checkpoints with `atoll syncer --curve`),
 // on the run's clock; a point some shard lacks is left out, with a warning.
@@ -140,19 +127,17 @@ Result<std::vector<Report::CurvePoint>> curve_of(const Topology& t, const std::v
     }
     auto model = assemble_from_checkpoints(parts, layout.fingerprint(), plan, layout.size());
     if (!model.ok()) return model.status().with_context("point " + std::to_string(k) + " of the curve");
-    Report::CurvePoint c;
+    double seconds = 0.0;
+    uint64_t tokens = 0;
     for (const auto& part : parts) {
       auto figures = decode_figures(part.figures);
       if (!figures.ok()) return figures.status().with_context("point " + std::to_string(k) + " of the curve");
-      c.seconds = std::max(c.seconds, run_seconds(*figures, shards));
-      c.tokens = std::max(c.tokens, figures->tokens);
+      seconds = std::max(seconds, run_seconds(*figures, shards));
+      tokens = std::max(tokens, figures->tokens);
     }
-    auto e = evaluate_model(t, job, model->theta);
-    if (!e.ok()) return e.status();
-    c.loss = e->sums.loss();
-    c.bits_per_byte = text ? e->sums.bits_per_byte() : 0.0;
-    c.accuracy = e->sums.accuracy();
-    curve.push_back(c);
+    auto sums = evaluate_held_out(t, job, model->theta);
+    if (!sums.ok()) return sums.status().with_context("held-out evaluation of point " + std::to_string(k));
+    curve.push_back(Report::CurvePoint::of(seconds, tokens, *sums, text));
   }
 }
 
@@ -180,8 +165,8 @@ int assemble_command(const AssembleArgs& a) {
   if (!assembled.ok()) return fail(assembled.status());
   auto job = Job::load(*t, a.data.empty() ? default_data_root() : a.data);
   if (!job.ok()) return fail(job.status().with_context("data"));
-  auto evaluated = evaluate_model(*t, **job, assembled->theta);
-  if (!evaluated.ok()) return fail(evaluated.status());
+  auto sums = evaluate_held_out(*t, **job, assembled->theta);
+  if (!sums.ok()) return fail(sums.status().with_context("held-out evaluation"));
 
   bool figured = false;
   const std::vector<ShardFigures> shards = shard_figures(by_shard, *plan, figured);
@@ -189,15 +174,14 @@ int assemble_command(const AssembleArgs& a) {
   r.model = (*model)->describe();
   r.data = (*job)->description();
   r.final_versions = assembled->versions;
-  const bool text = t->data.kind == DataKind::kText;
-  r.set_final_eval(evaluated->sums, text, evaluated->windows);
+  r.set_final_eval(*sums, **job);
   if (figured) {
     std::vector<const CheckpointStore*> folders;
     for (const auto& s : stores) folders.push_back(s.get());
     auto curve = curve_of(*t, folders, shards, layout, *plan, **job);
     if (curve.ok()) r.curve = std::move(*curve);
     else log_warn("no curve: " + curve.status().to_string());
-    if (!r.curve.empty()) r.curve.push_back({r.wall_seconds, r.tokens, r.eval.loss, r.eval.bits_per_byte, r.eval.accuracy});
+    if (!r.curve.empty()) r.end_curve();
   }
   EvaluationOptions eo;
   eo.sample_prompt = a.sample_prompt;

@@ -36,7 +36,6 @@ Report assembled_report(const Topology& topology, const std::vector<ShardFigures
   if (shards.empty()) return {};
   const int64_t earliest = run_start_unix_ms(shards);
   std::vector<std::shared_ptr<const SyncerSample>> samples;
-  double wall = 0.0;
   for (const ShardFigures& s : shards) {
     SyncerFigures f = s.figures;
     shift_times(f, 1e-3 * double(f.started_unix_ms - earliest));
@@ -51,14 +50,13 @@ Report assembled_report(const Topology& topology, const std::vector<ShardFigures
     sample.stats = std::move(f.stats);
     sample.learners = std::move(f.learners);
     sample.versions = s.versions;
-    wall = std::max(wall, sample.seconds);
     samples.push_back(std::make_shared<const SyncerSample>(std::move(sample)));
   }
   const int syncer_shards = static_cast<int>(shards.size());
   const SyncerSample run = merge_shard_samples(samples, syncer_shards);
   const RunCounters none;  // counted in each process (checkpoints, refusals at its door), not in the figures
   const RunView view = fold_view(topology, run, none, {}, {}, /*finished=*/true, /*sealed=*/true, 0);
-  Report r = report_from_view(view, wall);
+  Report r = report_from_view(view, run.seconds);  // the latest any shard counted
   for (const auto& s : samples) r.shards.push_back(shard_report(*s, syncer_shards));
   return r;
 }

@@ -100,7 +100,14 @@ void write_learner_json(JsonWriter& j, const LearnerReport& l) {
   j.field("member_seconds", l.record.member_seconds);
 }
 
-void Report::set_final_eval(const EvalSums& sums, bool text, int64_t windows) {
+Report::CurvePoint Report::CurvePoint::of(double seconds, uint64_t tokens, const EvalSums& e, bool text) {
+  return {seconds, tokens, e.loss(), text ? e.bits_per_byte() : 0.0, e.accuracy()};
+}
+
+void Report::set_final_eval(const EvalSums& sums, const Job& job) {
+  const bool text = job.topology().data.kind == DataKind::kText;
+  int64_t windows = 0;
+  for (const auto& b : job.eval_batches()) windows += b.rows;
   eval.by.clear();
   eval.final = true;
   eval.loss = sums.loss();

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "atoll/job.h"
 #include "atoll/model.h"
 #include "atoll/run_series.h"
 #include "atoll/syncer_stats.h"
@@ -117,6 +118,8 @@ struct Report {
     double seconds = 0.0;
     uint64_t tokens = 0;
     double loss = 0.0, bits_per_byte = 0.0, accuracy = 0.0;
+    // The model evaluated at `seconds` and `tokens` of the run (`text`: a language model).
+    static CurvePoint of(double seconds, uint64_t tokens, const EvalSums& e, bool text);
   };
   std::vector<CurvePoint> curve;
   std::vector<LearnerReport> per_learner;
@@ -127,8 +130,10 @@ struct Report {
   std::vector<EventLine> events;               // the newest lines of the event tape
 
   // The held-out figures of the final model, from atoll's own evaluation of
-  // it (`windows`: language models, the held-out windows evaluated).
-  void set_final_eval(const EvalSums& sums, bool text, int64_t windows);
+  // it on `job`'s held-out batches.
+  void set_final_eval(const EvalSums& sums, const Job& job);
+  // The final model as the curve's last point (after set_final_eval).
+  void end_curve() { curve.push_back({wall_seconds, tokens, eval.loss, eval.bits_per_byte, eval.accuracy}); }
 
   std::string to_json() const;
   std::string to_table() const;
