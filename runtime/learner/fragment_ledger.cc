@@ -171,6 +171,7 @@ LearnerReplica::RejectAction FragmentLedger::on_reject(const Reject& r, bool reg
 
 Progress FragmentLedger::progress(uint32_t learner, uint64_t incarnation, float loss_ema) const {
   Progress p{learner, incarnation, steps_, tokens_, step_ema_, {}, loss_ema};
+  p.fragments.reserve(tracks_.size());  // one allocation: a Progress goes out at every inner step
   for (const Track& t : tracks_) p.fragments.push_back({t.version, steps_ - t.due_from});
   return p;
 }

@@ -577,23 +577,31 @@ void LearnerSession::on_replica_steps(std::deque<ReplicaStep> steps, double /*no
 }
 
 size_t LearnerSession::drop_closed_pulls(std::deque<std::shared_ptr<const Message>>& queue, const Message* next, std::deque<uint32_t>* tags) {
-  std::deque<std::shared_ptr<const Message>> kept;
-  std::deque<uint32_t> kept_tags;
-  size_t dropped = 0;
+  // In place and without a copy: the simulator runs this at every inner step.
   // From the back: a pull is closed if a broadcast of its fragment came after it.
-  std::set<uint32_t> broadcast_after;
-  if (const auto* b = next ? std::get_if<Broadcast>(next) : nullptr) broadcast_after.insert(b->fragment);
+  std::vector<uint32_t> broadcast_after;  // fragments: a few
+  const auto broadcast = [&](const Message* m) {
+    if (const auto* b = m ? std::get_if<Broadcast>(m) : nullptr) broadcast_after.push_back(b->fragment);
+  };
+  const auto closed = [&](const Message& m) {
+    const auto* p = std::get_if<Pull>(&m);
+    return p && std::find(broadcast_after.begin(), broadcast_after.end(), p->fragment) != broadcast_after.end();
+  };
+  broadcast(next);
+  size_t dropped = 0;
   for (size_t i = queue.size(); i-- > 0;) {
-    if (const auto* b = std::get_if<Broadcast>(queue[i].get())) broadcast_after.insert(b->fragment);
-    if (const auto* p = std::get_if<Pull>(queue[i].get()); p && broadcast_after.count(p->fragment)) {
-      ++dropped;
-      continue;
-    }
-    kept.push_front(std::move(queue[i]));
-    if (tags) kept_tags.push_front((*tags)[i]);
+    broadcast(queue[i].get());
+    if (closed(*queue[i])) queue[i].reset(), ++dropped;
   }
-  queue = std::move(kept);
-  if (tags) *tags = std::move(kept_tags);
+  if (dropped == 0) return 0;
+  size_t kept = 0;
+  for (size_t i = 0; i < queue.size(); ++i) {
+    if (!queue[i]) continue;
+    if (tags) (*tags)[kept] = (*tags)[i];
+    queue[kept++] = std::move(queue[i]);
+  }
+  queue.resize(kept);
+  if (tags) tags->resize(kept);
   return dropped;
 }
 
