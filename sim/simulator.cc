@@ -9,10 +9,14 @@
 #include <deque>
 #include <limits>
 #include <memory>
-#include <queue>
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include "atoll/codec.h"
 #include "atoll/counting_replica.h"
+#include "atoll/event_queue.h"
 #include "atoll/fragments.h"
 #include "atoll/job.h"
 #include "atoll/learner_session.h"
@@ -131,9 +135,6 @@ struct Event {
   uint32_t who;
   uint64_t tag;
 };
-struct Later {
-  bool operator()(const Event& a, const Event& b) const { return a.t != b.t ? a.t > b.t : a.seq > b.seq; }
-};
 
 // Storage for what events carry: a slot is taken when scheduled, freed when delivered.
 template <class T>
@@ -149,9 +150,10 @@ class Slab {
     items_[slot] = std::move(value);
     return slot;
   }
+  // What stays in the slot is moved from: it holds nothing (no message, no
+  // share of one) until the slot is put again.
   T take(uint64_t slot) {
     T value = std::move(items_[slot]);
-    items_[slot] = T{};
     free_.push_back(slot);
     return value;
   }
@@ -201,9 +203,34 @@ class Simulator {
   Result<CellResult> run();
 
  private:
-  // run()'s steps: the length of a measuring batch, one event carried out.
-  double batch_seconds() const;
-  void dispatch(const Event& e);
+  // Scavenging's comings and goings, and the work done.
+  struct Counts {
+    uint64_t joins = 0, departures = 0, released = 0, cut_short = 0, claims_refused = 0, tokens = 0;
+    double trained_seconds = 0.0;
+  };
+  // What a cell measures: batch means after the warm-up batch, and what was
+  // counted when the warm-up ended (the result counts from there).
+  struct Measured {
+    double batch = 0.0;           // seconds: each batch, the warm-up too
+    BatchMeans goodputs, merged;  // merged: learner seconds merged per second (scavenging)
+    struct {
+      double trained = 0.0, computed = 0.0, late = 0.0, allocated = 0.0;
+      uint64_t vanished = 0;
+      Counts counts;
+    } at_warmup;
+  };
+  // run()'s steps: the cell set up, measured batch by batch, and its result.
+  Status start();
+  Measured measure();
+  CellResult result(const Measured& m) const;
+  double batch_seconds() const;    // of a measuring batch
+  void run_until(double t);        // every event up to t; the chips' time counted to t
+  void dispatch(const Event& e);   // one event carried out
+  // Figures the measure takes at the warm-up's end and the result after it.
+  double allocated() const;        // learner seconds allocated (the core's: members come and go)
+  double computed() const;         // compute seconds: learners' trained, or dp's productive
+  double late() const;             // decoupled: seconds learners would have waited for late broadcasts
+  uint64_t vanished() const;       // open slots' failures, as the core counted them
 
   // The core alone (scavenged 0) draws what the same decoupled cell draws.
   static uint64_t cell_key(const SimulationCell& c) {
@@ -216,7 +243,18 @@ class Simulator {
   bool scavenging() const { return cell_.scavenged >= 0; }
 
   void schedule(double t, Event::Kind kind, uint32_t who, uint64_t tag) {
-    queue_.push(Event{t, next_seq_++, kind, who, tag});
+    queue_.push(Event{t, next_seq_++, kind, who, tag}, run_of(kind));
+  }
+  // Inner steps and messages come a fixed delay ahead (unless steps jitter or
+  // links differ): each kind is a run of the queue, mostly in time order.
+  static size_t run_of(Event::Kind kind) {
+    switch (kind) {
+      case Event::Kind::kStepDone: return 0;
+      case Event::Kind::kToSyncer: return 1;
+      case Event::Kind::kToLearner: return 2;
+      case Event::Kind::kAtHub: return 3;
+      default: return EventQueue<Event>::kNoRun;
+    }
   }
 
   // Chips and their interruptions.
@@ -256,15 +294,25 @@ class Simulator {
     return SteadyTime{} + std::chrono::duration_cast<SteadyTime::duration>(std::chrono::duration<double>(now_));
   }
   // What the SyncerCore spends. The simulation is one busy thread, so its
-  // steady clock is its CPU time; the thread CPU clock is a system call that
-  // would slow the whole simulation 2.5x.
+  // wall time is its CPU time (the thread CPU clock is a system call that
+  // would slow the whole simulation 2.5x), read in ticks (ticks()) and made
+  // seconds over the whole cell.
   template <class F>
   void in_core(F&& f, uint32_t shard = 0) {
-    const auto start = WallClock::now();
+    const uint64_t start = ticks();
     f();
-    const double spent = std::chrono::duration<double>(WallClock::now() - start).count();
-    syncer_seconds_ += spent;
-    shard_seconds_[shard] += spent;
+    shard_ticks_[shard] += ticks() - start;
+  }
+  // Read twice around every syncer call, tens of millions of times a run: the
+  // processor's time-stamp counter where there is one (10.7 ns a read on the
+  // development machine, against 26 for steady_clock), else steady_clock's
+  // nanoseconds. Either ticks at a steady rate.
+  static uint64_t ticks() {
+#if defined(__x86_64__)
+    return __rdtsc();
+#else
+    return static_cast<uint64_t>(WallClock::now().time_since_epoch().count());
+#endif
   }
   // Syncer shards: each message goes where a real learner sends it (a push
   // to its fragment's owner, the rest to every shard). Learner records are
@@ -291,7 +339,7 @@ class Simulator {
   const SimulationPlan& plan_;
   SimulationCell cell_;
   Rng rng_;
-  std::priority_queue<Event, std::vector<Event>, Later> queue_;
+  EventQueue<Event> queue_;
   uint64_t next_seq_ = 0;
   double now_ = 0.0;
   uint64_t events_ = 0;
@@ -302,9 +350,12 @@ class Simulator {
   std::vector<SimLearner> learners_;   // decoupled
   std::vector<std::unique_ptr<SyncerCore>> cores_;  // by syncer shard
   // A message in flight: the syncer shard it goes to or comes from, and the
-  // incarnation of the learner that sent it (0: the syncer did).
+  // incarnation of the learner that sent it (0: the syncer did). A learner's
+  // is its own (one per inner step: no allocation for it); the syncer's is
+  // shared, as the learner keeps it and a broadcast's copies are one.
   struct Mail {
-    std::shared_ptr<const Message> message;
+    Message from_learner;
+    std::shared_ptr<const Message> to_learner;
     uint64_t incarnation = 0;
     uint32_t shard = 0;
     size_t bytes = 0;  // on the wire
@@ -320,8 +371,7 @@ class Simulator {
   // initialization CRC, a zero push per fragment, the moments handed a peer.
   std::shared_ptr<const CountingReplica::Model> counted_;
   int64_t chips_per_learner_ = 0;
-  double syncer_seconds_ = 0.0;
-  std::vector<double> shard_seconds_ = std::vector<double>(1, 0.0);
+  std::vector<uint64_t> shard_ticks_ = std::vector<uint64_t>(1, 0);  // in_core(), by syncer shard
   std::vector<double> reintegrations_;  // a restarted learner: from its Register to its welcome (seconds)
   // Links.
   std::vector<LinkQueue> hub_in_, hub_out_;   // by syncer shard
@@ -336,11 +386,7 @@ class Simulator {
   Rng availability_rng_{0};            // apart from the training's draws: the same machines for any model
   uint64_t next_process_ = 2;          // 1 is the core's
   std::vector<double> joins_seconds_;  // a machine up to its learner's welcome
-  // Counted as they happen (the measured share is taken after the warm-up).
-  struct Counts {
-    uint64_t joins = 0, departures = 0, released = 0, cut_short = 0, claims_refused = 0, tokens = 0;
-    double trained_seconds = 0.0;
-  } counts_;
+  Counts counts_;  // as they happen (the measured share is taken after the warm-up)
 };
 
 // ---- chips
@@ -497,7 +543,7 @@ Status Simulator::init_protocol() {
     if (!core.ok()) return core.status().with_context("the simulated syncer");
     cores_.push_back(std::move(*core));
   }
-  shard_seconds_.assign(cores_.size(), 0.0);
+  shard_ticks_.assign(cores_.size(), 0);
   auto counted = std::make_shared<CountingReplica::Model>();
   counted->topology = t;
   counted->parameters = core().layout().size();
@@ -548,7 +594,7 @@ void Simulator::carry_out(SimLearner& l, LearnerEffects& fx) {
     const size_t bytes = wire_bytes(send.message);
     const std::optional<double> at = to_hub_at(l, bytes);
     if (!at) continue;
-    Mail mail{std::make_shared<const Message>(std::move(send.message)), l.incarnation, send.shard, bytes};
+    Mail mail{std::move(send.message), nullptr, l.incarnation, send.shard, bytes};
     // A shaped hub queues messages in the order they reach it, which is not
     // the order learners send them: it takes each when it gets there.
     const bool shaped = hub_in_[send.shard].shape().active();
@@ -605,7 +651,7 @@ void Simulator::carry_out(SyncerEffects& fx, uint32_t shard) {
     const std::optional<double> at = to_learner_at(learners_[s.learner], shard, wire_bytes(s.message));
     if (!at) continue;
     schedule(*at, Event::Kind::kToLearner, s.learner,
-             mail_.put(Mail{std::make_shared<const Message>(std::move(s.message)), 0, shard}));
+             mail_.put(Mail{{}, std::make_shared<const Message>(std::move(s.message)), 0, shard}));
   }
   for (auto& m : fx.to_all) {
     const auto shared = std::make_shared<const Message>(std::move(m));
@@ -613,7 +659,7 @@ void Simulator::carry_out(SyncerEffects& fx, uint32_t shard) {
     for (uint32_t id = 0; id < learners_.size(); ++id) {
       if (!cores_[shard]->learners()[id].connected) continue;
       const std::optional<double> at = to_learner_at(learners_[id], shard, bytes);
-      if (at) schedule(*at, Event::Kind::kToLearner, id, mail_.put(Mail{shared, 0, shard}));
+      if (at) schedule(*at, Event::Kind::kToLearner, id, mail_.put(Mail{{}, shared, 0, shard}));
     }
   }
   for (const auto& t : fx.timers) schedule(now_ + std::max(0.0, t.seconds), Event::Kind::kTimer, shard, timers_.put(t));
@@ -964,15 +1010,15 @@ void Simulator::dispatch(const Event& e) {
       // What a process sent just before it died is dropped with its
       // connection (the syncer would see it go down right after).
       const SimLearner& l = learners_[e.who];
-      if (l.session && m.incarnation == l.incarnation) deliver_to_syncer(e.who, m.shard, *m.message);
+      if (l.session && m.incarnation == l.incarnation) deliver_to_syncer(e.who, m.shard, m.from_learner);
       break;
     }
     case Event::Kind::kToLearner: {
       Mail m = mail_.take(e.tag);
       SimLearner& l = learners_[e.who];
       if (!l.session) break;  // its process is gone
-      if (const auto* b = std::get_if<Broadcast>(m.message.get())) on_broadcast_arrived(l, *b);
-      in_session(l, [&](LearnerSession& s, LearnerEffects& fx) { s.on_message(m.shard, m.message, now_, fx); });
+      if (const auto* b = std::get_if<Broadcast>(m.to_learner.get())) on_broadcast_arrived(l, *b);
+      in_session(l, [&](LearnerSession& s, LearnerEffects& fx) { s.on_message(m.shard, m.to_learner, now_, fx); });
       break;
     }
     case Event::Kind::kLearnerTimer: {
@@ -1025,137 +1071,153 @@ double Simulator::batch_seconds() const {
   return std::min(batch, plan_.max_hours * 3600.0 / double(kMinBatches + 1));
 }
 
-Result<CellResult> Simulator::run() {
+Status Simulator::start() {
   if (cell_.chips <= 0) return Status::invalid_argument("a cell needs chips > 0");
   if (cell_.learners < 1) return Status::invalid_argument("a cell needs at least one learner");
   if (decoupled() && cell_.chips < cell_.learners)
     return Status::invalid_argument(std::to_string(cell_.chips) + " chips cannot make " +
                                     std::to_string(cell_.learners) + " learners");
-  const auto wall_start = WallClock::now();
   init_groups();
   init_links();
   if (decoupled()) ATOLL_RETURN_IF_ERROR(init_protocol());
-
   if (scavenging() && cell_.scavenged > 0) init_machines();
+  return {};
+}
 
-  // Batch means over batches of batch_seconds(), the first (warm-up) left out.
+void Simulator::run_until(double t) {
+  while (!queue_.empty() && queue_.top().t <= t) {
+    const Event e = queue_.top();
+    queue_.pop();
+    now_ = e.t;
+    ++events_;
+    dispatch(e);
+  }
+  now_ = t;
+  if (decoupled()) for (auto& l : learners_) l.chips.advance(now_);
+  else job_.advance(now_);
+}
+
+double Simulator::allocated() const { return core().allocated_seconds(core_time()); }
+
+double Simulator::computed() const { return decoupled() ? counts_.trained_seconds : job_.productive; }
+
+double Simulator::late() const {
+  double s = 0.0;
+  for (const auto& l : learners_) s += l.late_seconds;
+  return s;
+}
+
+uint64_t Simulator::vanished() const {
+  uint64_t n = 0;
+  for (size_t m = static_cast<size_t>(cell_.learners); m < learners_.size(); ++m) n += core().learners()[m].failures;
+  return n;
+}
+
+// Batch means over batches of batch_seconds(), the first (warm-up) left out,
+// until the goodput's interval is within the plan's precision (or max_hours).
+Simulator::Measured Simulator::measure() {
+  Measured m;
+  m.batch = batch_seconds();
   const double max_seconds = plan_.max_hours * 3600.0, min_seconds = plan_.min_hours * 3600.0;
-  const double batch = batch_seconds();
   const double allocated_per_second = decoupled() ? double(cell_.learners) : 1.0;
-  // Scavenging: allocated learner time is the core's figure (members come and go).
-  const auto allocated = [&] { return core().allocated_seconds(core_time()); };
-
-  BatchMeans goodputs, merged;  // per batch, the first (warm-up) left out; merged: learners' worth, scavenging
-  double batch_start = 0.0, good_at_batch_start = 0.0, allocated_at_batch_start = 0.0, trained_at_warmup = 0.0;
-  // Utilization: compute time, and decoupled learners' would-be waits, at the warm-up's end.
-  double computed_at_warmup = 0.0, late_at_warmup = 0.0;
-  const auto computed = [&] { return decoupled() ? counts_.trained_seconds : job_.productive; };
-  const auto late = [&] {
-    double s = 0.0;
-    for (const auto& l : learners_) s += l.late_seconds;
-    return s;
-  };
-  uint64_t interruptions = 0;
-  Counts at_warmup;
-  uint64_t vanished_at_warmup = 0;
-  double allocated_at_warmup = 0.0;
-  const auto vanished = [&] {  // open slots' failures, as the core counted them
-    uint64_t n = 0;
-    for (size_t m = static_cast<size_t>(cell_.learners); m < learners_.size(); ++m) n += core().learners()[m].failures;
-    return n;
-  };
-  for (double batch_end = batch;; batch_end += batch) {
-    while (!queue_.empty() && queue_.top().t <= batch_end) {
-      const Event e = queue_.top();
-      queue_.pop();
-      now_ = e.t;
-      ++events_;
-      dispatch(e);
-    }
-    now_ = batch_end;
-    if (decoupled()) for (auto& l : learners_) l.chips.advance(now_);
-    else job_.advance(now_);
+  double batch_start = 0.0, good_at_batch_start = 0.0, allocated_at_batch_start = 0.0;
+  for (double batch_end = m.batch;; batch_end += m.batch) {
+    run_until(batch_end);
     const double good = good_chip_seconds();
+    // Scavenging: allocated learner time is the core's figure (members come and go).
     const double alloc = scavenging() ? allocated() : 0.0;
     if (batch_start > 0.0) {
-      const double given = scavenging() ? alloc - allocated_at_batch_start : allocated_per_second * batch;
-      goodputs.add(given > 0 ? (good - good_at_batch_start) / given : 0.0);
-      if (scavenging()) merged.add((good - good_at_batch_start) / batch);
+      const double given = scavenging() ? alloc - allocated_at_batch_start : allocated_per_second * m.batch;
+      m.goodputs.add(given > 0 ? (good - good_at_batch_start) / given : 0.0);
+      if (scavenging()) m.merged.add((good - good_at_batch_start) / m.batch);
     } else {
-      trained_at_warmup = decoupled() ? 0.0 : job_.trained;
-      computed_at_warmup = computed();
-      late_at_warmup = late();
+      m.at_warmup.trained = decoupled() ? 0.0 : job_.trained;
+      m.at_warmup.computed = computed();
+      m.at_warmup.late = late();
       if (scavenging()) {
-        at_warmup = counts_;
-        allocated_at_warmup = alloc;
-        vanished_at_warmup = vanished();
+        m.at_warmup.counts = counts_;
+        m.at_warmup.allocated = alloc;
+        m.at_warmup.vanished = vanished();
       }
     }
     batch_start = batch_end;
     good_at_batch_start = good;
     allocated_at_batch_start = alloc;
     // Scavenging: the merged learner time (the speed-up) is as precise as the goodput, relatively.
-    const bool precise = goodputs.half_width <= plan_.precision &&
-                         (cell_.scavenged <= 0 || merged.half_width <= plan_.precision * merged.mean);
-    if (goodputs.size() >= kMinBatches && precise && batch_end >= min_seconds) break;
+    const bool precise = m.goodputs.half_width <= plan_.precision &&
+                         (cell_.scavenged <= 0 || m.merged.half_width <= plan_.precision * m.merged.mean);
+    if (m.goodputs.size() >= kMinBatches && precise && batch_end >= min_seconds) break;
     if (batch_end >= max_seconds) break;
   }
+  return m;
+}
 
+CellResult Simulator::result(const Measured& m) const {
   CellResult r;
   r.cell = cell_;
-  r.goodput = goodputs.mean;
-  r.goodput_halfwidth = goodputs.half_width;
-  const double measured = now_ - batch;  // after the warm-up batch
+  r.goodput = m.goodputs.mean;
+  r.goodput_halfwidth = m.goodputs.half_width;
+  const double measured = now_ - m.batch;  // after the warm-up batch
   r.simulated_hours = now_ / 3600.0;
   r.events = events_;
   if (decoupled()) {
-    for (const auto& l : learners_) interruptions += l.chips.interruptions;
+    for (const auto& l : learners_) r.interruptions += l.chips.interruptions;
     std::vector<RoundEnd> ends;
     const SyncerStats stats = merged_stats();
     for (const RoundEnd& e : stats.round_ends)
-      if (e.seconds >= batch) ends.push_back({e.seconds - batch, e.fragment});
+      if (e.seconds >= m.batch) ends.push_back({e.seconds - m.batch, e.fragment});
     r.uptime = uptime_of(ends, measured);
     r.rounds = stats.rounds;
     r.merged_pushes = stats.merged_pushes;
     r.late_pushes = stats.late;
     r.repairs = stats.repairs;
-    r.syncer_seconds = syncer_seconds_;
-    r.syncer_busiest_shard_seconds = *std::max_element(shard_seconds_.begin(), shard_seconds_.end());
     r.reintegrations = reintegrations_.size();
     for (double s : reintegrations_) {
       r.reintegration_seconds_max = std::max(r.reintegration_seconds_max, s);
       r.reintegration_seconds_mean += s / double(reintegrations_.size());
     }
   } else {
-    interruptions = job_.interruptions;
-    r.uptime = (job_.trained - trained_at_warmup) / measured;
+    r.interruptions = job_.interruptions;
+    r.uptime = (job_.trained - m.at_warmup.trained) / measured;
   }
   if (measured > 0) {
-    const double c = computed() - computed_at_warmup, w = late() - late_at_warmup;
+    const double c = computed() - m.at_warmup.computed, w = late() - m.at_warmup.late;
     r.utilization = c / (measured * (decoupled() ? double(cell_.learners + std::max(0, cell_.scavenged)) : 1.0));
     r.on_time = decoupled() ? (c + w > 0 ? c / (c + w) : 1.0) : r.utilization;
   }
   r.lost_to_partition = lost_to_partition_;
   if (scavenging() && measured > 0) {
+    const Counts& at = m.at_warmup.counts;
     r.measured_hours = measured / 3600.0;
-    r.allocated_learners = (allocated() - allocated_at_warmup) / measured;
-    r.merged_learners = merged.mean;
-    r.merged_halfwidth = merged.half_width;
-    r.trained_learners = (counts_.trained_seconds - at_warmup.trained_seconds) / measured;
-    r.tokens = counts_.tokens - at_warmup.tokens;
-    r.joins = counts_.joins - at_warmup.joins;
-    r.departures = counts_.departures - at_warmup.departures;
-    r.released = counts_.released - at_warmup.released;
-    r.cut_short = counts_.cut_short - at_warmup.cut_short;
-    r.claims_refused = counts_.claims_refused - at_warmup.claims_refused;
-    r.vanished = vanished() - vanished_at_warmup;
+    r.allocated_learners = (allocated() - m.at_warmup.allocated) / measured;
+    r.merged_learners = m.merged.mean;
+    r.merged_halfwidth = m.merged.half_width;
+    r.trained_learners = (counts_.trained_seconds - at.trained_seconds) / measured;
+    r.tokens = counts_.tokens - at.tokens;
+    r.joins = counts_.joins - at.joins;
+    r.departures = counts_.departures - at.departures;
+    r.released = counts_.released - at.released;
+    r.cut_short = counts_.cut_short - at.cut_short;
+    r.claims_refused = counts_.claims_refused - at.claims_refused;
+    r.vanished = vanished() - m.at_warmup.vanished;
     for (double s : joins_seconds_) {
       r.join_seconds_max = std::max(r.join_seconds_max, s);
       r.join_seconds_mean += s / double(joins_seconds_.size());
     }
   }
-  r.interruptions = interruptions;
+  return r;
+}
+
+Result<CellResult> Simulator::run() {
+  const auto wall_start = WallClock::now();
+  const uint64_t ticks_start = ticks();
+  ATOLL_RETURN_IF_ERROR(start());
+  CellResult r = result(measure());
   r.wall_seconds = std::chrono::duration<double>(WallClock::now() - wall_start).count();
+  // The syncer's ticks in seconds, at the rate the ticks ran over the cell.
+  const double seconds_per_tick = r.wall_seconds / double(std::max<uint64_t>(1, ticks() - ticks_start));
+  for (uint64_t t : shard_ticks_) r.syncer_seconds += seconds_per_tick * double(t);
+  r.syncer_busiest_shard_seconds = seconds_per_tick * double(*std::max_element(shard_ticks_.begin(), shard_ticks_.end()));
   return r;
 }
 
