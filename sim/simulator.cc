@@ -150,8 +150,8 @@ class Slab {
     items_[slot] = std::move(value);
     return slot;
   }
-  // What stays in the slot is moved from: it holds nothing (no message, no
-  // share of one) until the slot is put again.
+  // The slot keeps what T's move leaves (for a Mail: no message, no share of
+  // one) until it is put again.
   T take(uint64_t slot) {
     T value = std::move(items_[slot]);
     free_.push_back(slot);
@@ -253,7 +253,7 @@ class Simulator {
       case Event::Kind::kToSyncer: return 1;
       case Event::Kind::kToLearner: return 2;
       case Event::Kind::kAtHub: return 3;
-      default: return EventQueue<Event>::kNoRun;
+      default: return EventQueue<Event>::kHeap;
     }
   }
 
@@ -306,7 +306,9 @@ class Simulator {
   // Read twice around every syncer call, tens of millions of times a run: the
   // processor's time-stamp counter where there is one (10.7 ns a read on the
   // development machine, against 26 for steady_clock), else steady_clock's
-  // nanoseconds. Either ticks at a steady rate.
+  // ticks. Only their rate over the cell is used, so the counter must tick
+  // steadily and alike on every core (an invariant TSC, as x86-64 processors
+  // of the last fifteen years and their virtual machines have).
   static uint64_t ticks() {
 #if defined(__x86_64__)
     return __rdtsc();
@@ -1213,9 +1215,11 @@ Result<CellResult> Simulator::run() {
   const uint64_t ticks_start = ticks();
   ATOLL_RETURN_IF_ERROR(start());
   CellResult r = result(measure());
-  r.wall_seconds = std::chrono::duration<double>(WallClock::now() - wall_start).count();
+  const auto wall_end = WallClock::now();
+  const uint64_t ticks_end = ticks();
+  r.wall_seconds = std::chrono::duration<double>(wall_end - wall_start).count();
   // The syncer's ticks in seconds, at the rate the ticks ran over the cell.
-  const double seconds_per_tick = r.wall_seconds / double(std::max<uint64_t>(1, ticks() - ticks_start));
+  const double seconds_per_tick = r.wall_seconds / double(std::max<uint64_t>(1, ticks_end - ticks_start));
   for (uint64_t t : shard_ticks_) r.syncer_seconds += seconds_per_tick * double(t);
   r.syncer_busiest_shard_seconds = seconds_per_tick * double(*std::max_element(shard_ticks_.begin(), shard_ticks_.end()));
   return r;

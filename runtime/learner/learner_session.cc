@@ -579,9 +579,11 @@ void LearnerSession::on_replica_steps(std::deque<ReplicaStep> steps, double /*no
 size_t LearnerSession::drop_closed_pulls(std::deque<std::shared_ptr<const Message>>& queue, const Message* next, std::deque<uint32_t>* tags) {
   // In place and without a copy: the simulator runs this at every inner step.
   // From the back: a pull is closed if a broadcast of its fragment came after it.
-  std::vector<uint32_t> broadcast_after;  // fragments: a few
+  std::vector<uint32_t> broadcast_after;  // fragments, each once: a few
   const auto broadcast = [&](const Message* m) {
-    if (const auto* b = m ? std::get_if<Broadcast>(m) : nullptr) broadcast_after.push_back(b->fragment);
+    const auto* b = m ? std::get_if<Broadcast>(m) : nullptr;
+    if (b && std::find(broadcast_after.begin(), broadcast_after.end(), b->fragment) == broadcast_after.end())
+      broadcast_after.push_back(b->fragment);
   };
   const auto closed = [&](const Message& m) {
     const auto* p = std::get_if<Pull>(&m);
@@ -591,7 +593,10 @@ size_t LearnerSession::drop_closed_pulls(std::deque<std::shared_ptr<const Messag
   size_t dropped = 0;
   for (size_t i = queue.size(); i-- > 0;) {
     broadcast(queue[i].get());
-    if (closed(*queue[i])) queue[i].reset(), ++dropped;
+    if (closed(*queue[i])) {
+      queue[i].reset();
+      ++dropped;
+    }
   }
   if (dropped == 0) return 0;
   size_t kept = 0;

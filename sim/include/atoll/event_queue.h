@@ -6,9 +6,9 @@
 // over a link, an inner step), so the events of one kind mostly come in time
 // order. Each such kind keeps a run of its own, first in first out (constant
 // time each way); the rest, and an event that would not keep its run sorted,
-// go to a binary heap. Every run and the heap are sorted, and top() is the
-// least of their fronts, so the order is exactly one heap's: a simulation
-// gives the same result with either, only sooner with this one.
+// go to a binary heap. Each run is sorted and the heap's top is its least,
+// and top() is the least of those, so the order is exactly one heap's: a
+// simulation gives the same result with either, only sooner with this one.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <utility>
 #include <vector>
 
 namespace atl {
@@ -25,13 +26,13 @@ template <class E>
 class EventQueue {
  public:
   static constexpr size_t kRuns = 4;
-  static constexpr size_t kNoRun = kRuns;
+  static constexpr size_t kHeap = kRuns;  // push()'s `run` for an event of no run
 
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
 
-  // `run`: below kRuns, the run of e's kind; kNoRun: the heap.
-  void push(E e, size_t run = kNoRun) {
+  // `run`: below kRuns, the run of e's kind; kHeap: none.
+  void push(E e, size_t run = kHeap) {
     ++size_;
     // A run stays sorted: e's seq is the largest yet, so its time decides.
     if (run < kRuns && (runs_[run].empty() || runs_[run].back().t <= e.t)) {
@@ -65,7 +66,7 @@ class EventQueue {
 
  private:
   using Run = std::deque<E>;
-  static constexpr size_t kHeap = kRuns, kUnknown = kRuns + 1;  // where top() is, beside a run
+  static constexpr size_t kUnknown = kRuns + 1;  // where top() is, beside a run or kHeap
 
   // a after b: a heap with the earliest on top.
   static bool later(const E& a, const E& b) { return a.t != b.t ? a.t > b.t : a.seq > b.seq; }

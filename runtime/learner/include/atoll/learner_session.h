@@ -168,6 +168,7 @@ class LearnerSession {
   // follows (in the queue, or `next`, arriving after it): its round has
   // closed, and an answer would only count as late. Returns how many.
   // `tags`, if given, runs beside `queue` (one per message) and loses the same entries.
+  // REQUIRES: no null message in `queue`.
   static size_t drop_closed_pulls(std::deque<std::shared_ptr<const Message>>& queue, const Message* next = nullptr,
                                   std::deque<uint32_t>* tags = nullptr);
 
