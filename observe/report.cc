@@ -7,6 +7,7 @@
 #include <numbers>
 #include <sstream>
 
+#include "atoll/job.h"
 #include "atoll/printf_string.h"
 #include "atoll/json_writer.h"
 #include "learner_json.h"

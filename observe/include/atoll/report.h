@@ -6,12 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "atoll/job.h"
 #include "atoll/model.h"
 #include "atoll/run_series.h"
 #include "atoll/syncer_stats.h"
 
 namespace atl {
+
+class Job;  // atoll/job.h: the final evaluation reads its held-out batches
 
 // One learner's figures, in the report and in the view (LearnerView adds
 // what only a live view shows). fold_view() (atoll/run_view.h) fills them from
